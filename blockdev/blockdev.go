@@ -1,0 +1,134 @@
+// Package blockdev provides random-access block stores that back namespaces:
+// regular files, block devices and anonymous memory.
+//
+// The package knows nothing of the protocol layered above it; offsets and
+// lengths are bytes, always multiples of the device's block size.
+package blockdev
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+)
+
+// Device is a random-access block store. Offsets and lengths passed by callers
+// are multiples of BlockSize(). All methods are safe for concurrent use by
+// multiple goroutines; methods called after Close return ErrClosed.
+type Device interface {
+	// ReadAt fills p from off. It returns len(p), nil or an error; reading
+	// past Size() is ErrOutOfRange.
+	ReadAt(p []byte, off int64) (int, error)
+	// WriteAt writes all of p at off or returns an error.
+	WriteAt(p []byte, off int64) (int, error)
+	// Flush makes completed writes durable (fdatasync; a no-op for memory).
+	Flush() error
+	// Discard deallocates a range. What a later read returns is defined only
+	// when DiscardZeroes() is true.
+	Discard(off, length int64) error
+	// WriteZeroes sets a range to zeroes, deallocating it where cheap.
+	WriteZeroes(off, length int64) error
+	// Size is the usable size in bytes, a multiple of BlockSize().
+	Size() int64
+	// BlockSize is the logical block size in bytes.
+	BlockSize() uint32
+	// DiscardZeroes reports whether a read after Discard is guaranteed to
+	// return zeroes.
+	DiscardZeroes() bool
+	// Close releases the device. It waits for in-flight calls to return.
+	Close() error
+}
+
+// Options selects and configures a backend for Open.
+type Options struct {
+	// Path is a regular file or a block device; empty selects memory.
+	Path string
+	// Size in bytes, rounded down to BlockSize. For memory it is required.
+	// For a file, a missing or smaller file is created or grown to Size, a
+	// larger one is used only up to Size, and 0 means the current file size.
+	// For a block device 0 means the whole device, else it must not exceed it.
+	Size int64
+	// BlockSize is 512 or 4096 (0 means 512) for files and memory. A block
+	// device always uses its own logical block size, and a different nonzero
+	// BlockSize is an error.
+	BlockSize uint32
+	// ReadOnly refuses writes, discards and write-zeroes with ErrReadOnly.
+	ReadOnly bool
+	// Buffered forces buffered I/O instead of O_DIRECT.
+	Buffered bool
+	// Logger receives setup messages; nil discards them. Nothing is logged
+	// per I/O.
+	Logger *slog.Logger
+}
+
+var (
+	// ErrOutOfRange reports an access that extends beyond Size().
+	ErrOutOfRange = errors.New("out of range")
+	// ErrInvalidArgument reports a negative or unaligned offset or length, a
+	// bad block size or size, or a path of the wrong kind.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrReadOnly reports a modification of a read-only device.
+	ErrReadOnly = errors.New("read-only device")
+	// ErrNotSupported reports an operation the backend cannot perform, such
+	// as Discard on a filesystem without hole punching, or any backend on a
+	// platform other than Linux. OS errors such as EOPNOTSUPP stay matchable
+	// alongside it.
+	ErrNotSupported = errors.New("not supported")
+	// ErrClosed reports a call on a closed device.
+	ErrClosed = errors.New("device closed")
+)
+
+// DefaultBlockSize is used when Options.BlockSize is 0.
+const DefaultBlockSize = 512
+
+// Open dispatches on Options.Path: empty selects memory, a block special file
+// a block device, and anything else a regular file (created if missing).
+func Open(o Options) (Device, error) {
+	if o.Path == "" {
+		return newMemory(o.Size, o.BlockSize, o.ReadOnly)
+	}
+	st, err := os.Stat(o.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return OpenFile(o)
+	case err != nil:
+		return nil, fmt.Errorf("open %s: %w", o.Path, err)
+	case st.Mode()&fs.ModeDevice != 0 && st.Mode()&fs.ModeCharDevice == 0:
+		return OpenBlockDevice(o)
+	default:
+		return OpenFile(o)
+	}
+}
+
+// checkBlockSize validates a block size for files and memory.
+func checkBlockSize(bs uint32) (uint32, error) {
+	switch bs {
+	case 0:
+		return DefaultBlockSize, nil
+	case 512, 4096:
+		return bs, nil
+	}
+	return 0, fmt.Errorf("block size %d: must be 512 or 4096: %w", bs, ErrInvalidArgument)
+}
+
+// checkRange validates an access of length bytes at off on a device of size
+// bytes named name. It only allocates when it fails.
+func checkRange(op, name string, off, length, size int64, bs uint32) error {
+	mask := int64(bs) - 1
+	if off < 0 || length < 0 || off&mask != 0 || length&mask != 0 {
+		return fmt.Errorf("%s %s at %d length %d: block size %d: %w", op, name, off, length, bs, ErrInvalidArgument)
+	}
+	// Written as a subtraction so that off+length cannot overflow.
+	if off > size || length > size-off {
+		return fmt.Errorf("%s %s at %d length %d: device size %d: %w", op, name, off, length, size, ErrOutOfRange)
+	}
+	return nil
+}
+
+func logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}

@@ -1,0 +1,209 @@
+package blockdev
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// sysOpen is unix.Open; tests replace it to simulate filesystems that
+// refuse O_DIRECT.
+var sysOpen = unix.Open
+
+// probeRead is preadFull; tests replace it to simulate filesystems that
+// accept O_DIRECT at open and refuse it on I/O.
+var probeRead = preadFull
+
+// fdDev holds what files and block devices share: positional I/O on one
+// file descriptor, with or without O_DIRECT.
+type fdDev struct {
+	// mu is held shared by every call and exclusively by Close, so the fd
+	// number is never reused by the kernel under an in-flight call.
+	mu       sync.RWMutex
+	fd       int // -1 once closed
+	path     string
+	size     int64
+	bs       uint32
+	readOnly bool
+	direct   bool
+	memAlign uintptr // O_DIRECT buffer address alignment
+}
+
+func (d *fdDev) Size() int64       { return d.size }
+func (d *fdDev) BlockSize() uint32 { return d.bs }
+
+func (d *fdDev) ReadAt(p []byte, off int64) (int, error) {
+	if err := checkRange("read", d.path, off, int64(len(p)), d.size, d.bs); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.fd < 0 {
+		return 0, fmt.Errorf("read %s: %w", d.path, ErrClosed)
+	}
+	var n int
+	var err error
+	if d.direct && !aligned(p, d.memAlign) {
+		n, err = d.bounced(p, off, false)
+	} else {
+		n, err = preadFull(d.fd, p, off)
+	}
+	if err != nil {
+		return n, fmt.Errorf("read %s at %d: %w", d.path, off, err)
+	}
+	return n, nil
+}
+
+func (d *fdDev) WriteAt(p []byte, off int64) (int, error) {
+	if err := d.checkModify("write", off, int64(len(p))); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.fd < 0 {
+		return 0, fmt.Errorf("write %s: %w", d.path, ErrClosed)
+	}
+	var n int
+	var err error
+	if d.direct && !aligned(p, d.memAlign) {
+		n, err = d.bounced(p, off, true)
+	} else {
+		n, err = pwriteFull(d.fd, p, off)
+	}
+	if err != nil {
+		return n, fmt.Errorf("write %s at %d: %w", d.path, off, err)
+	}
+	return n, nil
+}
+
+// bounced does O_DIRECT I/O for a caller buffer whose address the kernel
+// would refuse, through a pooled page-aligned buffer.
+func (d *fdDev) bounced(p []byte, off int64, write bool) (int, error) {
+	h, err := getBounce()
+	if err != nil {
+		return 0, err
+	}
+	defer bouncePool.Put(h)
+	done := 0
+	for done < len(p) {
+		// bounceSize is a multiple of every block size, so chunks stay aligned.
+		b := h.b[:min(len(p)-done, len(h.b))]
+		var n int
+		if write {
+			copy(b, p[done:])
+			n, err = pwriteFull(d.fd, b, off+int64(done))
+		} else {
+			n, err = preadFull(d.fd, b, off+int64(done))
+			copy(p[done:], b[:n])
+		}
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+func (d *fdDev) Flush() error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.fd < 0 {
+		return fmt.Errorf("flush %s: %w", d.path, ErrClosed)
+	}
+	for {
+		err := unix.Fdatasync(d.fd)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("flush %s: %w", d.path, err)
+		}
+		return nil
+	}
+}
+
+func (d *fdDev) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fd < 0 {
+		return fmt.Errorf("close %s: %w", d.path, ErrClosed)
+	}
+	err := unix.Close(d.fd)
+	d.fd = -1
+	if err != nil {
+		return fmt.Errorf("close %s: %w", d.path, err)
+	}
+	return nil
+}
+
+// checkModify validates a write, discard or write-zeroes request.
+func (d *fdDev) checkModify(op string, off, length int64) error {
+	if d.readOnly {
+		return fmt.Errorf("%s %s at %d: %w", op, d.path, off, ErrReadOnly)
+	}
+	return checkRange(op, d.path, off, length, d.size, d.bs)
+}
+
+// writeZeroesSlow writes zeroes in bounded chunks, for backends that cannot
+// zero a range any other way. The caller holds d.mu.
+func (d *fdDev) writeZeroesSlow(off, length int64) error {
+	z, err := zeroes()
+	if err != nil {
+		return err
+	}
+	for length > 0 {
+		n := min(length, int64(len(z)))
+		if _, err := pwriteFull(d.fd, z[:n], off); err != nil {
+			return err
+		}
+		off += n
+		length -= n
+	}
+	return nil
+}
+
+// setAlign records the O_DIRECT alignment of d.fd. It returns a reason when
+// the kernel says O_DIRECT cannot work with this block size, else "".
+func (d *fdDev) setAlign() string {
+	d.memAlign = pageSize
+	mem, off, known := dioAlign(d.fd)
+	if !known {
+		return ""
+	}
+	if off == 0 {
+		return "statx reports no direct I/O support"
+	}
+	if off > d.bs {
+		return fmt.Sprintf("direct I/O needs %d-byte offset alignment, block size is %d", off, d.bs)
+	}
+	if mem > 0 && mem&(mem-1) == 0 {
+		d.memAlign = uintptr(mem)
+	}
+	return ""
+}
+
+// probeDirect reads the first block with O_DIRECT, because some filesystems
+// accept the open flag and then fail every I/O with EINVAL.
+func (d *fdDev) probeDirect() string {
+	h, err := getBounce()
+	if err != nil {
+		return "" // Cannot tell; keep O_DIRECT and let I/O report errors.
+	}
+	defer bouncePool.Put(h)
+	if _, err := probeRead(d.fd, h.b[:d.bs], 0); err == unix.EINVAL {
+		return "aligned O_DIRECT read failed: " + err.Error()
+	}
+	return ""
+}
+
+func warnBuffered(log *slog.Logger, path, reason string) {
+	log.Warn("O_DIRECT not supported, using buffered I/O", "path", path, "reason", reason)
+}

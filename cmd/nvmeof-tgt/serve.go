@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
+)
+
+// fileWorkers is how many goroutines run blocking I/O per file or block
+// device namespace: enough to keep a queue depth of 32 busy on each of a
+// few queues.
+const fileWorkers = 32
+
+func serveCmd() *cobra.Command {
+	var cfgFile string
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the target (the embedded default configuration without --config)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var cfg *config.Config
+			var err error
+			if cfgFile != "" {
+				cfg, err = config.LoadFile(cfgFile)
+			} else {
+				cfg, err = config.LoadDefault()
+			}
+			if err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cfg)
+		},
+	}
+	c.Flags().StringVarP(&cfgFile, "config", "c", "", "configuration file (YAML); NVMEOF_TGT_* variables override it")
+	return c
+}
+
+func newLogger(c config.Log) *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.Level)); err != nil {
+		lvl = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+func serve(ctx context.Context, cfg *config.Config) error {
+	log := newLogger(cfg.Log)
+	slog.SetDefault(log)
+	raiseMemlock(log)
+
+	tgt := fabric.NewTarget(fabric.Options{
+		MDTS:             uint32(cfg.RDMA.MDTS),
+		MaxQueueDepth:    uint32(cfg.RDMA.MaxQueueDepth),
+		MaxIOQueues:      uint16(cfg.RDMA.MaxIOQueues),
+		KATOMax:          cfg.Controller.KeepAliveTimeoutMax,
+		FirmwareRevision: firmwareRevision(),
+		Logger:           log,
+	})
+	// Namespaces opened so far are closed by tgt.Close on any later failure.
+	if err := addSubsystems(tgt, cfg, log); err != nil {
+		tgt.Close()
+		return err
+	}
+
+	var rt *rdma.Transport
+	loop := fabric.NewLoopTransport()
+	for i, p := range cfg.Ports {
+		var tr fabric.Transport
+		switch p.Transport {
+		case "rdma":
+			if rt == nil {
+				var err error
+				rt, err = rdma.New(rdma.Config{
+					InCapsuleDataSize:  uint32(cfg.RDMA.InCapsuleDataSize),
+					MaxQueueDepth:      cfg.RDMA.MaxQueueDepth,
+					MaxIOQueueID:       cfg.RDMA.MaxIOQueues,
+					MaxQueues:          cfg.RDMA.MaxQueues,
+					MDTS:               uint32(cfg.RDMA.MDTS),
+					IOUnitSize:         uint32(cfg.RDMA.IOUnitSize),
+					BufferPoolSize:     uint64(cfg.RDMA.BufferPoolSize),
+					Pollers:            cfg.RDMA.Pollers,
+					PollIdle:           cfg.RDMA.PollIdle,
+					SendWithInvalidate: cfg.RDMA.SendWithInvalidate,
+					Logger:             log,
+				})
+				if err != nil {
+					tgt.Close()
+					return err
+				}
+			}
+			tr = rt
+		case "loop":
+			tr = loop
+		default:
+			tgt.Close()
+			return fmt.Errorf("ports[%d].transport: unknown transport %q", i, p.Transport)
+		}
+		fp := &fabric.Port{Address: p.Address, Service: strconv.Itoa(p.Port)}
+		if err := tgt.AddPort(tr, fp); err != nil {
+			tgt.Close()
+			if rt != nil {
+				rt.Close()
+			}
+			if errors.Is(err, rdma.ErrNoDevice) {
+				return fmt.Errorf("ports[%d]: %w: no RDMA device serves %s (set one up, e.g. Soft-RoCE with `nvmeof-tgt softroce add`)", i, err, p.Address)
+			}
+			if errors.Is(err, rdma.ErrNotSupported) {
+				return fmt.Errorf("ports[%d]: %w (this binary was built without cgo)", i, err)
+			}
+			return fmt.Errorf("ports[%d]: %w", i, err)
+		}
+	}
+
+	var srv *http.Server
+	if cfg.Metrics.Listen != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+			newCollector(tgt, rt))
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		ln, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			tgt.Close()
+			if rt != nil {
+				rt.Close()
+			}
+			return fmt.Errorf("metrics.listen: %w", err)
+		}
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		log.Info("metrics listening", "address", ln.Addr().String())
+	}
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
+		log.Warn("sd_notify", "err", err)
+	}
+	log.Info("target ready", "subsystems", len(cfg.Subsystems), "ports", len(cfg.Ports))
+
+	select {
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String())
+	case <-ctxDone(ctx):
+	}
+	daemon.SdNotify(false, daemon.SdNotifyStopping)
+	var errs []error
+	if err := tgt.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if rt != nil {
+		if err := rt.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		srv.Shutdown(sctx)
+		cancel()
+	}
+	if err := errors.Join(errs...); err != nil {
+		log.Error("shutdown", "err", err)
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func ctxDone(ctx context.Context) <-chan struct{} {
+	if ctx == nil {
+		return nil
+	}
+	return ctx.Done()
+}
+
+func firmwareRevision() string {
+	if len(version) > 8 {
+		return version[:8]
+	}
+	return version
+}
+
+// raiseMemlock lifts RLIMIT_MEMLOCK: every buffer is registered (pinned).
+// systemd sets LimitMEMLOCK=infinity; by hand, root may raise it here.
+func raiseMemlock(log *slog.Logger) {
+	inf := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &inf); err != nil {
+		var cur unix.Rlimit
+		unix.Getrlimit(unix.RLIMIT_MEMLOCK, &cur)
+		log.Warn("cannot raise RLIMIT_MEMLOCK; registration may fail", "err", err, "limit", cur.Cur)
+	}
+}
+
+func addSubsystems(tgt *fabric.Target, cfg *config.Config, log *slog.Logger) error {
+	for i, sc := range cfg.Subsystems {
+		s, err := tgt.AddSubsystem(fabric.SubsystemConfig{
+			NQN: sc.NQN, Serial: sc.Serial, Model: sc.Model, AllowAnyHost: sc.AllowAnyHost, Hosts: sc.Hosts,
+		})
+		if err != nil {
+			return fmt.Errorf("subsystems[%d]: %w", i, err)
+		}
+		for j, nc := range sc.Namespaces {
+			key := fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j)
+			dev, workers, err := openBackend(nc, log)
+			if err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			u := nc.ResolvedUUID(sc.NQN)
+			if _, err := s.AddNamespace(fabric.NamespaceConfig{
+				NSID: nc.NSID, Device: dev, UUID: u, NGUID: nc.NGUID(sc.NQN), ReadOnly: nc.ReadOnly, Workers: workers,
+			}); err != nil {
+				dev.Close()
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			log.Info("namespace added", "subnqn", sc.NQN, "nsid", nc.NSID, "backend", backendName(nc),
+				"path", nc.Path, "bytes", dev.Size(), "block_size", dev.BlockSize(), "uuid", u.String())
+		}
+	}
+	return nil
+}
+
+func backendName(nc config.Namespace) string {
+	if nc.Backend != "" {
+		return nc.Backend
+	}
+	if nc.Path == "" {
+		return "memory"
+	}
+	return "file"
+}
+
+// openBackend opens a namespace's device and says how many workers it
+// needs: memory never blocks and runs inline.
+func openBackend(nc config.Namespace, log *slog.Logger) (blockdev.Device, int, error) {
+	o := blockdev.Options{Path: nc.Path, Size: int64(nc.Size), BlockSize: nc.BlockSize, ReadOnly: nc.ReadOnly, Buffered: nc.BufferedIO, Logger: log}
+	switch nc.Backend {
+	case "memory":
+		d, err := blockdev.NewMemory(int64(nc.Size), nc.BlockSize)
+		return d, 0, err
+	case "file":
+		d, err := blockdev.OpenFile(o)
+		return d, fileWorkers, err
+	case "block":
+		// A block device uses its own logical block size.
+		o.BlockSize = 0
+		d, err := blockdev.OpenBlockDevice(o)
+		return d, fileWorkers, err
+	}
+	if nc.Path == "" {
+		d, err := blockdev.NewMemory(int64(nc.Size), nc.BlockSize)
+		return d, 0, err
+	}
+	if st, err := os.Stat(nc.Path); err == nil && st.Mode()&os.ModeDevice != 0 {
+		o.BlockSize = 0
+	}
+	d, err := blockdev.Open(o)
+	return d, fileWorkers, err
+}

@@ -1,0 +1,288 @@
+package fabric
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// errorLogEntries is ELPE+1: how many error log entries a controller keeps.
+const errorLogEntries = 16
+
+// aerLimit is AERL+1: how many Async Event Requests a controller holds.
+const aerLimit = 4
+
+// kasUnit is the keep-alive granularity reported in KAS (100 ms units).
+const kasUnit = time.Second
+
+// Controller is a dynamic controller created by an admin queue Connect.
+type Controller struct {
+	s       *Subsystem
+	id      uint16
+	hostNQN string
+	hostID  [16]byte
+	port    *Port
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	cc        nvme.CC
+	csts      uint32
+	kato      time.Duration
+	kaTimer   *time.Timer
+	queues    map[uint16]*Queue
+	admin     *Queue
+	nrIOQ     uint16 // granted by Set Features Number of Queues
+	nrIOQSet  bool
+	aec       uint32 // Async Event Configuration
+	pending   []uint32
+	errLog    []nvme.ErrorLogEntry
+	errCount  uint64
+	changedNS []uint32
+	deleted   bool
+	feat      map[uint8]uint32
+
+	wce     atomic.Bool // volatile write cache enabled
+	enabled atomic.Bool // CSTS.RDY, read lock-free on the I/O path
+
+	hostReads, hostWrites atomic.Uint64
+	unitsRead, unitsWrite atomic.Uint64 // in 512-byte units
+	created               time.Time
+}
+
+// ID is the controller's CNTLID.
+func (c *Controller) ID() uint16 { return c.id }
+
+// HostNQN is the connected host's NQN.
+func (c *Controller) HostNQN() string { return c.hostNQN }
+
+// Subsystem is the controller's subsystem.
+func (c *Controller) Subsystem() *Subsystem { return c.s }
+
+func (c *Controller) isDiscovery() bool { return c.s.discovery }
+
+// newController allocates a CNTLID and registers the controller.
+func (s *Subsystem) newController(hostNQN string, hostID [16]byte, p *Port, kato time.Duration) (*Controller, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.allocCNTLID()
+	if !ok {
+		return nil, fmt.Errorf("no free controller ID in %s", s.nqn)
+	}
+	c := &Controller{
+		s: s, id: id, hostNQN: hostNQN, hostID: hostID, port: p,
+		log:  s.t.log.With("subnqn", s.nqn, "hostnqn", hostNQN, "cntlid", id),
+		kato: kato, queues: map[uint16]*Queue{}, nrIOQ: s.t.opts.MaxIOQueues,
+		feat: map[uint8]uint32{}, created: time.Now(),
+	}
+	c.wce.Store(true)
+	s.controllers[id] = c
+	s.t.stats.controllers.Add(1)
+	if kato > 0 {
+		c.kaTimer = time.AfterFunc(kato, c.keepAliveExpired)
+	}
+	return c, nil
+}
+
+func (c *Controller) keepAliveExpired() {
+	c.s.t.stats.kaExpired.Add(1)
+	c.log.Warn("keep-alive timeout expired, deleting controller", "kato", c.kato)
+	c.delete("keep-alive timeout")
+}
+
+// keepAlive restarts the keep-alive timer.
+func (c *Controller) keepAlive() {
+	c.mu.Lock()
+	if c.kaTimer != nil && !c.deleted {
+		c.kaTimer.Reset(c.kato)
+	}
+	c.mu.Unlock()
+}
+
+// delete removes the controller and disconnects all its queues.
+func (c *Controller) delete(reason string) {
+	c.mu.Lock()
+	if c.deleted {
+		c.mu.Unlock()
+		return
+	}
+	c.deleted = true
+	if c.kaTimer != nil {
+		c.kaTimer.Stop()
+	}
+	qs := make([]*Queue, 0, len(c.queues))
+	for _, q := range c.queues {
+		qs = append(qs, q)
+	}
+	c.mu.Unlock()
+	c.s.mu.Lock()
+	if c.s.controllers[c.id] == c {
+		delete(c.s.controllers, c.id)
+		c.s.t.stats.controllers.Add(-1)
+	}
+	c.s.mu.Unlock()
+	c.log.Info("controller deleted", "reason", reason)
+	for _, q := range qs {
+		q.conn.Disconnect()
+	}
+}
+
+// queueGone detaches a destroyed queue; losing the admin queue deletes the
+// controller, as nvmet does.
+func (c *Controller) queueGone(q *Queue) {
+	c.mu.Lock()
+	if c.queues[q.qid] == q {
+		delete(c.queues, q.qid)
+	}
+	admin := q == c.admin
+	c.mu.Unlock()
+	if admin {
+		c.delete("admin queue disconnected")
+	}
+}
+
+// addQueue binds q as queue qid of the controller.
+func (c *Controller) addQueue(q *Queue, qid uint16, size uint32) nvme.Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.deleted {
+		return nvme.StatusCommandSequenceError.WithDNR()
+	}
+	if _, used := c.queues[qid]; used {
+		return nvme.StatusCommandSequenceError.WithDNR()
+	}
+	c.queues[qid] = q
+	if qid == 0 {
+		c.admin = q
+	}
+	q.qid = qid
+	q.size = size
+	q.log = c.log.With("qid", qid)
+	q.ctrl.Store(c)
+	return nvme.StatusSuccess
+}
+
+func (c *Controller) ready() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.csts&nvme.CSTSReady != 0
+}
+
+// cap is the Controller Capabilities property.
+func (c *Controller) capability() nvme.CAP {
+	mqes := uint16(c.s.t.opts.MaxQueueDepth - 1)
+	if c.isDiscovery() {
+		mqes = AdminQueueDepth - 1
+	}
+	// CQR: queues are contiguous; TO: 15 * 500 ms; CSS bit 0: NVM command set.
+	return nvme.MakeCAP(mqes, true, 15, 1, 0, 4)
+}
+
+// setCC applies a Controller Configuration write (NVMe base §3.1.5, §7.6).
+func (c *Controller) setCC(v uint32) {
+	c.mu.Lock()
+	old := c.cc
+	nc := nvme.CC(v)
+	c.cc = nc
+	switch {
+	case nc.Enabled() && !old.Enabled():
+		if !c.isDiscovery() && (nc.IOSQES() != 6 || nc.IOCQES() != 4) || nc.MPS() > 4 || nc.AMS() != 0 || nc.CSS() != 0 {
+			c.csts |= nvme.CSTSFatal
+			c.log.Warn("invalid controller configuration", "cc", fmt.Sprintf("%#x", v))
+		} else {
+			c.csts = nvme.CSTSReady
+		}
+	case !nc.Enabled() && old.Enabled():
+		c.csts &^= nvme.CSTSReady | nvme.CSTSShstMask
+	}
+	c.enabled.Store(c.csts&nvme.CSTSReady != 0)
+	startShutdown := nc.SHN() != nvme.SHNNone && old.SHN() == nvme.SHNNone
+	if startShutdown {
+		c.csts = c.csts&^nvme.CSTSShstMask | nvme.CSTSShstOccurring
+	}
+	c.mu.Unlock()
+	if startShutdown {
+		// Flush in the background: the host polls CSTS.SHST.
+		go func() {
+			for _, nsid := range c.s.activeNSIDs() {
+				if ns := c.s.namespace(nsid); ns != nil {
+					if err := ns.dev.Flush(); err != nil {
+						c.log.Error("shutdown flush failed", "nsid", nsid, "err", err)
+					}
+				}
+			}
+			c.mu.Lock()
+			c.csts = c.csts&^nvme.CSTSShstMask | nvme.CSTSShstComplete
+			c.mu.Unlock()
+		}()
+	}
+}
+
+// recordError adds an error log entry (NVMe base §5.14.1.1).
+func (c *Controller) recordError(r *Request, st nvme.Status) {
+	if st == nvme.StatusAbortSQDeleted {
+		return
+	}
+	nsid := uint32(0)
+	if r.ns != nil {
+		nsid = r.ns.nsid
+	}
+	c.mu.Lock()
+	c.errCount++
+	e := nvme.ErrorLogEntry{
+		ErrorCount: c.errCount, SQID: r.q.qid, CID: r.Cmd.CID(), Status: st,
+		ParamErrorLocation: r.errLoc, LBA: r.errLBA, NSID: nsid, TRTYPE: c.port.TRType,
+	}
+	c.errLog = append([]nvme.ErrorLogEntry{e}, c.errLog...)
+	if len(c.errLog) > errorLogEntries {
+		c.errLog = c.errLog[:errorLogEntries]
+	}
+	c.mu.Unlock()
+	c.log.Debug("command failed", "qid", r.q.qid, "cid", r.Cmd.CID(), "opcode", r.Cmd.Opcode(), "status", st.String())
+}
+
+// holdAER keeps an Async Event Request until an event is posted.
+func (c *Controller) holdAER(r *Request) nvme.Status {
+	c.mu.Lock()
+	if len(c.pending) > 0 {
+		ev := c.pending[0]
+		c.pending = c.pending[1:]
+		c.mu.Unlock()
+		r.setResult(ev)
+		return nvme.StatusSuccess
+	}
+	c.mu.Unlock()
+	q := r.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.aers) >= aerLimit {
+		return nvme.StatusAsyncEventLimitExceeded.WithDNR()
+	}
+	q.aers = append(q.aers, r)
+	return statusPending
+}
+
+// postEvent completes a held Async Event Request, or queues the event.
+func (c *Controller) postEvent(result uint32) {
+	c.mu.Lock()
+	q := c.admin
+	c.mu.Unlock()
+	if q != nil {
+		q.mu.Lock()
+		if len(q.aers) > 0 {
+			r := q.aers[0]
+			q.aers = q.aers[1:]
+			q.mu.Unlock()
+			r.setResult(result)
+			r.complete(nvme.StatusSuccess)
+			return
+		}
+		q.mu.Unlock()
+	}
+	c.mu.Lock()
+	c.pending = append(c.pending, result)
+	c.mu.Unlock()
+}

@@ -1,0 +1,184 @@
+package fabric
+
+import (
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+func (c *Controller) parseIO(r *Request) nvme.Status {
+	if !c.enabled.Load() {
+		return nvme.StatusCommandSequenceError.WithDNR()
+	}
+	ns := c.s.lookup(r.Cmd.NSID())
+	if ns == nil {
+		r.errLoc = locNSID
+		return nvme.StatusInvalidNamespace.WithDNR()
+	}
+	r.ns = ns
+	switch op := r.Cmd.Opcode(); op {
+	case nvme.OpRead, nvme.OpWrite:
+		if st := ns.checkRange(r); !st.IsSuccess() {
+			return st
+		}
+		n := uint64(r.Cmd.NumBlocks()) << ns.blockShift
+		if n > uint64(c.s.t.opts.MDTS) {
+			return r.invalidField(locCDW12)
+		}
+		r.DataLen = uint32(n)
+		if op == nvme.OpRead {
+			r.Dir, r.handle = DirCtrlToHost, handleRead
+		} else {
+			if ns.readOnly {
+				return nvme.StatusNamespaceWriteProtected.WithDNR()
+			}
+			r.Dir, r.handle = DirHostToCtrl, handleWrite
+		}
+	case nvme.OpFlush:
+		r.handle = handleFlush
+	case nvme.OpWriteZeroes:
+		if ns.readOnly {
+			return nvme.StatusNamespaceWriteProtected.WithDNR()
+		}
+		if st := ns.checkRange(r); !st.IsSuccess() {
+			return st
+		}
+		r.handle = handleWriteZeroes
+	case nvme.OpDSM:
+		if ns.readOnly && r.Cmd.DSMDeallocate() {
+			return nvme.StatusNamespaceWriteProtected.WithDNR()
+		}
+		r.DataLen = uint32(r.Cmd.DSMNumRanges()) * nvme.DSMRangeSize
+		r.Dir, r.handle = DirHostToCtrl, handleDSM
+	default:
+		r.errLoc = 0
+		return nvme.StatusInvalidOpcode.WithDNR()
+	}
+	return nvme.StatusSuccess
+}
+
+// checkRange rejects a command whose SLBA/NLB reach past the namespace.
+func (ns *Namespace) checkRange(r *Request) nvme.Status {
+	slba, nlb := r.Cmd.SLBA(), uint64(r.Cmd.NumBlocks())
+	if slba >= ns.nblocks || nlb > ns.nblocks-slba {
+		r.errLoc = locCDW10
+		r.errLBA = slba
+		return nvme.StatusLBAOutOfRange.WithDNR()
+	}
+	return nvme.StatusSuccess
+}
+
+// submit runs fn inline for backends that never block, or hands it to the
+// namespace's workers.
+func (ns *Namespace) submit(r *Request, fn handler) nvme.Status {
+	if ns.work == nil {
+		return fn(r)
+	}
+	r.io = fn
+	ns.work <- r
+	return statusPending
+}
+
+func (ns *Namespace) worker() {
+	defer ns.wg.Done()
+	for r := range ns.work {
+		if r == nil {
+			return
+		}
+		r.complete(r.io(r))
+	}
+}
+
+func handleRead(r *Request) nvme.Status  { return r.ns.submit(r, doRead) }
+func handleWrite(r *Request) nvme.Status { return r.ns.submit(r, doWrite) }
+func handleFlush(r *Request) nvme.Status { return r.ns.submit(r, doFlush) }
+func handleWriteZeroes(r *Request) nvme.Status {
+	return r.ns.submit(r, doWriteZeroes)
+}
+func handleDSM(r *Request) nvme.Status { return r.ns.submit(r, doDSM) }
+
+func doRead(r *Request) nvme.Status {
+	ns := r.ns
+	off := int64(r.Cmd.SLBA() << ns.blockShift)
+	for _, seg := range r.Data {
+		if _, err := ns.dev.ReadAt(seg, off); err != nil {
+			return ns.fail(r, nvme.OpRead, err)
+		}
+		off += int64(len(seg))
+	}
+	ns.stats.ReadOps.Add(1)
+	ns.stats.ReadBytes.Add(uint64(r.DataLen))
+	return nvme.StatusSuccess
+}
+
+func doWrite(r *Request) nvme.Status {
+	ns := r.ns
+	off := int64(r.Cmd.SLBA() << ns.blockShift)
+	for _, seg := range r.Data {
+		if _, err := ns.dev.WriteAt(seg, off); err != nil {
+			return ns.fail(r, nvme.OpWrite, err)
+		}
+		off += int64(len(seg))
+	}
+	// Force Unit Access, or a host that turned the volatile write cache
+	// off, needs the data durable before the completion.
+	if r.Cmd.FUA() || !r.q.ctrl.Load().wce.Load() {
+		if err := ns.dev.Flush(); err != nil {
+			return ns.fail(r, nvme.OpFlush, err)
+		}
+	}
+	ns.stats.WriteOps.Add(1)
+	ns.stats.WriteBytes.Add(uint64(r.DataLen))
+	return nvme.StatusSuccess
+}
+
+func doFlush(r *Request) nvme.Status {
+	ns := r.ns
+	ns.stats.FlushOps.Add(1)
+	if err := ns.dev.Flush(); err != nil {
+		return ns.fail(r, nvme.OpFlush, err)
+	}
+	return nvme.StatusSuccess
+}
+
+func doWriteZeroes(r *Request) nvme.Status {
+	ns := r.ns
+	ns.stats.ZeroOps.Add(1)
+	off := int64(r.Cmd.SLBA() << ns.blockShift)
+	n := int64(r.Cmd.NumBlocks()) << ns.blockShift
+	if err := ns.dev.WriteZeroes(off, n); err != nil {
+		return ns.fail(r, nvme.OpWriteZeroes, err)
+	}
+	if r.Cmd.FUA() {
+		if err := ns.dev.Flush(); err != nil {
+			return ns.fail(r, nvme.OpFlush, err)
+		}
+	}
+	return nvme.StatusSuccess
+}
+
+func doDSM(r *Request) nvme.Status {
+	ns := r.ns
+	if !r.Cmd.DSMDeallocate() {
+		// Only attributes (access hints): nothing to do.
+		return nvme.StatusSuccess
+	}
+	var buf [256 * nvme.DSMRangeSize]byte
+	n := r.copyFromData(buf[:r.DataLen])
+	ns.stats.DiscardOps.Add(1)
+	for i := 0; i+nvme.DSMRangeSize <= n; i += nvme.DSMRangeSize {
+		rg := nvme.DSMRange(buf[i : i+nvme.DSMRangeSize])
+		slba, nlb := rg.SLBA(), uint64(rg.NumBlocks())
+		if nlb == 0 {
+			continue
+		}
+		if slba >= ns.nblocks || nlb > ns.nblocks-slba {
+			r.errLBA = slba
+			return nvme.StatusLBAOutOfRange.WithDNR()
+		}
+		if err := ns.dev.Discard(int64(slba<<ns.blockShift), int64(nlb<<ns.blockShift)); err != nil {
+			if st := ns.fail(r, nvme.OpDSM, err); !st.IsSuccess() {
+				return st
+			}
+		}
+	}
+	return nvme.StatusSuccess
+}

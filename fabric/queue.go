@@ -1,0 +1,169 @@
+package fabric
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// Queue is one host submission/completion queue pair. It is created by the
+// transport when a host connects at transport level, and bound to a
+// controller by the Fabrics Connect command.
+type Queue struct {
+	t    *Target
+	port *Port
+	conn Conn
+	hint QueueHint
+	log  *slog.Logger
+
+	// ctrl is nil until Connect; qid is written before ctrl is published.
+	ctrl atomic.Pointer[Controller]
+	qid  uint16
+
+	mu sync.Mutex
+	// size is the number of SQ entries (SQSIZE+1) granted at Connect.
+	size uint32
+	sqhd atomic.Uint32
+	gone bool
+	// aers are the Async Event Requests this (admin) queue holds.
+	aers []*Request
+}
+
+// NewQueue registers a transport queue with the target.
+func (t *Target) NewQueue(p *Port, c Conn, hint QueueHint) *Queue {
+	q := &Queue{t: t, port: p, conn: c, hint: hint, log: t.log}
+	q.t.stats.queues.Add(1)
+	return q
+}
+
+// QID is the queue ID bound at Connect (0 before).
+func (q *Queue) QID() uint16 { return q.qid }
+
+// Controller is the queue's controller, or nil before Connect.
+func (q *Queue) Controller() *Controller {
+	return q.ctrl.Load()
+}
+
+// Parse validates r.Cmd, binds its handler and sets r.DataLen and r.Dir.
+// A non-success status must be sent with Fail.
+func (q *Queue) Parse(r *Request) nvme.Status {
+	r.q = q
+	r.ns = nil
+	r.handle = nil
+	r.errLoc = 0xffff
+	r.errLBA = 0
+	r.DataLen = 0
+	r.Dir = DirNone
+	r.Data = r.Data[:0]
+	r.Rsp.Reset()
+	r.state = reqParsed
+	q.advanceSQHD()
+
+	if r.Cmd.FUSE() != 0 {
+		return r.invalidField(1)
+	}
+	if r.Cmd.Opcode() == nvme.OpFabrics {
+		return q.parseFabrics(r)
+	}
+	ctrl := q.ctrl.Load()
+	if ctrl == nil {
+		// Only Connect may come before Connect (NVMe-oF 1.1 §3.3).
+		return nvme.StatusCommandSequenceError.WithDNR()
+	}
+	// Fabrics transfer data with SGLs only (NVMe-oF 1.1 §2.1).
+	if r.Cmd.PSDT() == nvme.PSDTPRP {
+		return r.invalidField(1)
+	}
+	if q.qid == 0 {
+		return ctrl.parseAdmin(r)
+	}
+	return ctrl.parseIO(r)
+}
+
+// advanceSQHD consumes one submission queue entry.
+func (q *Queue) advanceSQHD() {
+	size := q.size
+	if size == 0 {
+		size = 1 << 16
+	}
+	for {
+		old := q.sqhd.Load()
+		if q.sqhd.CompareAndSwap(old, (old+1)%size) {
+			return
+		}
+	}
+}
+
+// Execute runs a parsed request whose data, if any, is in r.Data. It
+// completes through Conn.QueueResponse, now or later.
+func (q *Queue) Execute(r *Request) {
+	if r.state != reqParsed || r.handle == nil {
+		q.log.Error("execute of a request that was not parsed", "qid", q.qid, "cid", r.Cmd.CID(), "state", r.state)
+		r.complete(nvme.StatusInternalError)
+		return
+	}
+	r.state = reqExecuting
+	if st := r.handle(r); st != statusPending {
+		r.complete(st)
+	}
+}
+
+// Fail completes r with a status found by the transport or by Parse.
+func (q *Queue) Fail(r *Request, st nvme.Status) {
+	if r.state == reqIdle {
+		r.Rsp.Reset()
+	}
+	r.q = q
+	r.complete(st)
+}
+
+// complete is the one place every command ends: fill the completion, count
+// errors, hand it to the transport.
+func (r *Request) complete(st nvme.Status) {
+	q := r.q
+	if r.state == reqCompleted {
+		q.log.Error("double completion dropped", "qid", q.qid, "cid", r.Cmd.CID())
+		return
+	}
+	r.state = reqCompleted
+	r.Rsp.SetCID(r.Cmd.CID())
+	r.Rsp.SetSQID(q.qid)
+	r.Rsp.SetSQHD(uint16(q.sqhd.Load()))
+	r.Rsp.SetStatus(st)
+	if !st.IsSuccess() {
+		q.t.stats.errors.Add(1)
+		if c := q.ctrl.Load(); c != nil {
+			c.recordError(r, st)
+		}
+	}
+	q.conn.QueueResponse(r)
+}
+
+// setResult sets completion dword 0 for the handler's reply.
+func (r *Request) setResult(dw0 uint32) { r.Rsp.SetDW0(dw0) }
+
+// Destroy tells the core the transport queue is gone. Requests the core
+// holds (Async Event Requests) are completed through QueueResponse so the
+// transport can free them; the queue's controller is torn down with its
+// admin queue.
+func (q *Queue) Destroy() {
+	q.mu.Lock()
+	if q.gone {
+		q.mu.Unlock()
+		return
+	}
+	q.gone = true
+	ctrl := q.ctrl.Load()
+	aers := q.aers
+	q.aers = nil
+	q.mu.Unlock()
+	q.t.stats.queues.Add(-1)
+	for _, r := range aers {
+		r.complete(nvme.StatusAbortSQDeleted)
+	}
+	if ctrl != nil {
+		ctrl.queueGone(q)
+	}
+}

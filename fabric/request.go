@@ -1,0 +1,87 @@
+package fabric
+
+import (
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// reqState is the core's view of a request. The transport keeps its own,
+// finer state machine around it (buffers, data transfer, send credits).
+type reqState uint8
+
+const (
+	// reqIdle: owned by the transport, not yet parsed.
+	reqIdle reqState = iota
+	// reqParsed: validated and bound to a handler; the transport is
+	// mapping or fetching data.
+	reqParsed
+	// reqExecuting: the handler runs, or backend I/O is in flight, or the
+	// command is held (Async Event Request).
+	reqExecuting
+	// reqCompleted: the response was handed to the transport.
+	reqCompleted
+)
+
+// statusPending is returned by handlers that complete later. It is not a
+// valid 15-bit status field, so it never reaches a host.
+const statusPending nvme.Status = 0xffff
+
+type handler func(r *Request) nvme.Status
+
+// Request is one command in flight. The transport owns its memory and reuses
+// it; nothing here is allocated per I/O.
+type Request struct {
+	// Cmd is the 64-byte submission queue entry (set by the transport).
+	Cmd nvme.Command
+	// Rsp is the 16-byte completion, filled by the core.
+	Rsp nvme.Completion
+	// Data holds exactly DataLen bytes in one or more segments, mapped by
+	// the transport between Parse and Execute.
+	Data [][]byte
+	// Tag is the transport's own index for the request.
+	Tag uint32
+
+	// DataLen and Dir are set by Parse.
+	DataLen uint32
+	Dir     DataDir
+
+	q      *Queue
+	ns     *Namespace
+	handle handler
+	io     handler // backend work run by a namespace worker
+	state  reqState
+	errLoc uint16 // parameter error location for the error log
+	errLBA uint64
+}
+
+// Queue is the queue the request arrived on.
+func (r *Request) Queue() *Queue { return r.q }
+
+// copyToData scatters src into the data segments and returns the bytes copied.
+func (r *Request) copyToData(src []byte) int {
+	n := 0
+	for _, seg := range r.Data {
+		if n >= len(src) {
+			break
+		}
+		n += copy(seg, src[n:])
+	}
+	return n
+}
+
+// copyFromData gathers the data segments into dst.
+func (r *Request) copyFromData(dst []byte) int {
+	n := 0
+	for _, seg := range r.Data {
+		if n >= len(dst) {
+			break
+		}
+		n += copy(dst[n:], seg)
+	}
+	return n
+}
+
+// invalidField records where the bad field is and returns Invalid Field.
+func (r *Request) invalidField(byteOffset uint16) nvme.Status {
+	r.errLoc = byteOffset
+	return nvme.StatusInvalidField.WithDNR()
+}

@@ -1,0 +1,268 @@
+package fabric
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// SubsystemConfig describes an NVM subsystem.
+type SubsystemConfig struct {
+	NQN          string
+	Serial       string // at most 20 ASCII characters
+	Model        string // at most 40 ASCII characters
+	AllowAnyHost bool
+	Hosts        []string
+}
+
+// Subsystem is an NVM subsystem (or the discovery subsystem): namespaces
+// and the controllers hosts created on it.
+type Subsystem struct {
+	t         *Target
+	nqn       string
+	serial    string
+	model     string
+	discovery bool
+
+	mu          sync.Mutex
+	allowAny    bool
+	hosts       map[string]bool
+	namespaces  map[uint32]*Namespace
+	nsids       []uint32                              // sorted
+	nsTable     atomic.Pointer[map[uint32]*Namespace] // copy-on-write, for the I/O path
+	controllers map[uint16]*Controller
+	nextCNTLID  uint16
+	maxNSID     uint32
+}
+
+func newSubsystem(t *Target, c SubsystemConfig, discovery bool) *Subsystem {
+	s := &Subsystem{
+		t: t, nqn: c.NQN, serial: c.Serial, model: c.Model, discovery: discovery,
+		allowAny: c.AllowAnyHost, hosts: map[string]bool{},
+		namespaces: map[uint32]*Namespace{}, controllers: map[uint16]*Controller{}, nextCNTLID: 1,
+	}
+	if s.model == "" {
+		s.model = "nvmeof-tgt"
+	}
+	if s.serial == "" {
+		s.serial = fmt.Sprintf("%016x", hashString(c.NQN))
+	}
+	for _, h := range c.Hosts {
+		s.hosts[h] = true
+	}
+	return s
+}
+
+func hashString(s string) uint64 {
+	// FNV-1a: a stable serial number derived from the NQN.
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// NQN is the subsystem's NQN.
+func (s *Subsystem) NQN() string { return s.nqn }
+
+// hostAllowed reports whether hostnqn may create a controller here.
+func (s *Subsystem) hostAllowed(hostnqn string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.allowAny || s.hosts[hostnqn]
+}
+
+// NamespaceConfig describes one namespace.
+type NamespaceConfig struct {
+	NSID     uint32
+	Device   blockdev.Device
+	UUID     [16]byte
+	NGUID    [16]byte
+	ReadOnly bool
+	// Workers is how many goroutines run the backend's blocking I/O; 0 runs
+	// it inline on the transport's goroutine (the memory backend).
+	Workers int
+}
+
+// Namespace is one namespace of a subsystem.
+type Namespace struct {
+	nsid       uint32
+	dev        blockdev.Device
+	uuid       [16]byte
+	nguid      [16]byte
+	readOnly   bool
+	blockShift uint
+	nblocks    uint64
+	work       chan *Request
+	wg         sync.WaitGroup
+	workers    int
+	lastErrLog atomic.Int64 // unix seconds of the last logged backend error
+
+	stats NamespaceStats
+}
+
+// NamespaceStats are a namespace's I/O counters.
+type NamespaceStats struct {
+	ReadOps, WriteOps, ReadBytes, WriteBytes atomic.Uint64
+	FlushOps, ZeroOps, DiscardOps, Errors    atomic.Uint64
+}
+
+// NSID is the namespace ID.
+func (ns *Namespace) NSID() uint32 { return ns.nsid }
+
+// Stats are the namespace's live counters.
+func (ns *Namespace) Stats() *NamespaceStats { return &ns.stats }
+
+// AddNamespace attaches a backend as a namespace.
+func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
+	if s.discovery {
+		return nil, errors.New("add namespace: the discovery subsystem has none")
+	}
+	if c.NSID == 0 || c.NSID >= 0xfffffffe {
+		return nil, fmt.Errorf("add namespace: invalid NSID %d", c.NSID)
+	}
+	bs := c.Device.BlockSize()
+	if bs < 512 || bs&(bs-1) != 0 {
+		return nil, fmt.Errorf("add namespace %d: block size %d is not a power of two >= 512", c.NSID, bs)
+	}
+	ns := &Namespace{
+		nsid: c.NSID, dev: c.Device, uuid: c.UUID, nguid: c.NGUID, readOnly: c.ReadOnly,
+		blockShift: uint(bits.TrailingZeros32(bs)),
+	}
+	ns.nblocks = uint64(c.Device.Size()) >> ns.blockShift
+	if ns.nblocks == 0 {
+		return nil, fmt.Errorf("add namespace %d: device is smaller than one block", c.NSID)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.namespaces[c.NSID]; ok {
+		return nil, fmt.Errorf("add namespace %d: NSID in use", c.NSID)
+	}
+	if c.Workers > 0 {
+		ns.work = make(chan *Request, 4096)
+		ns.workers = c.Workers
+		for i := 0; i < c.Workers; i++ {
+			ns.wg.Add(1)
+			go ns.worker()
+		}
+	}
+	s.namespaces[c.NSID] = ns
+	table := make(map[uint32]*Namespace, len(s.namespaces))
+	for k, v := range s.namespaces {
+		table[k] = v
+	}
+	s.nsTable.Store(&table)
+	s.nsids = append(s.nsids, c.NSID)
+	sort.Slice(s.nsids, func(i, j int) bool { return s.nsids[i] < s.nsids[j] })
+	if c.NSID > s.maxNSID {
+		s.maxNSID = c.NSID
+	}
+	return ns, nil
+}
+
+// namespace looks up an active namespace.
+func (s *Subsystem) namespace(nsid uint32) *Namespace {
+	s.mu.Lock()
+	ns := s.namespaces[nsid]
+	s.mu.Unlock()
+	return ns
+}
+
+// lookup finds an active namespace without locking.
+func (s *Subsystem) lookup(nsid uint32) *Namespace {
+	if t := s.nsTable.Load(); t != nil {
+		return (*t)[nsid]
+	}
+	return nil
+}
+
+// activeNSIDs returns the sorted active NSIDs.
+func (s *Subsystem) activeNSIDs() []uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]uint32(nil), s.nsids...)
+}
+
+// nn is Identify Controller NN: the largest NSID a host may use.
+func (s *Subsystem) nn() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.maxNSID > 1024 {
+		return s.maxNSID
+	}
+	return 1024
+}
+
+func (s *Subsystem) allocCNTLID() (uint16, bool) {
+	// Dynamic controller model: 1..0xFFEF (NVMe base §5.15.2.1).
+	for i := 0; i < 0xffef; i++ {
+		id := s.nextCNTLID
+		s.nextCNTLID++
+		if s.nextCNTLID > 0xffef {
+			s.nextCNTLID = 1
+		}
+		if _, used := s.controllers[id]; !used {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// shutdown deletes every controller (disconnecting its queues).
+func (s *Subsystem) shutdown() {
+	s.mu.Lock()
+	cs := make([]*Controller, 0, len(s.controllers))
+	for _, c := range s.controllers {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.delete("target shutdown")
+	}
+}
+
+// close stops the namespace workers and closes the backends.
+func (s *Subsystem) close() error {
+	s.mu.Lock()
+	nss := make([]*Namespace, 0, len(s.namespaces))
+	for _, ns := range s.namespaces {
+		nss = append(nss, ns)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, ns := range nss {
+		// A nil request stops a worker; the channel is never closed, so a
+		// late submit cannot panic.
+		for i := 0; i < ns.workers; i++ {
+			ns.work <- nil
+		}
+		ns.wg.Wait()
+		if err := ns.dev.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("flush namespace %d: %w", ns.nsid, err))
+		}
+		if err := ns.dev.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close namespace %d: %w", ns.nsid, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var _ = nvme.DiscoveryNQN
+
+// Namespaces lists the active namespaces in NSID order.
+func (s *Subsystem) Namespaces() []*Namespace {
+	out := []*Namespace{}
+	for _, id := range s.activeNSIDs() {
+		if ns := s.namespace(id); ns != nil {
+			out = append(out, ns)
+		}
+	}
+	return out
+}

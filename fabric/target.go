@@ -1,0 +1,222 @@
+package fabric
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// Options are the controller limits every transport honours.
+type Options struct {
+	// MDTS is the largest data transfer in bytes: 4096 * 2^n.
+	MDTS uint32
+	// MaxQueueDepth is the most entries of an I/O queue (CAP.MQES+1).
+	MaxQueueDepth uint32
+	// MaxIOQueues is the most I/O queues one controller grants.
+	MaxIOQueues uint16
+	// KATOMax caps the keep-alive timeout a host may ask for.
+	KATOMax time.Duration
+	// FirmwareRevision is reported in Identify Controller.
+	FirmwareRevision string
+	// Logger receives the target's log; nil discards.
+	Logger *slog.Logger
+}
+
+// AdminQueueDepth is the admin queue's size: the Linux host asks for 32
+// (NVME_AQ_DEPTH).
+const AdminQueueDepth = 32
+
+func (o *Options) setDefaults() {
+	if o.MDTS == 0 {
+		o.MDTS = 1 << 20
+	}
+	if o.MaxQueueDepth == 0 {
+		o.MaxQueueDepth = 128
+	}
+	if o.MaxIOQueues == 0 {
+		o.MaxIOQueues = 16
+	}
+	if o.KATOMax == 0 {
+		o.KATOMax = 2 * time.Minute
+	}
+	if o.FirmwareRevision == "" {
+		o.FirmwareRevision = "0.1"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Target is the whole NVMe over Fabrics target: subsystems and ports.
+type Target struct {
+	opts Options
+	log  *slog.Logger
+
+	mu         sync.Mutex
+	subsystems map[string]*Subsystem
+	discovery  *Subsystem
+	ports      []*Port
+	listeners  []Listener
+	genctr     uint64
+	closed     bool
+
+	stats targetStats
+}
+
+type targetStats struct {
+	queues      atomic.Int64
+	controllers atomic.Int64
+	errors      atomic.Uint64
+	connects    atomic.Uint64
+	rejects     atomic.Uint64
+	kaExpired   atomic.Uint64
+}
+
+// Stats is a snapshot of the target's counters, for metrics.
+type Stats struct {
+	Queues, Controllers                         int64
+	Errors, Connects, ConnectRejects, KAExpired uint64
+}
+
+// ErrClosed is returned by operations on a closed target.
+var ErrClosed = errors.New("fabric: target closed")
+
+// NewTarget creates an empty target with a discovery subsystem.
+func NewTarget(o Options) *Target {
+	o.setDefaults()
+	t := &Target{opts: o, log: o.Logger, subsystems: map[string]*Subsystem{}, genctr: 1}
+	t.discovery = newSubsystem(t, SubsystemConfig{NQN: nvme.DiscoveryNQN, AllowAnyHost: true, Model: "nvmeof-tgt discovery"}, true)
+	return t
+}
+
+// Options returns the target's limits.
+func (t *Target) Options() Options { return t.opts }
+
+// Logger is the target's logger.
+func (t *Target) Logger() *slog.Logger { return t.log }
+
+// Stats snapshots the counters.
+func (t *Target) Stats() Stats {
+	return Stats{
+		Queues: t.stats.queues.Load(), Controllers: t.stats.controllers.Load(),
+		Errors: t.stats.errors.Load(), Connects: t.stats.connects.Load(),
+		ConnectRejects: t.stats.rejects.Load(), KAExpired: t.stats.kaExpired.Load(),
+	}
+}
+
+// AddSubsystem adds an NVM subsystem.
+func (t *Target) AddSubsystem(c SubsystemConfig) (*Subsystem, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, ErrClosed
+	}
+	if c.NQN == nvme.DiscoveryNQN {
+		return nil, fmt.Errorf("add subsystem: %s is the discovery subsystem", c.NQN)
+	}
+	if _, ok := t.subsystems[c.NQN]; ok {
+		return nil, fmt.Errorf("add subsystem %s: already exists", c.NQN)
+	}
+	s := newSubsystem(t, c, false)
+	t.subsystems[c.NQN] = s
+	t.genctr++
+	return s, nil
+}
+
+// Subsystem finds a subsystem (including the discovery subsystem) by NQN.
+func (t *Target) Subsystem(nqn string) *Subsystem {
+	if nqn == nvme.DiscoveryNQN {
+		return t.discovery
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.subsystems[nqn]
+}
+
+// Subsystems lists the NVM subsystems sorted by NQN.
+func (t *Target) Subsystems() []*Subsystem {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*Subsystem, 0, len(t.subsystems))
+	for _, s := range t.subsystems {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].nqn < out[j].nqn })
+	return out
+}
+
+// AddPort starts listening on p with tr. The port's ID is assigned here.
+func (t *Target) AddPort(tr Transport, p *Port) error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	p.ID = uint16(len(t.ports) + 1)
+	if p.Transport == "" {
+		p.Transport = tr.Name()
+	}
+	t.mu.Unlock()
+	l, err := tr.Listen(t, p)
+	if err != nil {
+		return fmt.Errorf("listen %s %s:%s: %w", tr.Name(), p.Address, p.Service, err)
+	}
+	t.mu.Lock()
+	t.ports = append(t.ports, p)
+	t.listeners = append(t.listeners, l)
+	t.genctr++
+	t.mu.Unlock()
+	t.log.Info("listening", "transport", p.Transport, "address", p.Address, "port", p.Service)
+	return nil
+}
+
+// Ports lists the ports in order.
+func (t *Target) Ports() []*Port {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]*Port(nil), t.ports...)
+}
+
+func (t *Target) discoveryGeneration() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.genctr
+}
+
+// Close stops every listener (which disconnects every host), then closes
+// every namespace's backend after its in-flight I/O has finished.
+func (t *Target) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	ls := t.listeners
+	t.listeners = nil
+	subs := make([]*Subsystem, 0, len(t.subsystems))
+	for _, s := range t.subsystems {
+		subs = append(subs, s)
+	}
+	t.mu.Unlock()
+	var errs []error
+	for _, l := range ls {
+		if err := l.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, s := range append(subs, t.discovery) {
+		s.shutdown()
+		if err := s.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

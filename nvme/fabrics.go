@@ -1,0 +1,111 @@
+package nvme
+
+import (
+	"bytes"
+	"encoding/binary"
+)
+
+// DiscoveryNQN is the well-known NQN of the discovery service (NVMe-oF §5).
+const DiscoveryNQN = "nqn.2014-08.org.nvmexpress.discovery"
+
+// NQN sizes: the fields hold 256 bytes, the name itself at most 223
+// (base 1.4 §7.9 NVMe Qualified Names).
+const (
+	NQNFieldSize = 256
+	MaxNQNLength = 223
+)
+
+// Connect Attributes bits, Connect command byte 46 (NVMe-oF 1.1 §3.3).
+// Bits 1:0 are the Priority Class.
+const (
+	ConnectCATTRPriorityMask  = 3
+	ConnectCATTRDisableSQFlow = 1 << 2
+)
+
+// Controller ID values in Connect data (NVMe-oF §3.3).
+const (
+	CNTLIDStatic  = 0xfffe // any controller, static model hosts
+	CNTLIDDynamic = 0xffff // dynamic controller model
+	CNTLIDMax     = 0xffef
+)
+
+// Transport types for TRTYPE (NVMe-oF §5.3).
+const (
+	TRTypeRDMA = 1
+	TRTypeFC   = 2
+	TRTypeTCP  = 3
+	TRTypeLoop = 254 // intra-host, reserved for host use
+)
+
+// Address families for ADRFAM (NVMe-oF §5.3).
+const (
+	AdrFamPCI  = 0
+	AdrFamIPv4 = 1
+	AdrFamIPv6 = 2
+	AdrFamIB   = 3
+	AdrFamFC   = 4
+	AdrFamLoop = 254
+)
+
+// ConnectDataSize is the size of the Connect command data (NVMe-oF §3.3).
+const ConnectDataSize = 1024
+
+const (
+	cdHostID  = 0
+	cdCNTLID  = 16
+	cdSubNQN  = 256
+	cdHostNQN = 512
+)
+
+// ConnectData is a view of the 1024-byte Connect command data. Its length
+// must be at least ConnectDataSize.
+type ConnectData []byte
+
+// HostID returns the 128-bit Host Identifier.
+func (d ConnectData) HostID() [16]byte { return [16]byte(d[cdHostID : cdHostID+16]) }
+
+// SetHostID sets the Host Identifier.
+func (d ConnectData) SetHostID(id [16]byte) { copy(d[cdHostID:], id[:]) }
+
+// CNTLID returns the Controller ID the host asks for: CNTLIDDynamic on the
+// admin queue in the dynamic model, the admin queue's controller on I/O
+// queues.
+func (d ConnectData) CNTLID() uint16 { return binary.LittleEndian.Uint16(d[cdCNTLID:]) }
+
+// SetCNTLID sets the Controller ID.
+func (d ConnectData) SetCNTLID(v uint16) { binary.LittleEndian.PutUint16(d[cdCNTLID:], v) }
+
+// SubNQN returns the NVM Subsystem NQN up to its first NUL.
+func (d ConnectData) SubNQN() string { return cString(d[cdSubNQN : cdSubNQN+NQNFieldSize]) }
+
+// SetSubNQN sets the NVM Subsystem NQN, NUL padded and truncated to the
+// field.
+func (d ConnectData) SetSubNQN(s string) { putPadded(d[cdSubNQN:cdSubNQN+NQNFieldSize], s, 0) }
+
+// HostNQN returns the Host NQN up to its first NUL.
+func (d ConnectData) HostNQN() string { return cString(d[cdHostNQN : cdHostNQN+NQNFieldSize]) }
+
+// SetHostNQN sets the Host NQN, NUL padded and truncated to the field.
+func (d ConnectData) SetHostNQN(s string) { putPadded(d[cdHostNQN:cdHostNQN+NQNFieldSize], s, 0) }
+
+// cString returns b up to its first NUL.
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+// putPadded copies s into b, truncating it, and fills the rest with pad.
+func putPadded(b []byte, s string, pad byte) {
+	n := copy(b, s)
+	for i := n; i < len(b); i++ {
+		b[i] = pad
+	}
+}
+
+// asciiString returns a space or NUL padded ASCII field without its padding
+// (base 1.4 §1.5 for space padding; Linux nvmet pads some fields with NULs).
+func asciiString(b []byte) string {
+	return string(bytes.TrimRight(b, " \x00"))
+}

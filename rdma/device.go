@@ -1,0 +1,203 @@
+package rdma
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
+)
+
+// device is one RDMA device: its protection domain, the one registered
+// memory region that holds every buffer the transport uses, and pollers.
+//
+// The region is laid out once, at start:
+//
+//	cmd  [blocks][depth][64]byte          receive buffers for command capsules
+//	icd  [blocks][depth][icd]byte         their in-capsule data (page aligned)
+//	rsp  [blocks][2*depth][16]byte        response capsules
+//	data [chunks][ioUnit]byte             data buffers, split among pollers
+//
+// A queue takes one block; nothing is registered after start.
+type device struct {
+	t    *Transport
+	log  *slog.Logger
+	ctx  *verbs.Context
+	attr verbs.DeviceAttr
+	pd   *verbs.PD
+	mr   *verbs.MR
+	mem  []byte
+	lkey uint32
+
+	depth    int // commands per block
+	icd      int
+	cmdOff   int
+	icdOff   int
+	rspOff   int
+	dataOff  int
+	ioUnit   int
+	chunks   int
+	sendInv  bool
+	sgePerWR int
+
+	mu         sync.Mutex
+	freeBlocks []int
+	pollers    []*poller
+}
+
+func alignUp(n, a int) int { return (n + a - 1) / a * a }
+
+func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
+	cfg := &t.cfg
+	attr, err := ctx.Query()
+	if err != nil {
+		return nil, err
+	}
+	d := &device{t: t, ctx: ctx, attr: attr, depth: cfg.MaxQueueDepth, icd: int(cfg.InCapsuleDataSize), ioUnit: int(cfg.IOUnitSize)}
+	d.log = t.log.With("device", attr.Name)
+	if d.depth > attr.MaxQPWR {
+		d.depth = attr.MaxQPWR
+	}
+	blocks := cfg.MaxQueues
+	d.cmdOff = 0
+	d.icdOff = alignUp(blocks*d.depth*64, 4096)
+	d.rspOff = alignUp(d.icdOff+blocks*d.depth*d.icd, 4096)
+	d.dataOff = alignUp(d.rspOff+blocks*2*d.depth*16, d.ioUnit)
+	d.chunks = int(cfg.BufferPoolSize / uint64(d.ioUnit))
+	size := d.dataOff + d.chunks*d.ioUnit
+	if uint64(size) > attr.MaxMRSize {
+		return nil, fmt.Errorf("device %s: %d bytes of buffers exceed the largest memory region (%d)", attr.Name, size, attr.MaxMRSize)
+	}
+	d.sgePerWR = min(verbs.MaxSendSGE, attr.MaxSGE)
+	if attr.MaxSGERd > 0 {
+		d.sgePerWR = min(d.sgePerWR, attr.MaxSGERd)
+	}
+	switch cfg.SendWithInvalidate {
+	case "on":
+		d.sendInv = true
+	case "auto":
+		d.sendInv = attr.MemMgtExtensions
+	}
+
+	// Outside the Go heap, locked, registered once.
+	d.mem, err = unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("device %s: mmap %d bytes: %w", attr.Name, size, err)
+	}
+	fail := func(err error) (*device, error) {
+		d.close()
+		return nil, err
+	}
+	if d.pd, err = ctx.AllocPD(); err != nil {
+		return fail(err)
+	}
+	if d.mr, err = d.pd.RegMR(d.mem); err != nil {
+		return fail(fmt.Errorf("register %d bytes (is the memlock limit high enough?): %w", size, err))
+	}
+	d.lkey = d.mr.LKey()
+	for b := blocks - 1; b >= 0; b-- {
+		d.freeBlocks = append(d.freeBlocks, b)
+	}
+	per := d.chunks / cfg.Pollers
+	if per*d.ioUnit < int(cfg.MDTS) {
+		return fail(fmt.Errorf("buffer pool of %d bytes is too small for %d pollers with mdts %d", cfg.BufferPoolSize, cfg.Pollers, cfg.MDTS))
+	}
+	for i := 0; i < cfg.Pollers; i++ {
+		p, err := newPoller(d, i, i*per, per)
+		if err != nil {
+			return fail(err)
+		}
+		d.pollers = append(d.pollers, p)
+	}
+	d.log.Info("RDMA device ready", "registered_bytes", size, "queue_blocks", blocks, "depth", d.depth,
+		"in_capsule", d.icd, "io_unit", d.ioUnit, "chunks", d.chunks, "pollers", cfg.Pollers,
+		"send_with_invalidate", d.sendInv, "max_sge", d.sgePerWR, "max_qp_init_rd_atom", attr.MaxQPInitRdAtom)
+	return d, nil
+}
+
+// addr is the registered address of mem[off].
+func (d *device) addr(off int) uint64 { return verbs.Addr(d.mem[off:]) }
+
+func (d *device) cmdBuf(block, slot int) []byte {
+	off := d.cmdOff + (block*d.depth+slot)*64
+	return d.mem[off : off+64 : off+64]
+}
+
+func (d *device) icdBuf(block, slot int) []byte {
+	off := d.icdOff + (block*d.depth+slot)*d.icd
+	return d.mem[off : off+d.icd : off+d.icd]
+}
+
+func (d *device) rspBuf(block, req int) []byte {
+	off := d.rspOff + (block*2*d.depth+req)*16
+	return d.mem[off : off+16 : off+16]
+}
+
+func (d *device) chunk(i int) []byte {
+	off := d.dataOff + i*d.ioUnit
+	return d.mem[off : off+d.ioUnit : off+d.ioUnit]
+}
+
+// allocBlock takes a queue block and picks the least loaded poller whose
+// CQ can take cqes more entries.
+func (d *device) allocBlock(cqes int) (int, *poller, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.freeBlocks) == 0 {
+		return 0, nil, false
+	}
+	var best *poller
+	for _, p := range d.pollers {
+		if p.cqBudget >= cqes && (best == nil || p.nqueues < best.nqueues) {
+			best = p
+		}
+	}
+	if best == nil {
+		return 0, nil, false
+	}
+	best.cqBudget -= cqes
+	best.nqueues++
+	b := d.freeBlocks[len(d.freeBlocks)-1]
+	d.freeBlocks = d.freeBlocks[:len(d.freeBlocks)-1]
+	return b, best, true
+}
+
+func (d *device) freeBlock(b int, p *poller, cqes int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.freeBlocks = append(d.freeBlocks, b)
+	p.cqBudget += cqes
+	p.nqueues--
+}
+
+func (d *device) close() error {
+	var errs []error
+	for _, p := range d.pollers {
+		if err := p.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.pollers = nil
+	if d.mr != nil {
+		if err := d.mr.Dereg(); err != nil {
+			errs = append(errs, err)
+		}
+		d.mr = nil
+	}
+	if d.pd != nil {
+		if err := d.pd.Dealloc(); err != nil {
+			errs = append(errs, err)
+		}
+		d.pd = nil
+	}
+	if d.mem != nil {
+		if err := unix.Munmap(d.mem); err != nil {
+			errs = append(errs, err)
+		}
+		d.mem = nil
+	}
+	return errors.Join(errs...)
+}

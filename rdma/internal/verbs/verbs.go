@@ -1,0 +1,184 @@
+// Package verbs is the project's only cgo: a narrow Go API over libibverbs and
+// librdmacm. Go types go out, never C types. Work requests and completions are
+// passed in fixed-layout Go arrays so that one cgo call posts a whole chain or
+// reaps a whole batch.
+package verbs
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+)
+
+// Addr is the address of b's first byte, for scatter/gather entries. b must
+// be memory outside the Go heap (a registered mmap region).
+func Addr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
+
+// ErrNotSupported is returned by every constructor when the binary was built
+// without cgo or for a platform without libibverbs.
+var ErrNotSupported = errors.New("verbs: RDMA not supported in this build")
+
+// ErrNoDevice is returned when rdma_cm finds no RDMA device for an address
+// (or the machine has none at all).
+var ErrNoDevice = errors.New("verbs: no RDMA device")
+
+// MaxSendSGE is the most scatter/gather entries one SendWR carries.
+const MaxSendSGE = 8
+
+// MaxRecvSGE is the most scatter/gather entries one RecvWR carries: the
+// 64-byte command and the in-capsule data land in separate, aligned buffers.
+const MaxRecvSGE = 2
+
+// MaxBatch is the most work requests posted, or completions reaped, by one call.
+const MaxBatch = 64
+
+// SGE mirrors struct ibv_sge.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// WROpcode is a send work request's operation.
+type WROpcode uint32
+
+// Send work request operations.
+const (
+	WRSend WROpcode = iota
+	WRSendWithInv
+	WRRDMAWrite
+	WRRDMARead
+)
+
+// Send flags.
+const (
+	SendSignaled uint32 = 1 << 0
+	SendInline   uint32 = 1 << 1
+)
+
+// SendWR is one send-queue work request. Its layout matches nt_send_wr in C.
+type SendWR struct {
+	WRID       uint64
+	RemoteAddr uint64
+	Opcode     WROpcode
+	Flags      uint32
+	RKey       uint32
+	InvRKey    uint32
+	NumSGE     uint32
+	_          uint32
+	SGE        [MaxSendSGE]SGE
+}
+
+// RecvWR is one receive work request. Its layout matches nt_recv_wr in C.
+type RecvWR struct {
+	WRID   uint64
+	NumSGE uint32
+	_      uint32
+	SGE    [MaxRecvSGE]SGE
+}
+
+// WCOpcode is the kind of work a completion reports.
+type WCOpcode uint32
+
+// Completion kinds.
+const (
+	WCSend WCOpcode = iota
+	WCRDMAWrite
+	WCRDMARead
+	WCRecv
+	WCOther
+)
+
+// WC flags.
+const (
+	WCWithInv uint32 = 1 << 0
+)
+
+// WCSuccess is the only successful completion status; WCFlushErr marks work
+// flushed from a queue pair in the error state.
+const (
+	WCSuccess  = 0
+	WCFlushErr = 5
+)
+
+// WC is one work completion. Its layout matches nt_wc in C.
+type WC struct {
+	WRID      uint64
+	Status    uint32
+	Opcode    WCOpcode
+	ByteLen   uint32
+	Flags     uint32
+	InvRKey   uint32
+	QPNum     uint32
+	VendorErr uint32
+	_         uint32
+}
+
+// StatusString names a completion status as libibverbs does.
+func (wc *WC) StatusString() string { return wcStatusString(wc.Status) }
+
+// DeviceAttr holds the device limits the transport sizes queues from.
+type DeviceAttr struct {
+	Name             string
+	MaxQPWR          int
+	MaxSGE           int
+	MaxSGERd         int // scatter/gather entries of an RDMA READ
+	MaxCQE           int
+	MaxQPRdAtom      int // responder resources per QP
+	MaxQPInitRdAtom  int // RDMA READs a QP may have outstanding as initiator
+	MaxMRSize        uint64
+	MemMgtExtensions bool // send-with-invalidate and fast registration
+}
+
+// EventType is an rdma_cm event.
+type EventType int
+
+// rdma_cm events the transport handles; the values are librdmacm's.
+const (
+	EventAddrResolved EventType = iota
+	EventAddrError
+	EventRouteResolved
+	EventRouteError
+	EventConnectRequest
+	EventConnectResponse
+	EventConnectError
+	EventUnreachable
+	EventRejected
+	EventEstablished
+	EventDisconnected
+	EventDeviceRemoval
+	EventMulticastJoin
+	EventMulticastError
+	EventAddrChange
+	EventTimewaitExit
+)
+
+var eventNames = [...]string{"ADDR_RESOLVED", "ADDR_ERROR", "ROUTE_RESOLVED", "ROUTE_ERROR",
+	"CONNECT_REQUEST", "CONNECT_RESPONSE", "CONNECT_ERROR", "UNREACHABLE", "REJECTED",
+	"ESTABLISHED", "DISCONNECTED", "DEVICE_REMOVAL", "MULTICAST_JOIN", "MULTICAST_ERROR",
+	"ADDR_CHANGE", "TIMEWAIT_EXIT"}
+
+func (e EventType) String() string {
+	if e >= 0 && int(e) < len(eventNames) {
+		return eventNames[e]
+	}
+	return fmt.Sprintf("EVENT_%d", int(e))
+}
+
+// ConnParam is what rdma_accept sends back.
+type ConnParam struct {
+	PrivateData        []byte
+	ResponderResources uint8
+	InitiatorDepth     uint8
+	RNRRetryCount      uint8
+}
+
+// QPInit sizes a queue pair.
+type QPInit struct {
+	SendCQ, RecvCQ *CQ
+	MaxSendWR      uint32
+	MaxRecvWR      uint32
+	MaxSendSGE     uint32
+	MaxRecvSGE     uint32
+	MaxInlineData  uint32
+}

@@ -1,0 +1,601 @@
+//go:build linux && cgo
+
+package verbs
+
+/*
+#cgo LDFLAGS: -libverbs -lrdmacm
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NT_MAX_SEND_SGE 8
+#define NT_MAX_RECV_SGE 2
+#define NT_MAX_BATCH 64
+
+typedef struct { uint64_t addr; uint32_t length; uint32_t lkey; } nt_sge;
+typedef struct {
+	uint64_t wr_id; uint64_t remote_addr;
+	uint32_t opcode; uint32_t flags; uint32_t rkey; uint32_t inv_rkey;
+	uint32_t num_sge; uint32_t pad;
+	nt_sge sge[NT_MAX_SEND_SGE];
+} nt_send_wr;
+typedef struct { uint64_t wr_id; uint32_t num_sge; uint32_t pad; nt_sge sge[NT_MAX_RECV_SGE]; } nt_recv_wr;
+typedef struct {
+	uint64_t wr_id; uint32_t status; uint32_t opcode; uint32_t byte_len; uint32_t flags;
+	uint32_t inv_rkey; uint32_t qp_num; uint32_t vendor_err; uint32_t pad;
+} nt_wc;
+
+static int nt_set_nonblock(int fd) {
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
+	return 0;
+}
+
+// nt_post_send links n requests into one chain and posts it with one call.
+// Returns 0, or -errno with *bad set to the index of the first failed request.
+static int nt_post_send(struct ibv_qp *qp, nt_send_wr *w, int n, int *bad) {
+	struct ibv_send_wr wr[NT_MAX_BATCH];
+	struct ibv_send_wr *badwr = NULL;
+	static const enum ibv_wr_opcode ops[] = {IBV_WR_SEND, IBV_WR_SEND_WITH_INV, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ};
+	if (n > NT_MAX_BATCH) n = NT_MAX_BATCH;
+	memset(wr, 0, sizeof(wr[0]) * n);
+	for (int i = 0; i < n; i++) {
+		wr[i].wr_id = w[i].wr_id;
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+		wr[i].sg_list = (struct ibv_sge *)w[i].sge;
+		wr[i].num_sge = w[i].num_sge;
+		wr[i].opcode = ops[w[i].opcode & 3];
+		wr[i].send_flags = ((w[i].flags & 1) ? IBV_SEND_SIGNALED : 0) | ((w[i].flags & 2) ? IBV_SEND_INLINE : 0);
+		if (wr[i].opcode == IBV_WR_SEND_WITH_INV) wr[i].invalidate_rkey = w[i].inv_rkey;
+		wr[i].wr.rdma.remote_addr = w[i].remote_addr;
+		wr[i].wr.rdma.rkey = w[i].rkey;
+	}
+	int rc = ibv_post_send(qp, wr, &badwr);
+	if (rc) { *bad = badwr ? (int)(badwr - wr) : 0; return rc > 0 ? -rc : rc; }
+	return n;
+}
+
+static int nt_post_recv(struct ibv_qp *qp, nt_recv_wr *w, int n, int *bad) {
+	struct ibv_recv_wr wr[NT_MAX_BATCH];
+	struct ibv_recv_wr *badwr = NULL;
+	if (n > NT_MAX_BATCH) n = NT_MAX_BATCH;
+	for (int i = 0; i < n; i++) {
+		wr[i].wr_id = w[i].wr_id;
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+		wr[i].sg_list = (struct ibv_sge *)w[i].sge;
+		wr[i].num_sge = w[i].num_sge;
+	}
+	int rc = ibv_post_recv(qp, wr, &badwr);
+	if (rc) { *bad = badwr ? (int)(badwr - wr) : 0; return rc > 0 ? -rc : rc; }
+	return n;
+}
+
+static int nt_poll(struct ibv_cq *cq, nt_wc *out, int n) {
+	struct ibv_wc wc[NT_MAX_BATCH];
+	if (n > NT_MAX_BATCH) n = NT_MAX_BATCH;
+	int r = ibv_poll_cq(cq, n, wc);
+	for (int i = 0; i < r; i++) {
+		out[i].wr_id = wc[i].wr_id;
+		out[i].status = wc[i].status;
+		switch (wc[i].opcode) {
+		case IBV_WC_SEND: out[i].opcode = 0; break;
+		case IBV_WC_RDMA_WRITE: out[i].opcode = 1; break;
+		case IBV_WC_RDMA_READ: out[i].opcode = 2; break;
+		case IBV_WC_RECV: out[i].opcode = 3; break;
+		default: out[i].opcode = 4;
+		}
+		// A flushed completion's opcode is undefined; only status and wr_id are valid.
+		out[i].byte_len = wc[i].byte_len;
+		out[i].flags = (wc[i].wc_flags & IBV_WC_WITH_INV) ? 1 : 0;
+		out[i].inv_rkey = wc[i].invalidated_rkey;
+		out[i].qp_num = wc[i].qp_num;
+		out[i].vendor_err = wc[i].vendor_err;
+	}
+	return r;
+}
+
+static int nt_bind(struct rdma_cm_id *id, int family, const void *addr, int port) {
+	if (family == 4) {
+		struct sockaddr_in sin; memset(&sin, 0, sizeof(sin));
+		sin.sin_family = AF_INET; sin.sin_port = htons(port); memcpy(&sin.sin_addr, addr, 4);
+		return rdma_bind_addr(id, (struct sockaddr *)&sin) ? -errno : 0;
+	}
+	struct sockaddr_in6 sin6; memset(&sin6, 0, sizeof(sin6));
+	sin6.sin6_family = AF_INET6; sin6.sin6_port = htons(port); memcpy(&sin6.sin6_addr, addr, 16);
+	return rdma_bind_addr(id, (struct sockaddr *)&sin6) ? -errno : 0;
+}
+
+static void nt_fmt_addr(struct sockaddr *sa, char *buf, int len) {
+	buf[0] = 0;
+	if (!sa) return;
+	char ip[INET6_ADDRSTRLEN] = "";
+	if (sa->sa_family == AF_INET) {
+		struct sockaddr_in *s = (struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &s->sin_addr, ip, sizeof(ip));
+		snprintf(buf, len, "%s:%d", ip, ntohs(s->sin_port));
+	} else if (sa->sa_family == AF_INET6) {
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)sa;
+		inet_ntop(AF_INET6, &s->sin6_addr, ip, sizeof(ip));
+		snprintf(buf, len, "[%s]:%d", ip, ntohs(s->sin6_port));
+	}
+}
+
+static int nt_get_event(struct rdma_event_channel *ch, struct rdma_cm_event **ev) {
+	return rdma_get_cm_event(ch, ev) ? -errno : 0;
+}
+
+static int nt_accept(struct rdma_cm_id *id, const void *pd, int pdlen, int rr, int id_depth, int rnr) {
+	struct rdma_conn_param p; memset(&p, 0, sizeof(p));
+	p.private_data = pd; p.private_data_len = pdlen;
+	p.responder_resources = rr; p.initiator_depth = id_depth; p.rnr_retry_count = rnr;
+	return rdma_accept(id, &p) ? -errno : 0;
+}
+
+static int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
+		int swr, int rwr, int ssge, int rsge, int inl) {
+	struct ibv_qp_init_attr a; memset(&a, 0, sizeof(a));
+	a.send_cq = scq; a.recv_cq = rcq; a.qp_type = IBV_QPT_RC; a.sq_sig_all = 0;
+	a.cap.max_send_wr = swr; a.cap.max_recv_wr = rwr;
+	a.cap.max_send_sge = ssge; a.cap.max_recv_sge = rsge; a.cap.max_inline_data = inl;
+	return rdma_create_qp(id, pd, &a) ? -errno : 0;
+}
+
+static int nt_qp_error(struct ibv_qp *qp) {
+	struct ibv_qp_attr a; memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE);
+	return rc > 0 ? -rc : rc;
+}
+
+static int nt_get_cq_event(struct ibv_comp_channel *ch) {
+	struct ibv_cq *cq; void *ctx;
+	if (ibv_get_cq_event(ch, &cq, &ctx)) return -errno;
+	ibv_ack_cq_events(cq, 1);
+	return 1;
+}
+
+static int nt_device_count(void) {
+	int n = 0;
+	struct ibv_device **l = ibv_get_device_list(&n);
+	if (!l) return -errno;
+	ibv_free_device_list(l);
+	return n;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"net"
+	"runtime"
+	"syscall"
+	"unsafe"
+)
+
+// The Go mirrors must match the C layouts byte for byte.
+var (
+	_ [unsafe.Sizeof(SendWR{}) - C.sizeof_nt_send_wr]byte
+	_ [C.sizeof_nt_send_wr - unsafe.Sizeof(SendWR{})]byte
+	_ [unsafe.Sizeof(RecvWR{}) - C.sizeof_nt_recv_wr]byte
+	_ [C.sizeof_nt_recv_wr - unsafe.Sizeof(RecvWR{})]byte
+	_ [unsafe.Sizeof(WC{}) - C.sizeof_nt_wc]byte
+	_ [C.sizeof_nt_wc - unsafe.Sizeof(WC{})]byte
+	_ [MaxSendSGE - C.NT_MAX_SEND_SGE]byte
+	_ [C.NT_MAX_SEND_SGE - MaxSendSGE]byte
+	_ [MaxBatch - C.NT_MAX_BATCH]byte
+)
+
+func errno(rc C.int) error {
+	if rc >= 0 {
+		return nil
+	}
+	return syscall.Errno(-rc)
+}
+
+func wcStatusString(s uint32) string { return C.GoString(C.ibv_wc_status_str(C.enum_ibv_wc_status(s))) }
+
+// DeviceCount returns how many RDMA devices libibverbs sees; zero is not an error.
+func DeviceCount() (int, error) {
+	n := C.nt_device_count()
+	if n < 0 {
+		return 0, fmt.Errorf("ibv_get_device_list: %w", errno(n))
+	}
+	return int(n), nil
+}
+
+// EventChannel is an rdma_cm event channel with a non-blocking fd.
+type EventChannel struct{ p *C.struct_rdma_event_channel }
+
+// NewEventChannel creates a non-blocking rdma_cm event channel.
+func NewEventChannel() (*EventChannel, error) {
+	p, err := C.rdma_create_event_channel()
+	if p == nil {
+		if err == syscall.ENODEV || err == syscall.ENOENT {
+			return nil, fmt.Errorf("rdma_create_event_channel: %w (%v)", ErrNoDevice, err)
+		}
+		return nil, fmt.Errorf("rdma_create_event_channel: %w", err)
+	}
+	if rc := C.nt_set_nonblock(p.fd); rc < 0 {
+		C.rdma_destroy_event_channel(p)
+		return nil, fmt.Errorf("event channel nonblock: %w", errno(rc))
+	}
+	return &EventChannel{p: p}, nil
+}
+
+// Fd is the channel's file descriptor, readable when an event is pending.
+func (ec *EventChannel) Fd() int { return int(ec.p.fd) }
+
+// Close destroys the channel; every ID on it must be destroyed first.
+func (ec *EventChannel) Close() error {
+	if ec.p != nil {
+		C.rdma_destroy_event_channel(ec.p)
+		ec.p = nil
+	}
+	return nil
+}
+
+// CreateID creates an RDMA_PS_TCP (reliable connected) ID on the channel.
+func (ec *EventChannel) CreateID() (CMID, error) {
+	var id *C.struct_rdma_cm_id
+	if rc, err := C.rdma_create_id(ec.p, &id, nil, C.RDMA_PS_TCP); rc != 0 {
+		return CMID{}, fmt.Errorf("rdma_create_id: %w", err)
+	}
+	return CMID{p: id}, nil
+}
+
+// CMEvent is one rdma_cm event; the caller must Ack it, after which
+// PrivateData (a copy) stays valid.
+type CMEvent struct {
+	Type                               EventType
+	ID, ListenID                       CMID
+	Status                             int
+	PrivateData                        []byte
+	InitiatorDepth, ResponderResources uint8
+	ev                                 *C.struct_rdma_cm_event
+}
+
+// GetEvent returns the next event, or syscall.EAGAIN when none is pending.
+func (ec *EventChannel) GetEvent() (*CMEvent, error) {
+	var ev *C.struct_rdma_cm_event
+	if rc := C.nt_get_event(ec.p, &ev); rc < 0 {
+		return nil, errno(rc)
+	}
+	e := &CMEvent{Type: EventType(ev.event), ID: CMID{p: ev.id}, ListenID: CMID{p: ev.listen_id}, Status: int(ev.status), ev: ev}
+	conn := (*C.struct_rdma_conn_param)(unsafe.Pointer(&ev.param))
+	if conn.private_data != nil && conn.private_data_len > 0 && (e.Type == EventConnectRequest || e.Type == EventEstablished || e.Type == EventRejected) {
+		e.PrivateData = C.GoBytes(conn.private_data, C.int(conn.private_data_len))
+	}
+	e.InitiatorDepth = uint8(conn.initiator_depth)
+	e.ResponderResources = uint8(conn.responder_resources)
+	return e, nil
+}
+
+// Ack releases the event. IDs named by unacknowledged events cannot be destroyed.
+func (e *CMEvent) Ack() {
+	if e.ev != nil {
+		C.rdma_ack_cm_event(e.ev)
+		e.ev = nil
+	}
+}
+
+// CMID is an rdma_cm identifier, comparable by Handle.
+type CMID struct{ p *C.struct_rdma_cm_id }
+
+// Handle is a stable key for the ID while it lives.
+func (id CMID) Handle() uintptr { return uintptr(unsafe.Pointer(id.p)) }
+
+// Valid reports whether the ID refers to anything.
+func (id CMID) Valid() bool { return id.p != nil }
+
+// Bind binds to a local IP (IPv4 or IPv6, unspecified = all) and port.
+func (id CMID) Bind(ip net.IP, port int) error {
+	var rc C.int
+	if v4 := ip.To4(); v4 != nil {
+		rc = C.nt_bind(id.p, 4, unsafe.Pointer(&v4[0]), C.int(port))
+	} else if v6 := ip.To16(); v6 != nil {
+		rc = C.nt_bind(id.p, 6, unsafe.Pointer(&v6[0]), C.int(port))
+	} else {
+		return fmt.Errorf("rdma_bind_addr: bad address %q", ip)
+	}
+	runtime.KeepAlive(ip)
+	if rc < 0 {
+		err := errno(rc)
+		if err == syscall.ENODEV || err == syscall.EADDRNOTAVAIL {
+			return fmt.Errorf("rdma_bind_addr %s: %w (%v)", ip, ErrNoDevice, err)
+		}
+		return fmt.Errorf("rdma_bind_addr %s:%d: %w", ip, port, err)
+	}
+	return nil
+}
+
+// Listen starts listening for connection requests.
+func (id CMID) Listen(backlog int) error {
+	if rc, err := C.rdma_listen(id.p, C.int(backlog)); rc != 0 {
+		return fmt.Errorf("rdma_listen: %w", err)
+	}
+	return nil
+}
+
+// Context is the ID's device, or nil when it is bound to no single device.
+func (id CMID) Context() *Context {
+	if id.p == nil || id.p.verbs == nil {
+		return nil
+	}
+	return &Context{p: id.p.verbs}
+}
+
+// Accept accepts a connection request.
+func (id CMID) Accept(p ConnParam) error {
+	var pd unsafe.Pointer
+	if len(p.PrivateData) > 0 {
+		pd = C.CBytes(p.PrivateData)
+		defer C.free(pd)
+	}
+	if rc := C.nt_accept(id.p, pd, C.int(len(p.PrivateData)), C.int(p.ResponderResources), C.int(p.InitiatorDepth), C.int(p.RNRRetryCount)); rc < 0 {
+		return fmt.Errorf("rdma_accept: %w", errno(rc))
+	}
+	return nil
+}
+
+// Reject refuses a connection request with private data.
+func (id CMID) Reject(privateData []byte) error {
+	var pd unsafe.Pointer
+	if len(privateData) > 0 {
+		pd = C.CBytes(privateData)
+		defer C.free(pd)
+	}
+	if rc, err := C.rdma_reject(id.p, pd, C.uint8_t(len(privateData))); rc != 0 {
+		return fmt.Errorf("rdma_reject: %w", err)
+	}
+	return nil
+}
+
+// Disconnect starts a disconnect; the QP moves to the error state.
+func (id CMID) Disconnect() error {
+	if rc, err := C.rdma_disconnect(id.p); rc != 0 {
+		return fmt.Errorf("rdma_disconnect: %w", err)
+	}
+	return nil
+}
+
+// CreateQP creates the ID's RC queue pair.
+func (id CMID) CreateQP(pd *PD, a QPInit) (*QP, error) {
+	if rc := C.nt_create_qp(id.p, pd.p, a.SendCQ.p, a.RecvCQ.p, C.int(a.MaxSendWR), C.int(a.MaxRecvWR),
+		C.int(a.MaxSendSGE), C.int(a.MaxRecvSGE), C.int(a.MaxInlineData)); rc < 0 {
+		return nil, fmt.Errorf("rdma_create_qp: %w", errno(rc))
+	}
+	return &QP{p: id.p.qp}, nil
+}
+
+// DestroyQP destroys the ID's queue pair, if any.
+func (id CMID) DestroyQP() {
+	if id.p != nil && id.p.qp != nil {
+		C.rdma_destroy_qp(id.p)
+	}
+}
+
+// Destroy frees the ID; its events must all be acknowledged.
+func (id CMID) Destroy() error {
+	if rc, err := C.rdma_destroy_id(id.p); rc != 0 {
+		return fmt.Errorf("rdma_destroy_id: %w", err)
+	}
+	return nil
+}
+
+// PeerAddr formats the remote address as host:port.
+func (id CMID) PeerAddr() string {
+	var buf [64]C.char
+	C.nt_fmt_addr(C.rdma_get_peer_addr(id.p), &buf[0], C.int(len(buf)))
+	return C.GoString(&buf[0])
+}
+
+// LocalAddr formats the local address as host:port.
+func (id CMID) LocalAddr() string {
+	var buf [64]C.char
+	C.nt_fmt_addr(C.rdma_get_local_addr(id.p), &buf[0], C.int(len(buf)))
+	return C.GoString(&buf[0])
+}
+
+// Context is an opened RDMA device, owned by rdma_cm.
+type Context struct{ p *C.struct_ibv_context }
+
+// Handle is a stable key for the device.
+func (c *Context) Handle() uintptr { return uintptr(unsafe.Pointer(c.p)) }
+
+// Query reads the device limits.
+func (c *Context) Query() (DeviceAttr, error) {
+	var a C.struct_ibv_device_attr
+	if rc := C.ibv_query_device(c.p, &a); rc != 0 {
+		return DeviceAttr{}, fmt.Errorf("ibv_query_device: %w", syscall.Errno(rc))
+	}
+	return DeviceAttr{
+		Name:             C.GoString(C.ibv_get_device_name(c.p.device)),
+		MaxQPWR:          int(a.max_qp_wr),
+		MaxSGE:           int(a.max_sge),
+		MaxSGERd:         int(a.max_sge_rd),
+		MaxCQE:           int(a.max_cqe),
+		MaxQPRdAtom:      int(a.max_qp_rd_atom),
+		MaxQPInitRdAtom:  int(a.max_qp_init_rd_atom),
+		MaxMRSize:        uint64(a.max_mr_size),
+		MemMgtExtensions: a.device_cap_flags&C.IBV_DEVICE_MEM_MGT_EXTENSIONS != 0,
+	}, nil
+}
+
+// PD is a protection domain.
+type PD struct{ p *C.struct_ibv_pd }
+
+// AllocPD allocates a protection domain.
+func (c *Context) AllocPD() (*PD, error) {
+	p, err := C.ibv_alloc_pd(c.p)
+	if p == nil {
+		return nil, fmt.Errorf("ibv_alloc_pd: %w", err)
+	}
+	return &PD{p: p}, nil
+}
+
+// Dealloc frees the protection domain.
+func (pd *PD) Dealloc() error {
+	if rc := C.ibv_dealloc_pd(pd.p); rc != 0 {
+		return fmt.Errorf("ibv_dealloc_pd: %w", syscall.Errno(rc))
+	}
+	return nil
+}
+
+// MR is a registered memory region.
+type MR struct{ p *C.struct_ibv_mr }
+
+// RegMR registers buf, which must live outside the Go heap (mmap), for local
+// write only: the target never hands out an rkey for its own memory.
+func (pd *PD) RegMR(buf []byte) (*MR, error) {
+	if len(buf) == 0 {
+		return nil, fmt.Errorf("ibv_reg_mr: empty buffer")
+	}
+	p, err := C.ibv_reg_mr(pd.p, unsafe.Pointer(&buf[0]), C.size_t(len(buf)), C.IBV_ACCESS_LOCAL_WRITE)
+	if p == nil {
+		return nil, fmt.Errorf("ibv_reg_mr %d bytes: %w", len(buf), err)
+	}
+	return &MR{p: p}, nil
+}
+
+// LKey is the region's local key.
+func (mr *MR) LKey() uint32 { return uint32(mr.p.lkey) }
+
+// Dereg deregisters the region.
+func (mr *MR) Dereg() error {
+	if rc := C.ibv_dereg_mr(mr.p); rc != 0 {
+		return fmt.Errorf("ibv_dereg_mr: %w", syscall.Errno(rc))
+	}
+	return nil
+}
+
+// CompChannel is a completion event channel with a non-blocking fd.
+type CompChannel struct{ p *C.struct_ibv_comp_channel }
+
+// NewCompChannel creates a non-blocking completion channel.
+func (c *Context) NewCompChannel() (*CompChannel, error) {
+	p, err := C.ibv_create_comp_channel(c.p)
+	if p == nil {
+		return nil, fmt.Errorf("ibv_create_comp_channel: %w", err)
+	}
+	if rc := C.nt_set_nonblock(p.fd); rc < 0 {
+		C.ibv_destroy_comp_channel(p)
+		return nil, fmt.Errorf("comp channel nonblock: %w", errno(rc))
+	}
+	return &CompChannel{p: p}, nil
+}
+
+// Fd is readable when an armed CQ has a completion.
+func (ch *CompChannel) Fd() int { return int(ch.p.fd) }
+
+// GetEvent consumes and acknowledges one CQ event; false when none is pending.
+func (ch *CompChannel) GetEvent() (bool, error) {
+	rc := C.nt_get_cq_event(ch.p)
+	if rc < 0 {
+		if err := errno(rc); err != syscall.EAGAIN {
+			return false, fmt.Errorf("ibv_get_cq_event: %w", err)
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// Close destroys the channel; its CQs must be destroyed first.
+func (ch *CompChannel) Close() error {
+	if rc := C.ibv_destroy_comp_channel(ch.p); rc != 0 {
+		return fmt.Errorf("ibv_destroy_comp_channel: %w", syscall.Errno(rc))
+	}
+	return nil
+}
+
+// CQ is a completion queue.
+type CQ struct{ p *C.struct_ibv_cq }
+
+// CreateCQ creates a CQ with at least cqe entries, reporting events on ch.
+func (c *Context) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
+	var chp *C.struct_ibv_comp_channel
+	if ch != nil {
+		chp = ch.p
+	}
+	p, err := C.ibv_create_cq(c.p, C.int(cqe), nil, chp, 0)
+	if p == nil {
+		return nil, fmt.Errorf("ibv_create_cq %d: %w", cqe, err)
+	}
+	return &CQ{p: p}, nil
+}
+
+// Poll reaps up to len(wcs) (at most MaxBatch) completions in one call.
+func (cq *CQ) Poll(wcs []WC) (int, error) {
+	if len(wcs) == 0 {
+		return 0, nil
+	}
+	n := C.nt_poll(cq.p, (*C.nt_wc)(unsafe.Pointer(&wcs[0])), C.int(len(wcs)))
+	if n < 0 {
+		return 0, fmt.Errorf("ibv_poll_cq: %w", syscall.Errno(-n))
+	}
+	return int(n), nil
+}
+
+// ReqNotify arms the CQ: the next completion raises an event on its channel.
+func (cq *CQ) ReqNotify() error {
+	if rc := C.ibv_req_notify_cq(cq.p, 0); rc != 0 {
+		return fmt.Errorf("ibv_req_notify_cq: %w", syscall.Errno(rc))
+	}
+	return nil
+}
+
+// Ack is kept for API symmetry: GetEvent acknowledges each event itself.
+func (cq *CQ) Ack(int) {}
+
+// Destroy frees the CQ; its QPs must be destroyed first.
+func (cq *CQ) Destroy() error {
+	if rc := C.ibv_destroy_cq(cq.p); rc != 0 {
+		return fmt.Errorf("ibv_destroy_cq: %w", syscall.Errno(rc))
+	}
+	return nil
+}
+
+// QP is a reliable-connected queue pair created through rdma_cm.
+type QP struct{ p *C.struct_ibv_qp }
+
+// Num is the QP number.
+func (qp *QP) Num() uint32 { return uint32(qp.p.qp_num) }
+
+// PostSend posts wrs (at most MaxBatch) as one chain. On failure it returns the
+// number posted before the first failed request.
+func (qp *QP) PostSend(wrs []SendWR) (int, error) {
+	if len(wrs) == 0 {
+		return 0, nil
+	}
+	var bad C.int
+	rc := C.nt_post_send(qp.p, (*C.nt_send_wr)(unsafe.Pointer(&wrs[0])), C.int(len(wrs)), &bad)
+	if rc < 0 {
+		return int(bad), fmt.Errorf("ibv_post_send: %w", errno(rc))
+	}
+	return int(rc), nil
+}
+
+// PostRecv posts wrs (at most MaxBatch) as one chain.
+func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
+	if len(wrs) == 0 {
+		return 0, nil
+	}
+	var bad C.int
+	rc := C.nt_post_recv(qp.p, (*C.nt_recv_wr)(unsafe.Pointer(&wrs[0])), C.int(len(wrs)), &bad)
+	if rc < 0 {
+		return int(bad), fmt.Errorf("ibv_post_recv: %w", errno(rc))
+	}
+	return int(rc), nil
+}
+
+// SetError moves the QP to the error state, flushing all outstanding work.
+func (qp *QP) SetError() error {
+	if rc := C.nt_qp_error(qp.p); rc < 0 {
+		return fmt.Errorf("ibv_modify_qp ERR: %w", errno(rc))
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+//go:build !(linux && cgo)
+
+package verbs
+
+import "net"
+
+func wcStatusString(s uint32) string { return "unknown" }
+
+// EventChannel is unavailable in this build.
+type EventChannel struct{}
+
+// CMID is unavailable in this build.
+type CMID struct{}
+
+// CMEvent is unavailable in this build.
+type CMEvent struct {
+	Type                               EventType
+	ID, ListenID                       CMID
+	Status                             int
+	PrivateData                        []byte
+	InitiatorDepth, ResponderResources uint8
+}
+
+// Context is unavailable in this build.
+type Context struct{}
+
+// PD is unavailable in this build.
+type PD struct{}
+
+// MR is unavailable in this build.
+type MR struct{}
+
+// CompChannel is unavailable in this build.
+type CompChannel struct{}
+
+// CQ is unavailable in this build.
+type CQ struct{}
+
+// QP is unavailable in this build.
+type QP struct{}
+
+func NewEventChannel() (*EventChannel, error)            { return nil, ErrNotSupported }
+func (*EventChannel) Fd() int                            { return -1 }
+func (*EventChannel) GetEvent() (*CMEvent, error)        { return nil, ErrNotSupported }
+func (*EventChannel) Close() error                       { return nil }
+func (*EventChannel) CreateID() (CMID, error)            { return CMID{}, ErrNotSupported }
+func (*CMEvent) Ack()                                    {}
+func (CMID) Handle() uintptr                             { return 0 }
+func (CMID) Valid() bool                                 { return false }
+func (CMID) Bind(net.IP, int) error                      { return ErrNotSupported }
+func (CMID) Listen(int) error                            { return ErrNotSupported }
+func (CMID) Context() *Context                           { return nil }
+func (CMID) Accept(ConnParam) error                      { return ErrNotSupported }
+func (CMID) Reject([]byte) error                         { return ErrNotSupported }
+func (CMID) Disconnect() error                           { return ErrNotSupported }
+func (CMID) CreateQP(*PD, QPInit) (*QP, error)           { return nil, ErrNotSupported }
+func (CMID) DestroyQP()                                  {}
+func (CMID) Destroy() error                              { return nil }
+func (CMID) PeerAddr() string                            { return "" }
+func (CMID) LocalAddr() string                           { return "" }
+func (*Context) Handle() uintptr                         { return 0 }
+func (*Context) Query() (DeviceAttr, error)              { return DeviceAttr{}, ErrNotSupported }
+func (*Context) AllocPD() (*PD, error)                   { return nil, ErrNotSupported }
+func (*Context) NewCompChannel() (*CompChannel, error)   { return nil, ErrNotSupported }
+func (*Context) CreateCQ(int, *CompChannel) (*CQ, error) { return nil, ErrNotSupported }
+func (*PD) RegMR([]byte) (*MR, error)                    { return nil, ErrNotSupported }
+func (*PD) Dealloc() error                               { return nil }
+func (*MR) LKey() uint32                                 { return 0 }
+func (*MR) Dereg() error                                 { return nil }
+func (*CompChannel) Fd() int                             { return -1 }
+func (*CompChannel) GetEvent() (bool, error)             { return false, ErrNotSupported }
+func (*CompChannel) Close() error                        { return nil }
+func (*CQ) Poll([]WC) (int, error)                       { return 0, ErrNotSupported }
+func (*CQ) ReqNotify() error                             { return ErrNotSupported }
+func (*CQ) Ack(int)                                      {}
+func (*CQ) Destroy() error                               { return nil }
+func (*QP) PostSend([]SendWR) (int, error)               { return 0, ErrNotSupported }
+func (*QP) PostRecv([]RecvWR) (int, error)               { return 0, ErrNotSupported }
+func (*QP) Num() uint32                                  { return 0 }
+func (*QP) SetError() error                              { return ErrNotSupported }
+
+// DeviceCount is always 0 in this build.
+func DeviceCount() (int, error) { return 0, ErrNotSupported }

@@ -1,0 +1,342 @@
+package rdma
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
+)
+
+// closeTimeout bounds how long closing a listener waits for its queues.
+const closeTimeout = 15 * time.Second
+
+// listener is one rdma_cm listening ID with its event channel. All rdma_cm
+// calls for the port and its connections run on its goroutine.
+type listener struct {
+	t      *Transport
+	tgt    *fabric.Target
+	port   *fabric.Port
+	log    *slog.Logger
+	ec     *verbs.EventChannel
+	ecFile *os.File
+	id     verbs.CMID
+
+	events chan *verbs.CMEvent
+	ctl    chan func()
+	stop   chan struct{}
+	done   chan struct{}
+
+	// listener goroutine only
+	conns   map[uintptr]*queue
+	closing bool
+
+	live      sync.WaitGroup
+	closeOnce sync.Once
+}
+
+func (t *Transport) listen(tgt *fabric.Target, p *fabric.Port, ip net.IP, port int) (*listener, error) {
+	ec, err := verbs.NewEventChannel()
+	if err != nil {
+		return nil, err
+	}
+	l := &listener{
+		t: t, tgt: tgt, port: p, ec: ec, log: t.log.With("port", net.JoinHostPort(p.Address, p.Service)),
+		events: make(chan *verbs.CMEvent, 64), ctl: make(chan func(), 256),
+		stop: make(chan struct{}), done: make(chan struct{}), conns: map[uintptr]*queue{},
+	}
+	if l.id, err = ec.CreateID(); err != nil {
+		ec.Close()
+		return nil, err
+	}
+	fail := func(err error) (*listener, error) {
+		l.id.Destroy()
+		ec.Close()
+		return nil, err
+	}
+	if err := l.id.Bind(ip, port); err != nil {
+		return fail(err)
+	}
+	if err := l.id.Listen(128); err != nil {
+		return fail(err)
+	}
+	// A listener bound to one address has its device now: register the
+	// pools at start rather than at the first connection.
+	if ctx := l.id.Context(); ctx != nil {
+		if _, err := t.deviceFor(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	fd, err := syscall.Dup(ec.Fd())
+	if err != nil {
+		return fail(fmt.Errorf("dup event channel: %w", err))
+	}
+	syscall.SetNonblock(fd, true)
+	l.ecFile = os.NewFile(uintptr(fd), "rdma-cm-events")
+	t.mu.Lock()
+	t.listeners[l] = struct{}{}
+	t.mu.Unlock()
+	go l.readEvents()
+	go l.run()
+	return l, nil
+}
+
+// readEvents waits for rdma_cm events in the Go runtime's poller.
+func (l *listener) readEvents() {
+	rc, err := l.ecFile.SyscallConn()
+	if err != nil {
+		return
+	}
+	for {
+		var ev *verbs.CMEvent
+		var gerr error
+		err := rc.Read(func(uintptr) bool {
+			ev, gerr = l.ec.GetEvent()
+			return !errors.Is(gerr, syscall.EAGAIN)
+		})
+		if err != nil {
+			return
+		}
+		if gerr != nil {
+			l.log.Error("rdma_get_cm_event", "err", gerr)
+			return
+		}
+		select {
+		case l.events <- ev:
+		case <-l.stop:
+			ev.Ack()
+			return
+		}
+	}
+}
+
+func (l *listener) run() {
+	defer close(l.done)
+	for {
+		select {
+		case ev := <-l.events:
+			destroy := l.handle(ev)
+			ev.Ack()
+			if destroy.Valid() {
+				destroy.Destroy()
+			}
+		case fn := <-l.ctl:
+			fn()
+		case <-l.stop:
+			return
+		}
+	}
+}
+
+// handle processes one event; it returns an ID to destroy once the event
+// is acknowledged.
+func (l *listener) handle(ev *verbs.CMEvent) verbs.CMID {
+	switch ev.Type {
+	case verbs.EventConnectRequest:
+		if err := l.accept(ev); err != nil {
+			return ev.ID
+		}
+	case verbs.EventEstablished:
+		if q := l.conns[ev.ID.Handle()]; q != nil {
+			q.log.Debug("queue established")
+		}
+	case verbs.EventDisconnected, verbs.EventConnectError, verbs.EventUnreachable,
+		verbs.EventRejected, verbs.EventTimewaitExit, verbs.EventAddrChange:
+		if q := l.conns[ev.ID.Handle()]; q != nil {
+			reason := "host disconnected"
+			if ev.Type != verbs.EventDisconnected {
+				reason = ev.Type.String()
+			}
+			q.p.ctlAsync(func() { q.teardown(reason) })
+		}
+	case verbs.EventDeviceRemoval:
+		l.log.Error("RDMA device removed")
+		for _, q := range l.conns {
+			q.p.ctlAsync(func() { q.teardown("device removal") })
+		}
+	default:
+		l.log.Debug("rdma_cm event ignored", "event", ev.Type.String())
+	}
+	return verbs.CMID{}
+}
+
+// reject refuses a connection with an NVMe/RDMA reject status.
+func (l *listener) reject(ev *verbs.CMEvent, sts nvme.RDMACMRejectStatus, why string, args ...any) error {
+	l.t.stats.Rejected.Add(1)
+	l.log.Warn("connection rejected", append([]any{"remote", ev.ID.PeerAddr(), "status", sts.String(), "why", why}, args...)...)
+	pd := make([]byte, nvme.RDMACMRejectSize)
+	nvme.PutRDMACMReject(pd, sts)
+	if err := ev.ID.Reject(pd); err != nil {
+		l.log.Debug("rdma_reject", "err", err)
+	}
+	return fmt.Errorf("rejected: %s", why)
+}
+
+// accept validates the CM private data (NVMe-oF 1.1 §7.3.1), sizes and
+// creates the queue pair, posts its receives and accepts.
+func (l *listener) accept(ev *verbs.CMEvent) error {
+	if l.closing {
+		return l.reject(ev, nvme.RDMACMRejectNoResources, "port closing")
+	}
+	if len(ev.PrivateData) < nvme.RDMACMRequestSize {
+		return l.reject(ev, nvme.RDMACMRejectInvalidLength, "short private data", "bytes", len(ev.PrivateData))
+	}
+	req := nvme.RDMACMRequest(ev.PrivateData)
+	if req.RECFMT() != 0 {
+		return l.reject(ev, nvme.RDMACMRejectInvalidRECFMT, "unknown record format", "recfmt", req.RECFMT())
+	}
+	qid := int(req.QID())
+	if qid > l.t.cfg.MaxIOQueueID {
+		return l.reject(ev, nvme.RDMACMRejectInvalidQID, "queue ID too large", "qid", qid)
+	}
+	// HSQSIZE is 0's based (the Linux host sends sqsize); HRQSIZE is not.
+	depth := int(req.HSQSIZE()) + 1
+	maxDepth := l.t.cfg.MaxQueueDepth
+	if qid == 0 {
+		maxDepth = fabric.AdminQueueDepth
+	}
+	if depth < 2 || depth > maxDepth {
+		return l.reject(ev, nvme.RDMACMRejectInvalidHSQSIZE, "send queue size out of range", "hsqsize", req.HSQSIZE(), "max", maxDepth)
+	}
+	if req.HRQSIZE() == 0 {
+		return l.reject(ev, nvme.RDMACMRejectInvalidHRQSIZE, "zero receive queue size")
+	}
+	ctx := ev.ID.Context()
+	if ctx == nil {
+		return l.reject(ev, nvme.RDMACMRejectNoResources, "no device for the connection")
+	}
+	d, err := l.t.deviceFor(ctx)
+	if err != nil {
+		return l.reject(ev, nvme.RDMACMRejectNoResources, "device setup failed", "err", err)
+	}
+	if depth > d.depth {
+		return l.reject(ev, nvme.RDMACMRejectInvalidHSQSIZE, "send queue size above device limit", "hsqsize", req.HSQSIZE(), "max", d.depth)
+	}
+	// We issue RDMA READs against the host: at most its responder
+	// resources, which the CM reports to the passive side as the event's
+	// initiator depth (the values arrive swapped to our point of view).
+	ord := min(int(ev.InitiatorDepth), d.attr.MaxQPInitRdAtom)
+	if ord == 0 {
+		return l.reject(ev, nvme.RDMACMRejectInvalidORD, "host offers no RDMA READ resources")
+	}
+	ird := min(int(ev.ResponderResources), d.attr.MaxQPRdAtom)
+	// Each request needs at most one SEND plus its RDMA operations.
+	perReq := 1 + (int(l.t.cfg.MDTS)/d.ioUnit+d.sgePerWR-1)/d.sgePerWR
+	sqSize := min(depth*perReq, d.attr.MaxQPWR)
+	cqes := sqSize + depth
+	block, p, ok := d.allocBlock(cqes)
+	if !ok {
+		return l.reject(ev, nvme.RDMACMRejectNoResources, "queue limit reached", "max_queues", l.t.cfg.MaxQueues)
+	}
+	q := newQueue(l, d, p, ev.ID, block, cqes, qid, depth, sqSize, ord)
+	qp, err := ev.ID.CreateQP(d.pd, verbs.QPInit{
+		SendCQ: p.cq, RecvCQ: p.cq, MaxSendWR: uint32(sqSize), MaxRecvWR: uint32(depth),
+		MaxSendSGE: uint32(d.sgePerWR), MaxRecvSGE: 2,
+	})
+	if err != nil {
+		d.freeBlock(block, p, cqes)
+		return l.reject(ev, nvme.RDMACMRejectNoResources, "create QP failed", "err", err)
+	}
+	q.qp = qp
+	local := ""
+	if host, _, err := net.SplitHostPort(ev.ID.LocalAddr()); err == nil {
+		local = host
+	}
+	q.fq = l.tgt.NewQueue(l.port, q, fabric.QueueHint{QID: qid, Depth: depth, Remote: ev.ID.PeerAddr(), LocalIP: local})
+	added := false
+	p.exec(func() {
+		if added = p.addQueue(q); added {
+			slots := make([]int, depth)
+			for i := range slots {
+				slots[i] = i
+			}
+			q.postRecvs(slots...)
+		}
+	})
+	if !added || q.state != qsLive {
+		// The QP never carried traffic: undo by hand.
+		p.exec(func() {
+			if added {
+				p.removeQueue(q)
+			}
+		})
+		q.fq.Destroy()
+		ev.ID.DestroyQP()
+		d.freeBlock(block, p, cqes)
+		return l.reject(ev, nvme.RDMACMRejectNoResources, "queue setup failed")
+	}
+	pd := make([]byte, nvme.RDMACMAcceptSize)
+	nvme.PutRDMACMAccept(pd, uint16(depth))
+	l.conns[ev.ID.Handle()] = q
+	l.live.Add(1)
+	l.t.stats.QueuesLive.Add(1)
+	if err := ev.ID.Accept(verbs.ConnParam{PrivateData: pd, ResponderResources: uint8(ird), InitiatorDepth: uint8(ord), RNRRetryCount: 7}); err != nil {
+		q.log.Warn("rdma_accept failed", "err", err)
+		p.ctlAsync(func() { q.teardown("accept failed") })
+		return nil
+	}
+	l.t.stats.Accepted.Add(1)
+	q.log.Debug("queue accepted", "depth", depth, "sq", sqSize, "ord", ord, "ird", ird, "poller", p.idx)
+	return nil
+}
+
+// queueGone is called by a poller once a queue is fully drained.
+func (l *listener) queueGone(q *queue) {
+	fn := func() {
+		delete(l.conns, q.id.Handle())
+		if err := q.id.Destroy(); err != nil {
+			q.log.Debug("rdma_destroy_id", "err", err)
+		}
+		q.log.Debug("queue destroyed", "reason", q.reason)
+		l.live.Done()
+	}
+	select {
+	case l.ctl <- fn:
+	default:
+		go func() { l.ctl <- fn }()
+	}
+}
+
+// Close refuses new connections, disconnects every queue, waits for them
+// to drain and frees the listening ID.
+func (l *listener) Close() error {
+	var err error
+	l.closeOnce.Do(func() {
+		sync := make(chan struct{})
+		l.ctl <- func() {
+			l.closing = true
+			for _, q := range l.conns {
+				q.p.ctlAsync(func() { q.teardown("target shutting down") })
+			}
+			close(sync)
+		}
+		<-sync
+		drained := make(chan struct{})
+		go func() { l.live.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(closeTimeout):
+			err = fmt.Errorf("rdma listener %s:%s: queues still draining after %v", l.port.Address, l.port.Service, closeTimeout)
+		}
+		close(l.stop)
+		<-l.done
+		l.ecFile.Close()
+		if derr := l.id.Destroy(); derr != nil && err == nil {
+			err = derr
+		}
+		if err == nil {
+			l.ec.Close()
+		}
+		l.t.mu.Lock()
+		delete(l.t.listeners, l)
+		l.t.mu.Unlock()
+	})
+	return err
+}

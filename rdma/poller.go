@@ -1,0 +1,391 @@
+package rdma
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
+)
+
+// pollBatch is how many completions one poll reaps (SPDK reaps 32).
+const pollBatch = 32
+
+// Work request kinds, carried in the top bits of wr_id.
+const (
+	kindRecv = iota + 1
+	kindSend
+	kindRead
+	kindWrite
+)
+
+// wr_id = kind<<48 | queue slot<<32 | generation<<16 | index. It holds
+// indexes into the poller's tables, never a Go pointer.
+func wrID(kind int, qidx, gen, idx uint16) uint64 {
+	return uint64(kind)<<48 | uint64(qidx)<<32 | uint64(gen)<<16 | uint64(idx)
+}
+
+func splitWRID(id uint64) (kind int, qidx, gen, idx uint16) {
+	return int(id >> 48), uint16(id >> 32), uint16(id >> 16), uint16(id)
+}
+
+// poller owns one CQ and every queue on it. All request state changes
+// happen on its goroutine, which is locked to an OS thread; other
+// goroutines reach it through mbox (finished requests) and ctl (control).
+type poller struct {
+	d      *device
+	idx    int
+	log    *slog.Logger
+	ch     *verbs.CompChannel
+	chFile *os.File
+	cq     *verbs.CQ
+
+	// guarded by d.mu
+	cqBudget int
+	nqueues  int
+
+	// poller goroutine only
+	queues     []*queue
+	gens       []uint16
+	freeChunks []int32
+	bufWait    ring[*request]
+	wcs        []verbs.WC
+	sendWRs    []verbs.SendWR
+	recvWRs    []verbs.RecvWR
+
+	mbox     chan *request
+	ctl      chan func()
+	wake     chan struct{}
+	cqEvent  chan struct{}
+	sleeping atomic.Bool
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func newPoller(d *device, idx, firstChunk, nchunks int) (*poller, error) {
+	cfg := &d.t.cfg
+	p := &poller{d: d, idx: idx, log: d.log.With("poller", idx)}
+	var err error
+	if p.ch, err = d.ctx.NewCompChannel(); err != nil {
+		return nil, err
+	}
+	cqSize := d.attr.MaxCQE
+	if cqSize > 65536 {
+		cqSize = 65536
+	}
+	if p.cq, err = d.ctx.CreateCQ(cqSize, p.ch); err != nil {
+		p.ch.Close()
+		return nil, err
+	}
+	p.cqBudget = cqSize
+	fd, err := syscall.Dup(p.ch.Fd())
+	if err != nil {
+		p.cq.Destroy()
+		p.ch.Close()
+		return nil, fmt.Errorf("dup completion channel: %w", err)
+	}
+	syscall.SetNonblock(fd, true)
+	p.chFile = os.NewFile(uintptr(fd), "ibv-comp-channel")
+	maxReqs := cfg.MaxQueues * 2 * d.depth
+	p.queues = make([]*queue, cfg.MaxQueues)
+	p.gens = make([]uint16, cfg.MaxQueues)
+	p.freeChunks = make([]int32, 0, nchunks)
+	for i := firstChunk + nchunks - 1; i >= firstChunk; i-- {
+		p.freeChunks = append(p.freeChunks, int32(i))
+	}
+	p.bufWait = newRing[*request](maxReqs)
+	p.wcs = make([]verbs.WC, pollBatch)
+	p.sendWRs = make([]verbs.SendWR, verbs.MaxBatch)
+	p.recvWRs = make([]verbs.RecvWR, verbs.MaxBatch)
+	p.mbox = make(chan *request, maxReqs)
+	p.ctl = make(chan func(), 1024)
+	p.wake = make(chan struct{}, 1)
+	p.cqEvent = make(chan struct{}, 1)
+	p.stop = make(chan struct{})
+	p.done = make(chan struct{})
+	go p.watchEvents()
+	go p.run()
+	return p, nil
+}
+
+// watchEvents turns completion channel events into wake-ups, waiting in
+// the Go runtime's poller so an idle target uses no CPU.
+func (p *poller) watchEvents() {
+	rc, err := p.chFile.SyscallConn()
+	if err != nil {
+		p.log.Error("completion channel", "err", err)
+		return
+	}
+	for {
+		var gerr error
+		err := rc.Read(func(uintptr) bool {
+			ok, e := p.ch.GetEvent()
+			if e != nil {
+				gerr = e
+				return true
+			}
+			return ok
+		})
+		if err != nil || gerr != nil {
+			return
+		}
+		select {
+		case p.cqEvent <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (p *poller) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer close(p.done)
+	idle := p.d.t.cfg.PollIdle
+	lastWork := time.Now()
+	for {
+		n := p.poll()
+		m := p.drain()
+		if n > 0 || m > 0 {
+			lastWork = time.Now()
+			continue
+		}
+		select {
+		case <-p.stop:
+			return
+		default:
+		}
+		if time.Since(lastWork) < idle {
+			continue
+		}
+		p.sleep()
+		lastWork = time.Now()
+	}
+}
+
+// poll reaps one batch of completions and dispatches them.
+func (p *poller) poll() int {
+	n, err := p.cq.Poll(p.wcs)
+	if err != nil {
+		p.log.Error("poll CQ", "err", err)
+		return 0
+	}
+	for i := 0; i < n; i++ {
+		p.complete(&p.wcs[i])
+	}
+	return n
+}
+
+// drain runs what other goroutines handed over: finished requests, then
+// control functions.
+func (p *poller) drain() int {
+	k := 0
+	for {
+		select {
+		case r := <-p.mbox:
+			r.state = rsExecuted
+			r.q.advance(r)
+			k++
+			continue
+		default:
+		}
+		break
+	}
+	for {
+		select {
+		case fn := <-p.ctl:
+			fn()
+			k++
+			continue
+		default:
+		}
+		return k
+	}
+}
+
+// sleep arms the CQ and blocks until a completion, a handed-over request
+// or a control function arrives.
+func (p *poller) sleep() {
+	if err := p.cq.ReqNotify(); err != nil {
+		p.log.Error("arm CQ", "err", err)
+		time.Sleep(time.Millisecond)
+		return
+	}
+	// A completion that arrived before arming raises no event: poll once more.
+	if p.poll() > 0 {
+		return
+	}
+	p.sleeping.Store(true)
+	if len(p.mbox) > 0 || len(p.ctl) > 0 {
+		p.sleeping.Store(false)
+		return
+	}
+	p.d.t.stats.PollSleeps.Add(1)
+	select {
+	case <-p.wake:
+	case <-p.cqEvent:
+	case <-p.stop:
+	}
+	p.sleeping.Store(false)
+	p.d.t.stats.PollWakeups.Add(1)
+}
+
+func (p *poller) kick() {
+	if p.sleeping.Load() {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// post hands a request the core finished back to the poller.
+func (p *poller) post(r *request) {
+	p.mbox <- r
+	p.kick()
+}
+
+// ctlAsync runs fn on the poller goroutine; it never blocks the caller.
+func (p *poller) ctlAsync(fn func()) {
+	select {
+	case p.ctl <- fn:
+	default:
+		go func() { p.ctl <- fn; p.kick() }()
+	}
+	p.kick()
+}
+
+// exec runs fn on the poller goroutine and waits. Never call it from there.
+func (p *poller) exec(fn func()) {
+	done := make(chan struct{})
+	p.ctlAsync(func() { fn(); close(done) })
+	<-done
+}
+
+// complete dispatches one work completion.
+func (p *poller) complete(wc *verbs.WC) {
+	kind, qidx, gen, idx := splitWRID(wc.WRID)
+	if int(qidx) >= len(p.queues) {
+		return
+	}
+	q := p.queues[qidx]
+	if q == nil || q.gen != gen {
+		return // a late completion of a queue already torn down
+	}
+	if wc.Status != verbs.WCSuccess && wc.Status != verbs.WCFlushErr {
+		p.d.t.stats.CompletionErrors.Add(1)
+		q.log.Warn("work completion error", "kind", kind, "status", wc.StatusString(), "vendor_err", wc.VendorErr)
+	}
+	switch kind {
+	case kindRecv:
+		q.recvDone(int(idx), wc)
+	case kindSend:
+		q.sendDone(&q.reqs[idx], wc)
+	case kindRead:
+		q.readDone(&q.reqs[idx], wc)
+	case kindWrite:
+		// Unsignaled; seen only when flushed. The SEND after it decides.
+		if wc.Status != verbs.WCSuccess {
+			q.teardown("RDMA WRITE failed")
+		}
+	}
+}
+
+// addQueue gives q a slot in the poller's table.
+func (p *poller) addQueue(q *queue) bool {
+	for i, old := range p.queues {
+		if old == nil {
+			p.gens[i]++
+			q.qidx, q.gen = uint16(i), p.gens[i]
+			p.queues[i] = q
+			return true
+		}
+	}
+	return false
+}
+
+func (p *poller) removeQueue(q *queue) {
+	if p.queues[q.qidx] == q {
+		p.queues[q.qidx] = nil
+	}
+}
+
+// getBuffers gives r data buffers for its transfer, in FIFO order.
+func (p *poller) getBuffers(r *request) bool {
+	if h, ok := p.bufWait.peek(); ok && h != r {
+		if !r.waiting {
+			r.waiting = true
+			p.bufWait.push(r)
+			p.d.t.stats.BufferWaits.Add(1)
+		}
+		return false
+	}
+	unit := p.d.ioUnit
+	need := (int(r.fr.DataLen) + unit - 1) / unit
+	if len(p.freeChunks) < need {
+		if !r.waiting {
+			r.waiting = true
+			p.bufWait.push(r)
+			p.d.t.stats.BufferWaits.Add(1)
+		}
+		return false
+	}
+	if r.waiting {
+		p.bufWait.pop()
+		r.waiting = false
+	}
+	left := int(r.fr.DataLen)
+	for i := 0; i < need; i++ {
+		c := p.freeChunks[len(p.freeChunks)-1]
+		p.freeChunks = p.freeChunks[:len(p.freeChunks)-1]
+		r.chunks = append(r.chunks, c)
+		n := min(left, unit)
+		r.segs = append(r.segs, p.d.chunk(int(c))[:n])
+		left -= n
+	}
+	r.fr.Data = r.segs
+	return true
+}
+
+// putBuffers returns r's data buffers and lets waiting requests take them.
+func (p *poller) putBuffers(r *request) {
+	if len(r.chunks) == 0 {
+		return
+	}
+	for _, c := range r.chunks {
+		p.freeChunks = append(p.freeChunks, c)
+	}
+	r.chunks = r.chunks[:0]
+	r.segs = r.segs[:0]
+	r.fr.Data = nil
+	for {
+		h, ok := p.bufWait.peek()
+		if !ok {
+			return
+		}
+		h.q.advance(h)
+		if h2, ok := p.bufWait.peek(); ok && h2 == h {
+			if h.waiting {
+				return // still not enough for the head
+			}
+			p.bufWait.pop() // defensive: never spin on a stale head
+		}
+	}
+}
+
+func (p *poller) close() error {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
+	p.chFile.Close()
+	if err := p.cq.Destroy(); err != nil {
+		return err
+	}
+	return p.ch.Close()
+}

@@ -1,0 +1,532 @@
+package rdma
+
+import (
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
+)
+
+// reqState is the RDMA request state machine (after SPDK's). advance moves
+// a request until its state stops changing; waits are FIFO queues.
+type reqState uint8
+
+const (
+	// rsFree: on the queue's free list.
+	rsFree reqState = iota
+	// rsNew: bound to a received command capsule.
+	rsNew
+	// rsNeedBuffer: waiting in the poller's FIFO for data buffers.
+	rsNeedBuffer
+	// rsNeedRead: host write data to fetch; waiting for RDMA READ credits
+	// (the QP's initiator depth and send-queue slots).
+	rsNeedRead
+	// rsReading: RDMA READs posted; waiting for the last one.
+	rsReading
+	// rsReady: data in place; ready to execute.
+	rsReady
+	// rsExecuting: owned by the core (backend I/O, held AER).
+	rsExecuting
+	// rsExecuted: the core completed it; the response is built.
+	rsExecuted
+	// rsNeedSend: waiting for send-queue credits.
+	rsNeedSend
+	// rsSending: RDMA WRITEs and the response SEND posted, as one chain.
+	rsSending
+	// rsDone: finished or abandoned; release its resources.
+	rsDone
+)
+
+type qState uint8
+
+const (
+	qsLive qState = iota
+	qsDraining
+	qsDead
+)
+
+// request is one slot of a queue's request pool. The pool is twice the
+// queue depth: a request lingers until its SEND completes, while the host
+// may already reuse the command slot.
+type request struct {
+	fr      fabric.Request
+	q       *queue
+	idx     uint16
+	state   reqState
+	waiting bool // in a FIFO
+	recv    int  // receive slot holding the capsule, -1 when none
+	icdLen  int  // in-capsule bytes received
+	rspAddr uint64
+	chunks  []int32
+	segs    [][]byte
+	raddr   uint64
+	rkey    uint32
+	inv     bool
+	credits int // send-queue slots held
+	reads   int // RDMA READs outstanding
+}
+
+// queue is one NVMe/RDMA queue pair.
+type queue struct {
+	p       *poller
+	d       *device
+	l       *listener
+	log     *slog.Logger
+	id      verbs.CMID
+	qp      *verbs.QP
+	fq      *fabric.Queue
+	qidx    uint16
+	gen     uint16
+	block   int
+	cqes    int
+	hostQID int
+	depth   int
+	icd     int
+	state   qState
+
+	sqCredits  int
+	ord        int
+	readsOut   int
+	recvPosted int
+	reqs       []request
+	free       []uint16
+	readWait   ring[*request]
+	sendWait   ring[*request]
+	recvWait   ring[int]
+	reason     string
+}
+
+func newQueue(l *listener, d *device, p *poller, id verbs.CMID, block, cqes, hostQID, depth, sqSize, ord int) *queue {
+	q := &queue{
+		p: p, d: d, l: l, id: id, block: block, cqes: cqes, hostQID: hostQID, depth: depth,
+		icd: d.icd, sqCredits: sqSize, ord: ord,
+		log: d.log.With("qid", hostQID, "remote", id.PeerAddr()),
+	}
+	n := 2 * depth
+	maxChunks := int(d.t.cfg.MDTS) / d.ioUnit
+	q.reqs = make([]request, n)
+	q.free = make([]uint16, 0, n)
+	for i := n - 1; i >= 0; i-- {
+		r := &q.reqs[i]
+		r.q = q
+		r.idx = uint16(i)
+		r.recv = -1
+		r.fr.Tag = uint32(i)
+		r.fr.Rsp = d.rspBuf(block, i)
+		r.rspAddr = d.addr(d.rspOff + (block*2*d.depth+i)*16)
+		r.chunks = make([]int32, 0, maxChunks)
+		r.segs = make([][]byte, 0, maxChunks)
+		q.free = append(q.free, uint16(i))
+	}
+	q.readWait = newRing[*request](n)
+	q.sendWait = newRing[*request](n)
+	q.recvWait = newRing[int](depth)
+	return q
+}
+
+// QueueResponse implements fabric.Conn.
+func (q *queue) QueueResponse(fr *fabric.Request) { q.p.post(&q.reqs[fr.Tag]) }
+
+// Disconnect implements fabric.Conn.
+func (q *queue) Disconnect() {
+	q.p.ctlAsync(func() { q.teardown("disconnect requested by the target") })
+}
+
+// postRecvs posts receive buffers for the given slots in chains.
+func (q *queue) postRecvs(slots ...int) {
+	d := q.d
+	for len(slots) > 0 {
+		n := min(len(slots), len(q.p.recvWRs))
+		for i := 0; i < n; i++ {
+			s := slots[i]
+			w := &q.p.recvWRs[i]
+			w.WRID = wrID(kindRecv, q.qidx, q.gen, uint16(s))
+			w.SGE[0] = verbs.SGE{Addr: d.addr(d.cmdOff + (q.block*d.depth+s)*64), Length: 64, LKey: d.lkey}
+			w.NumSGE = 1
+			if q.icd > 0 {
+				w.SGE[1] = verbs.SGE{Addr: d.addr(d.icdOff + (q.block*d.depth+s)*d.icd), Length: uint32(q.icd), LKey: d.lkey}
+				w.NumSGE = 2
+			}
+		}
+		posted, err := q.qp.PostRecv(q.p.recvWRs[:n])
+		q.recvPosted += posted
+		if err != nil {
+			q.log.Error("post receive", "err", err)
+			q.teardown("post receive failed")
+			return
+		}
+		slots = slots[n:]
+	}
+}
+
+// recvDone handles a received command capsule.
+func (q *queue) recvDone(slot int, wc *verbs.WC) {
+	q.recvPosted--
+	if wc.Status != verbs.WCSuccess || q.state != qsLive {
+		q.teardown("receive flushed")
+		q.checkDrained()
+		return
+	}
+	if wc.ByteLen < nvme.CommandSize {
+		q.log.Warn("short command capsule", "bytes", wc.ByteLen)
+		q.teardown("short command capsule")
+		return
+	}
+	if len(q.free) == 0 {
+		// Every request still waits for its SEND: park the capsule.
+		q.recvWait.push(slot<<16 | (int(wc.ByteLen) - nvme.CommandSize))
+		return
+	}
+	q.start(slot, int(wc.ByteLen)-nvme.CommandSize)
+}
+
+// start binds a free request to the capsule in slot.
+func (q *queue) start(slot, icdLen int) {
+	r := &q.reqs[q.free[len(q.free)-1]]
+	q.free = q.free[:len(q.free)-1]
+	r.recv = slot
+	r.icdLen = icdLen
+	r.fr.Cmd = q.d.cmdBuf(q.block, slot)
+	r.inv = false
+	r.state = rsNew
+	q.advance(r)
+}
+
+// advance runs r's state machine until it must wait.
+func (q *queue) advance(r *request) {
+	for {
+		switch r.state {
+		case rsNew:
+			if q.state != qsLive {
+				r.state = rsDone
+				continue
+			}
+			st := q.fq.Parse(&r.fr)
+			if st.IsSuccess() && r.fr.DataLen > 0 {
+				st = q.mapSGL(r)
+			} else if st.IsSuccess() {
+				r.state = rsReady
+			}
+			if !st.IsSuccess() {
+				r.state = rsExecuting
+				q.fq.Fail(&r.fr, st)
+				return
+			}
+		case rsNeedBuffer:
+			if q.state != qsLive {
+				r.state = rsDone
+				continue
+			}
+			if !q.p.getBuffers(r) {
+				return
+			}
+			if r.fr.Dir == fabric.DirHostToCtrl {
+				r.state = rsNeedRead
+			} else {
+				r.state = rsReady
+			}
+		case rsNeedRead:
+			if !q.postReads(r) {
+				return
+			}
+		case rsReady:
+			r.state = rsExecuting
+			q.fq.Execute(&r.fr)
+			return
+		case rsExecuted:
+			if q.state != qsLive {
+				r.state = rsDone
+				continue
+			}
+			r.state = rsNeedSend
+		case rsNeedSend:
+			if !q.postResponse(r) {
+				return
+			}
+		case rsDone:
+			q.release(r)
+			return
+		default: // rsReading, rsExecuting, rsSending: wait for an event
+			return
+		}
+	}
+}
+
+// mapSGL checks SGL1 (NVMe-oF 1.1 §7.3.2) and picks in-capsule data or
+// data buffers to fetch into / send from.
+func (q *queue) mapSGL(r *request) nvme.Status {
+	sgl := r.fr.Cmd.SGL1()
+	need := r.fr.DataLen
+	switch {
+	case sgl.Type() == nvme.SGLTypeDataBlock && sgl.Subtype() == nvme.SGLSubtypeOffset:
+		if r.fr.Dir != fabric.DirHostToCtrl {
+			return nvme.StatusInvalidField.WithDNR()
+		}
+		off, n := sgl.Address(), uint64(sgl.Length())
+		if off > uint64(q.icd) || n > uint64(q.icd)-off {
+			return nvme.StatusSGLOffsetInvalid.WithDNR()
+		}
+		if n < uint64(need) || off+uint64(need) > uint64(r.icdLen) {
+			return nvme.StatusDataSGLLengthInvalid.WithDNR()
+		}
+		icd := q.d.icdBuf(q.block, r.recv)
+		r.segs = append(r.segs[:0], icd[off:off+uint64(need)])
+		r.fr.Data = r.segs
+		r.state = rsReady
+	case sgl.Type() == nvme.SGLTypeKeyedDataBlock &&
+		(sgl.Subtype() == nvme.SGLSubtypeAddress || sgl.Subtype() == nvme.SGLSubtypeInvalidateKey):
+		if sgl.Length() < need {
+			return nvme.StatusDataSGLLengthInvalid.WithDNR()
+		}
+		r.raddr, r.rkey = sgl.Address(), sgl.Key()
+		r.inv = sgl.Subtype() == nvme.SGLSubtypeInvalidateKey
+		r.state = rsNeedBuffer
+	default:
+		return nvme.StatusSGLDescriptorTypeInvalid.WithDNR()
+	}
+	return nvme.StatusSuccess
+}
+
+// buildRDMA fills WRs that move r's segments to or from the host's
+// contiguous buffer, up to sgePerWR segments each.
+func (q *queue) buildRDMA(r *request, op verbs.WROpcode, kind int, wrs []verbs.SendWR) int {
+	per := q.d.sgePerWR
+	n := 0
+	raddr := r.raddr
+	for i := 0; i < len(r.segs); i += per {
+		w := &wrs[n]
+		*w = verbs.SendWR{WRID: wrID(kind, q.qidx, q.gen, r.idx), Opcode: op, RemoteAddr: raddr, RKey: r.rkey}
+		for j := i; j < len(r.segs) && j < i+per; j++ {
+			seg := r.segs[j]
+			w.SGE[w.NumSGE] = verbs.SGE{Addr: verbs.Addr(seg), Length: uint32(len(seg)), LKey: q.d.lkey}
+			w.NumSGE++
+			raddr += uint64(len(seg))
+		}
+		n++
+	}
+	return n
+}
+
+// wrsFor is how many RDMA operations move r's data.
+func (q *queue) wrsFor(r *request) int {
+	return (len(r.segs) + q.d.sgePerWR - 1) / q.d.sgePerWR
+}
+
+// takeCredits lets r through the FIFO w when it is at the head and the
+// resources are there.
+func (q *queue) takeCredits(w *ring[*request], r *request, ok bool, waits *atomic.Uint64) bool {
+	if h, any := w.peek(); any && h != r || !ok {
+		if !r.waiting {
+			r.waiting = true
+			w.push(r)
+			waits.Add(1)
+		}
+		return false
+	}
+	if r.waiting {
+		w.pop()
+		r.waiting = false
+	}
+	return true
+}
+
+// postReads fetches host write data with RDMA READ.
+func (q *queue) postReads(r *request) bool {
+	n := q.wrsFor(r)
+	ok := q.sqCredits >= n && (q.readsOut == 0 || q.readsOut+n <= q.ord)
+	if !q.takeCredits(&q.readWait, r, ok, &q.d.t.stats.ReadWaits) {
+		return false
+	}
+	wrs := q.p.sendWRs
+	k := q.buildRDMA(r, verbs.WRRDMARead, kindRead, wrs)
+	// Only the last READ is signaled: completions of one send queue are
+	// reported in order, so it covers the others.
+	wrs[k-1].Flags = verbs.SendSignaled
+	r.reads, r.credits = k, k
+	q.readsOut += k
+	q.sqCredits -= k
+	r.state = rsReading
+	if _, err := q.qp.PostSend(wrs[:k]); err != nil {
+		q.log.Error("post RDMA READ", "err", err)
+		q.readsOut -= k
+		q.sqCredits += k
+		r.reads, r.credits = 0, 0
+		r.state = rsDone
+		q.teardown("post send failed")
+		q.advance(r)
+	}
+	return true
+}
+
+func (q *queue) readDone(r *request, wc *verbs.WC) {
+	q.readsOut -= r.reads
+	q.sqCredits += r.credits
+	r.reads, r.credits = 0, 0
+	if wc.Status != verbs.WCSuccess {
+		q.teardown("RDMA READ failed")
+		r.state = rsDone
+	} else {
+		r.state = rsReady
+	}
+	q.advance(r)
+	q.kickWaits()
+}
+
+// postResponse sends the data (host reads) and the response capsule as
+// one chain: WRITEs unsignaled, then the signaled SEND.
+func (q *queue) postResponse(r *request) bool {
+	n := 1
+	withData := r.fr.Dir == fabric.DirCtrlToHost && r.fr.Rsp.Status().IsSuccess() && len(r.segs) > 0
+	if withData {
+		n += q.wrsFor(r)
+	}
+	if !q.takeCredits(&q.sendWait, r, q.sqCredits >= n, &q.d.t.stats.SendWaits) {
+		return false
+	}
+	wrs := q.p.sendWRs
+	k := 0
+	if withData {
+		k = q.buildRDMA(r, verbs.WRRDMAWrite, kindWrite, wrs)
+	}
+	w := &wrs[k]
+	*w = verbs.SendWR{WRID: wrID(kindSend, q.qidx, q.gen, r.idx), Opcode: verbs.WRSend, Flags: verbs.SendSignaled, NumSGE: 1}
+	w.SGE[0] = verbs.SGE{Addr: r.rspAddr, Length: nvme.CompletionSize, LKey: q.d.lkey}
+	if r.inv && q.d.sendInv {
+		w.Opcode = verbs.WRSendWithInv
+		w.InvRKey = r.rkey
+		q.d.t.stats.SendWithInvalidate.Add(1)
+	}
+	k++
+	// The capsule is consumed: give its receive buffer back before the
+	// response, so the host's next command finds it posted.
+	if r.recv >= 0 {
+		slot := r.recv
+		r.recv = -1
+		q.postRecvs(slot)
+	}
+	r.credits = k
+	q.sqCredits -= k
+	r.state = rsSending
+	if _, err := q.qp.PostSend(wrs[:k]); err != nil {
+		q.log.Error("post response", "err", err)
+		q.sqCredits += k
+		r.credits = 0
+		r.state = rsDone
+		q.teardown("post send failed")
+		q.advance(r)
+	}
+	return true
+}
+
+func (q *queue) sendDone(r *request, wc *verbs.WC) {
+	q.sqCredits += r.credits
+	r.credits = 0
+	if wc.Status != verbs.WCSuccess {
+		q.teardown("SEND failed")
+	}
+	r.state = rsDone
+	q.advance(r)
+	q.kickWaits()
+}
+
+// kickWaits lets the heads of the credit FIFOs retry.
+func (q *queue) kickWaits() {
+	q.kick(&q.readWait)
+	q.kick(&q.sendWait)
+}
+
+func (q *queue) kick(w *ring[*request]) {
+	for {
+		h, ok := w.peek()
+		if !ok {
+			return
+		}
+		q.advance(h)
+		if h2, ok := w.peek(); ok && h2 == h {
+			if h.waiting {
+				return
+			}
+			w.pop() // defensive: never spin on a stale head
+		}
+	}
+}
+
+// release returns r to the free list with all it holds.
+func (q *queue) release(r *request) {
+	q.p.putBuffers(r)
+	r.segs = r.segs[:0]
+	r.fr.Data = nil
+	r.rkey = 0
+	if r.recv >= 0 {
+		// Abandoned before its response: repost unless the queue is going.
+		slot := r.recv
+		r.recv = -1
+		if q.state == qsLive {
+			q.postRecvs(slot)
+		}
+	}
+	r.state = rsFree
+	q.free = append(q.free, r.idx)
+	if q.state == qsLive {
+		if v, ok := q.recvWait.pop(); ok {
+			q.start(v>>16, v&0xffff)
+		}
+	} else {
+		q.checkDrained()
+	}
+}
+
+// teardown starts tearing the queue down: the QP goes to the error state,
+// every posted work request flushes, waiting requests are dropped, and the
+// core lets go of the queue. checkDrained finishes once all is back.
+func (q *queue) teardown(reason string) {
+	if q.state != qsLive {
+		return
+	}
+	q.state = qsDraining
+	q.reason = reason
+	q.log.Info("queue disconnecting", "reason", reason)
+	q.id.Disconnect()
+	if err := q.qp.SetError(); err != nil {
+		q.log.Debug("QP to error", "err", err)
+	}
+	// The core lets go first: it hands back what it holds (AERs) and may
+	// delete the controller, disconnecting its other queues.
+	if q.fq != nil {
+		q.fq.Destroy()
+	}
+	var dropped []*request
+	drop := func(r *request) bool {
+		if r.q == q {
+			r.waiting = false
+			dropped = append(dropped, r)
+			return true
+		}
+		return false
+	}
+	q.p.bufWait.removeIf(drop)
+	q.readWait.removeIf(drop)
+	q.sendWait.removeIf(drop)
+	q.recvWait = newRing[int](1)
+	for _, r := range dropped {
+		r.state = rsDone
+		q.advance(r)
+	}
+	q.checkDrained()
+}
+
+// checkDrained finishes the teardown once nothing is outstanding.
+func (q *queue) checkDrained() {
+	if q.state != qsDraining || q.recvPosted > 0 || len(q.free) < len(q.reqs) {
+		return
+	}
+	q.state = qsDead
+	q.id.DestroyQP()
+	q.p.removeQueue(q)
+	q.d.freeBlock(q.block, q.p, q.cqes)
+	q.d.t.stats.QueuesLive.Add(-1)
+	q.d.t.stats.Disconnected.Add(1)
+	q.l.queueGone(q)
+}

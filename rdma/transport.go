@@ -1,0 +1,219 @@
+// Package rdma is the NVMe/RDMA transport (NVMe-oF 1.1 §7.3): rdma_cm
+// listeners, RC queue pairs, pre-registered buffer pools, a per-request
+// state machine and batched completion polling.
+package rdma
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
+)
+
+// ErrNotSupported means this build has no RDMA support (no cgo).
+var ErrNotSupported = verbs.ErrNotSupported
+
+// ErrNoDevice means no RDMA device serves the address.
+var ErrNoDevice = verbs.ErrNoDevice
+
+// Config sizes the transport.
+type Config struct {
+	// InCapsuleDataSize is the in-capsule data each receive buffer holds.
+	InCapsuleDataSize uint32
+	// MaxQueueDepth is the deepest I/O queue (commands).
+	MaxQueueDepth int
+	// MaxIOQueueID is the highest QID a host may announce.
+	MaxIOQueueID int
+	// MaxQueues is how many queues (admin and I/O, all hosts) one device
+	// serves; it sizes the receive pools registered at start.
+	MaxQueues int
+	// MDTS is the largest transfer in bytes.
+	MDTS uint32
+	// IOUnitSize is the size of one data buffer; transfers use several.
+	IOUnitSize uint32
+	// BufferPoolSize is the registered data buffer memory per device.
+	BufferPoolSize uint64
+	// Pollers is the number of completion pollers (CQs) per device.
+	Pollers int
+	// PollIdle is how long a poller busy-polls an idle CQ before it
+	// sleeps on the completion channel.
+	PollIdle time.Duration
+	// SendWithInvalidate is "auto", "on" or "off".
+	SendWithInvalidate string
+	// Logger receives the transport's log; nil discards.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxQueueDepth == 0 {
+		c.MaxQueueDepth = 128
+	}
+	if c.MaxIOQueueID == 0 {
+		c.MaxIOQueueID = 128
+	}
+	if c.MaxQueues == 0 {
+		c.MaxQueues = 64
+	}
+	if c.MDTS == 0 {
+		c.MDTS = 1 << 20
+	}
+	if c.IOUnitSize == 0 {
+		c.IOUnitSize = 64 << 10
+	}
+	if c.BufferPoolSize == 0 {
+		c.BufferPoolSize = 64 << 20
+	}
+	if c.Pollers == 0 {
+		c.Pollers = 1
+	}
+	if c.PollIdle == 0 {
+		c.PollIdle = 200 * time.Microsecond
+	}
+	if c.SendWithInvalidate == "" {
+		c.SendWithInvalidate = "auto"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.InCapsuleDataSize%16 != 0 || c.InCapsuleDataSize > 16<<10 {
+		errs = append(errs, fmt.Errorf("in-capsule data size %d: want a multiple of 16 up to 16 KiB", c.InCapsuleDataSize))
+	}
+	if c.MaxQueueDepth < 2 || c.MaxQueueDepth > 1024 {
+		errs = append(errs, fmt.Errorf("max queue depth %d: want 2..1024", c.MaxQueueDepth))
+	}
+	if c.IOUnitSize < 4096 || c.IOUnitSize&(c.IOUnitSize-1) != 0 {
+		errs = append(errs, fmt.Errorf("io unit size %d: want a power of two >= 4096", c.IOUnitSize))
+	}
+	if c.MDTS < c.IOUnitSize || c.MDTS%c.IOUnitSize != 0 {
+		errs = append(errs, fmt.Errorf("mdts %d: want a multiple of the io unit size %d", c.MDTS, c.IOUnitSize))
+	}
+	if c.BufferPoolSize < uint64(c.MDTS) {
+		errs = append(errs, fmt.Errorf("buffer pool %d: smaller than mdts %d", c.BufferPoolSize, c.MDTS))
+	}
+	switch c.SendWithInvalidate {
+	case "auto", "on", "off":
+	default:
+		errs = append(errs, fmt.Errorf("send_with_invalidate %q: want auto, on or off", c.SendWithInvalidate))
+	}
+	return errors.Join(errs...)
+}
+
+// Transport is the RDMA transport. One Transport serves every rdma port.
+type Transport struct {
+	cfg Config
+	log *slog.Logger
+
+	mu        sync.Mutex
+	devices   map[uintptr]*device
+	listeners map[*listener]struct{}
+
+	stats Stats
+}
+
+// Stats are the transport's counters, for metrics.
+type Stats struct {
+	Accepted, Rejected, Disconnected  atomic.Uint64
+	QueuesLive                        atomic.Int64
+	BufferWaits, SendWaits, ReadWaits atomic.Uint64 // requests that had to queue for a resource
+	PollSleeps, PollWakeups           atomic.Uint64
+	CompletionErrors                  atomic.Uint64
+	SendWithInvalidate                atomic.Uint64
+}
+
+// New creates the transport; devices are opened when a port is listened on.
+func New(cfg Config) (*Transport, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("rdma config: %w", err)
+	}
+	return &Transport{cfg: cfg, log: cfg.Logger, devices: map[uintptr]*device{}, listeners: map[*listener]struct{}{}}, nil
+}
+
+// Name is "rdma".
+func (t *Transport) Name() string { return "rdma" }
+
+// Stats returns the live counters.
+func (t *Transport) Stats() *Stats { return &t.stats }
+
+// DeviceCount reports how many RDMA devices the machine has.
+func DeviceCount() (int, error) { return verbs.DeviceCount() }
+
+// Listen binds and listens on the port's address.
+func (t *Transport) Listen(tgt *fabric.Target, p *fabric.Port) (fabric.Listener, error) {
+	ip := net.ParseIP(p.Address)
+	if ip == nil {
+		return nil, fmt.Errorf("rdma listen: bad address %q", p.Address)
+	}
+	port, err := strconv.Atoi(p.Service)
+	if err != nil || port <= 0 || port > 65535 {
+		return nil, fmt.Errorf("rdma listen: bad port %q", p.Service)
+	}
+	p.TRType = nvme.TRTypeRDMA
+	p.AdrFam = nvme.AdrFamIPv4
+	if ip.To4() == nil {
+		p.AdrFam = nvme.AdrFamIPv6
+	}
+	// Reliable connected QPs, no particular provider, rdma_cm (NVMe-oF §7.3).
+	p.TSAS = nvme.RDMATSAS(1, 1, 1, 0)
+	p.InCapsuleDataSize = t.cfg.InCapsuleDataSize
+	l, err := t.listen(tgt, p, ip, port)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// deviceFor returns the shared state of an RDMA device, opening it (and
+// registering its pools) the first time.
+func (t *Transport) deviceFor(ctx *verbs.Context) (*device, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d := t.devices[ctx.Handle()]; d != nil {
+		return d, nil
+	}
+	d, err := openDevice(t, ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.devices[ctx.Handle()] = d
+	return d, nil
+}
+
+// Close frees every device; call after every listener is closed.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	ls := make([]*listener, 0, len(t.listeners))
+	for l := range t.listeners {
+		ls = append(ls, l)
+	}
+	t.mu.Unlock()
+	var errs []error
+	for _, l := range ls {
+		if err := l.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	t.mu.Lock()
+	devs := t.devices
+	t.devices = map[uintptr]*device{}
+	t.mu.Unlock()
+	for _, d := range devs {
+		if err := d.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
