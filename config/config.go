@@ -1,0 +1,331 @@
+// Package config loads the target's configuration from YAML and the
+// environment into plain structs and validates it.
+//
+// Load, LoadFile and LoadDefault fill in defaults and return a Config that
+// has passed Validate. Unknown keys are errors, since a mistyped key would
+// otherwise silently fall back to its default.
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+)
+
+// Config is the whole target configuration.
+type Config struct {
+	Ports      []Port      `mapstructure:"ports"`
+	Subsystems []Subsystem `mapstructure:"subsystems"`
+	RDMA       RDMA        `mapstructure:"rdma"`
+	Controller Controller  `mapstructure:"controller"`
+	Metrics    Metrics     `mapstructure:"metrics"`
+	Log        Log         `mapstructure:"log"`
+}
+
+// Port is one listening address.
+type Port struct {
+	// Transport is "rdma", or "loop" for tests.
+	Transport string `mapstructure:"transport"`
+	// Address is an IPv4 or IPv6 literal; "0.0.0.0" or "::" listens on all.
+	Address string `mapstructure:"address"`
+	// Port is the service port, 4420 (the IANA NVMe-oF port) when unset.
+	Port int `mapstructure:"port"`
+}
+
+// Subsystem is one NVM subsystem and the hosts allowed to connect to it.
+type Subsystem struct {
+	NQN          string   `mapstructure:"nqn"`
+	AllowAnyHost bool     `mapstructure:"allow_any_host"`
+	Hosts        []string `mapstructure:"hosts"`
+	// Serial defaults to the first 20 hex digits of sha256(NQN), so it is
+	// stable across restarts and distinct between subsystems.
+	Serial string `mapstructure:"serial"`
+	// Model defaults to "nvmeof-tgt".
+	Model      string      `mapstructure:"model"`
+	Namespaces []Namespace `mapstructure:"namespaces"`
+}
+
+// Backend names.
+const (
+	BackendFile   = "file"
+	BackendBlock  = "block"
+	BackendMemory = "memory"
+)
+
+// Namespace is one namespace of a subsystem and its backing store.
+type Namespace struct {
+	NSID uint32 `mapstructure:"nsid"`
+	// Backend is "file", "block" or "memory". Left empty it is inferred by
+	// ApplyDefaults: no path means memory, a block special file means block,
+	// any other path means file.
+	Backend string `mapstructure:"backend"`
+	Path    string `mapstructure:"path"`
+	// Size is required for memory. For a file it is the size to create or
+	// grow to, and 0 means the existing file's size. For a block device 0
+	// means the whole device.
+	Size Bytes `mapstructure:"size"`
+	// BlockSize is 512 or 4096, 512 when unset. A block device uses its own
+	// logical block size, so for block it stays 0 unless configured.
+	BlockSize  uint32 `mapstructure:"block_size"`
+	UUID       string `mapstructure:"uuid"`
+	ReadOnly   bool   `mapstructure:"read_only"`
+	BufferedIO bool   `mapstructure:"buffered_io"`
+}
+
+// Send With Invalidate modes.
+const (
+	SendWithInvalidateAuto = "auto"
+	SendWithInvalidateOn   = "on"
+	SendWithInvalidateOff  = "off"
+)
+
+// RDMA sizes the RDMA transport.
+type RDMA struct {
+	InCapsuleDataSize  Bytes         `mapstructure:"in_capsule_data_size"` // default 8KiB, 0..16KiB, multiple of 16
+	MaxQueueDepth      int           `mapstructure:"max_queue_depth"`      // I/O queue entries, default 128, 16..1024
+	MaxIOQueues        int           `mapstructure:"max_io_queues"`        // per controller, default 16, 1..128
+	MaxQueues          int           `mapstructure:"max_queues"`           // admin+I/O queues of all hosts per device, sizes the registered pools, default 64, 2..4096
+	MDTS               Bytes         `mapstructure:"mdts"`                 // maximum data transfer, default 1MiB, power of two 4KiB..16MiB
+	IOUnitSize         Bytes         `mapstructure:"io_unit_size"`         // data buffer chunk, default 64KiB, power of two 4KiB..MDTS
+	BufferPoolSize     Bytes         `mapstructure:"buffer_pool_size"`     // registered data buffer memory per device, default 64MiB, >= MDTS
+	Pollers            int           `mapstructure:"pollers"`              // completion pollers per device, default 1, 1..64
+	PollIdle           time.Duration `mapstructure:"poll_idle"`            // busy-poll this long before sleeping, default 200us, 0..1s
+	SendWithInvalidate string        `mapstructure:"send_with_invalidate"` // "auto" (default), "on" or "off"
+}
+
+// Controller bounds per-controller behaviour.
+type Controller struct {
+	// KeepAliveTimeoutMax caps the KATO a host may ask for in Connect.
+	// Default 2m, at least 1s.
+	KeepAliveTimeoutMax time.Duration `mapstructure:"kato_max"`
+}
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	// Listen is host:port, default "127.0.0.1:9771"; "" disables metrics.
+	Listen string `mapstructure:"listen"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `mapstructure:"level"`  // debug, info (default), warn or error
+	Format string `mapstructure:"format"` // text (default) or json
+}
+
+// Per-element defaults that viper cannot express, since they live inside
+// lists.
+const (
+	defaultPort      = 4420
+	defaultModel     = "nvmeof-tgt"
+	defaultBlockSize = 512
+)
+
+// scalarDefaults holds every key outside the ports and subsystems lists.
+// Registering each one with SetDefault also makes viper consult the
+// environment for it, so NVMEOF_TGT_<SECTION>_<KEY> works even for keys the
+// file leaves out.
+var scalarDefaults = []struct {
+	key string
+	val any
+}{
+	{"rdma.in_capsule_data_size", 8 * KiB},
+	{"rdma.max_queue_depth", 128},
+	{"rdma.max_io_queues", 16},
+	{"rdma.max_queues", 64},
+	{"rdma.mdts", 1 * MiB},
+	{"rdma.io_unit_size", 64 * KiB},
+	{"rdma.buffer_pool_size", 64 * MiB},
+	{"rdma.pollers", 1},
+	{"rdma.poll_idle", 200 * time.Microsecond},
+	{"rdma.send_with_invalidate", SendWithInvalidateAuto},
+	{"controller.kato_max", 2 * time.Minute},
+	{"metrics.listen", "127.0.0.1:9771"},
+	{"log.level", "info"},
+	{"log.format", "text"},
+}
+
+// EnvPrefix prefixes the environment variables that override keys: the
+// key rdma.max_queue_depth is read from NVMEOF_TGT_RDMA_MAX_QUEUE_DEPTH.
+const EnvPrefix = "NVMEOF_TGT"
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// Default returns the embedded default configuration as YAML: one RDMA port
+// on 0.0.0.0:4420 and one subsystem, open to any host, with a 1GiB memory
+// namespace.
+func Default() []byte {
+	return bytes.Clone(defaultYAML)
+}
+
+// Load registers the defaults with v, decodes it, applies the per-element
+// defaults and validates the result. Keys that match no field are errors.
+func Load(v *viper.Viper) (*Config, error) {
+	for _, d := range scalarDefaults {
+		v.SetDefault(d.key, d.val)
+	}
+	var c Config
+	if err := v.UnmarshalExact(&c, viper.DecodeHook(decodeHook)); err != nil {
+		return nil, fmt.Errorf("decode config: %w", err)
+	}
+	c.ApplyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// LoadFile loads a YAML file, whatever its extension, with environment
+// overrides (see EnvPrefix).
+func LoadFile(path string) (*Config, error) {
+	v := newViper()
+	v.SetConfigFile(path)
+	if err := v.ReadInConfig(); err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return Load(v)
+}
+
+// LoadDefault loads the embedded default configuration with environment
+// overrides (see EnvPrefix).
+func LoadDefault() (*Config, error) {
+	return loadYAML(defaultYAML)
+}
+
+func loadYAML(data []byte) (*Config, error) {
+	v := newViper()
+	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Load(v)
+}
+
+func newViper() *viper.Viper {
+	v := viper.New()
+	v.SetConfigType("yaml")
+	v.SetEnvPrefix(EnvPrefix)
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	return v
+}
+
+var (
+	bytesType    = reflect.TypeFor[Bytes]()
+	durationType = reflect.TypeFor[time.Duration]()
+)
+
+// decodeHook converts YAML and environment values: sizes from strings or
+// integers, durations from strings, and comma-separated strings to slices
+// (viper's default hook, which this one replaces, does the last two).
+func decodeHook(from, to reflect.Type, data any) (any, error) {
+	switch {
+	case to == bytesType:
+		return toBytes(data)
+	case to == durationType:
+		return toDuration(data)
+	case from.Kind() == reflect.String && to.Kind() == reflect.Slice:
+		s := reflect.ValueOf(data).String()
+		if s == "" {
+			return []string{}, nil
+		}
+		return strings.Split(s, ","), nil
+	}
+	return data, nil
+}
+
+func toBytes(data any) (any, error) {
+	if b, ok := data.(Bytes); ok {
+		return b, nil
+	}
+	rv := reflect.ValueOf(data)
+	switch rv.Kind() {
+	case reflect.String:
+		return ParseBytes(rv.String())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if rv.Int() < 0 {
+			return nil, fmt.Errorf("%d: a size cannot be negative: %w", rv.Int(), ErrBadSize)
+		}
+		return Bytes(rv.Int()), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return Bytes(rv.Uint()), nil
+	case reflect.Float32, reflect.Float64:
+		f := rv.Float()
+		// 1<<64 is exactly representable; anything at or above it overflows.
+		if f < 0 || f >= 1<<64 || f != float64(uint64(f)) {
+			return nil, fmt.Errorf("%v: want a whole number of bytes: %w", f, ErrBadSize)
+		}
+		return Bytes(uint64(f)), nil
+	}
+	return nil, fmt.Errorf("%v (%T): want a size such as 4096 or 1GiB: %w", data, data, ErrBadSize)
+}
+
+func toDuration(data any) (any, error) {
+	if d, ok := data.(time.Duration); ok {
+		return d, nil
+	}
+	rv := reflect.ValueOf(data)
+	switch rv.Kind() {
+	case reflect.String:
+		return time.ParseDuration(strings.TrimSpace(rv.String()))
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		// A bare number would be nanoseconds, which is never what the
+		// operator meant by "kato_max: 120".
+		if rv.IsZero() {
+			return time.Duration(0), nil
+		}
+		return nil, fmt.Errorf("%v: a duration needs a unit, e.g. 200us or 2m", data)
+	}
+	return nil, fmt.Errorf("%v (%T): want a duration such as 200us or 2m", data, data)
+}
+
+// ApplyDefaults fills in the defaults that live inside the ports and
+// subsystems lists, infers each namespace's backend (which may stat its
+// path), and lower-cases the log settings. Load calls it; the scalar
+// defaults of the other sections come from Load itself.
+func (c *Config) ApplyDefaults() {
+	for i := range c.Ports {
+		p := &c.Ports[i]
+		if p.Port == 0 {
+			p.Port = defaultPort
+		}
+	}
+	for i := range c.Subsystems {
+		s := &c.Subsystems[i]
+		if s.Serial == "" {
+			s.Serial = defaultSerial(s.NQN)
+		}
+		if s.Model == "" {
+			s.Model = defaultModel
+		}
+		for j := range s.Namespaces {
+			n := &s.Namespaces[j]
+			if n.Backend == "" {
+				n.Backend = inferBackend(n.Path)
+			}
+			if n.BlockSize == 0 && n.Backend != BackendBlock {
+				n.BlockSize = defaultBlockSize
+			}
+		}
+	}
+	c.Log.Level = strings.ToLower(c.Log.Level)
+	c.Log.Format = strings.ToLower(c.Log.Format)
+}
+
+// inferBackend picks a backend for a namespace that names none.
+func inferBackend(path string) string {
+	if path == "" {
+		return BackendMemory
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode()&fs.ModeDevice != 0 && st.Mode()&fs.ModeCharDevice == 0 {
+		return BackendBlock
+	}
+	return BackendFile
+}

@@ -1,0 +1,319 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// exampleYAML is the example from the design brief.
+const exampleYAML = `
+ports:
+  - {transport: rdma, address: 10.255.0.1, port: 4420}
+subsystems:
+  - nqn: nqn.2026-11.io.example:disk1
+    allow_any_host: true
+    namespaces:
+      - {nsid: 1, path: /var/lib/nvmeof-tgt/disk1.img, size: 1GiB}
+      - {nsid: 2, backend: memory, size: 256MiB, uuid: 4f0e2c1a-0000-4000-8000-000000000002}
+`
+
+// minimalYAML is a valid configuration without any scalar section, for
+// tests to append one to.
+const minimalYAML = `
+ports: [{transport: loop, address: 127.0.0.1}]
+subsystems:
+  - nqn: nqn.2026-11.io.example:t
+    allow_any_host: true
+`
+
+var wantDefaults = struct {
+	RDMA       RDMA
+	Controller Controller
+	Metrics    Metrics
+	Log        Log
+}{
+	RDMA: RDMA{
+		InCapsuleDataSize:  8 * KiB,
+		MaxQueueDepth:      128,
+		MaxIOQueues:        16,
+		MaxQueues:          64,
+		MDTS:               1 * MiB,
+		IOUnitSize:         64 * KiB,
+		BufferPoolSize:     64 * MiB,
+		Pollers:            1,
+		PollIdle:           200 * time.Microsecond,
+		SendWithInvalidate: "auto",
+	},
+	Controller: Controller{KeepAliveTimeoutMax: 2 * time.Minute},
+	Metrics:    Metrics{Listen: "127.0.0.1:9771"},
+	Log:        Log{Level: "info", Format: "text"},
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func assertErrContains(t *testing.T, err error, want ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want one containing %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+}
+
+func TestLoadExample(t *testing.T) {
+	c, err := LoadFile(writeFile(t, exampleYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPorts := []Port{{Transport: "rdma", Address: "10.255.0.1", Port: 4420}}
+	if !reflect.DeepEqual(c.Ports, wantPorts) {
+		t.Errorf("ports = %+v, want %+v", c.Ports, wantPorts)
+	}
+	wantSubs := []Subsystem{{
+		NQN:          "nqn.2026-11.io.example:disk1",
+		AllowAnyHost: true,
+		Serial:       defaultSerial("nqn.2026-11.io.example:disk1"),
+		Model:        "nvmeof-tgt",
+		Namespaces: []Namespace{
+			{NSID: 1, Backend: "file", Path: "/var/lib/nvmeof-tgt/disk1.img", Size: 1 * GiB, BlockSize: 512},
+			{NSID: 2, Backend: "memory", Size: 256 * MiB, BlockSize: 512, UUID: "4f0e2c1a-0000-4000-8000-000000000002"},
+		},
+	}}
+	if !reflect.DeepEqual(c.Subsystems, wantSubs) {
+		t.Errorf("subsystems = %+v\nwant %+v", c.Subsystems, wantSubs)
+	}
+	if len(c.Subsystems[0].Serial) != 20 {
+		t.Errorf("serial %q is not 20 characters", c.Subsystems[0].Serial)
+	}
+	if c.RDMA != wantDefaults.RDMA || c.Controller != wantDefaults.Controller ||
+		c.Metrics != wantDefaults.Metrics || c.Log != wantDefaults.Log {
+		t.Errorf("scalar sections = %+v %+v %+v %+v, want defaults %+v", c.RDMA, c.Controller, c.Metrics, c.Log, wantDefaults)
+	}
+}
+
+func TestLoadScalars(t *testing.T) {
+	c, err := loadYAML([]byte(minimalYAML + `
+rdma:
+  in_capsule_data_size: 0
+  max_queue_depth: 256
+  max_io_queues: 8
+  max_queues: 128
+  mdts: 4MiB
+  io_unit_size: 128KiB
+  buffer_pool_size: 1GiB
+  pollers: 2
+  poll_idle: 0
+  send_with_invalidate: off
+controller: {kato_max: 30s}
+metrics: {listen: ""}
+log: {level: DEBUG, format: json}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RDMA{
+		InCapsuleDataSize:  0,
+		MaxQueueDepth:      256,
+		MaxIOQueues:        8,
+		MaxQueues:          128,
+		MDTS:               4 * MiB,
+		IOUnitSize:         128 * KiB,
+		BufferPoolSize:     1 * GiB,
+		Pollers:            2,
+		PollIdle:           0,
+		SendWithInvalidate: "off",
+	}
+	if c.RDMA != want {
+		t.Errorf("rdma = %+v, want %+v", c.RDMA, want)
+	}
+	if c.Controller.KeepAliveTimeoutMax != 30*time.Second {
+		t.Errorf("kato_max = %s", c.Controller.KeepAliveTimeoutMax)
+	}
+	if c.Metrics.Listen != "" {
+		t.Errorf("metrics.listen = %q, want empty (disabled)", c.Metrics.Listen)
+	}
+	if c.Log != (Log{Level: "debug", Format: "json"}) {
+		t.Errorf("log = %+v", c.Log)
+	}
+}
+
+func TestEnvOverride(t *testing.T) {
+	tests := []struct {
+		name  string
+		env   map[string]string
+		yaml  string
+		check func(*Config) bool
+	}{
+		{
+			name:  "key absent from file",
+			env:   map[string]string{"NVMEOF_TGT_RDMA_MAX_QUEUE_DEPTH": "64"},
+			yaml:  exampleYAML,
+			check: func(c *Config) bool { return c.RDMA.MaxQueueDepth == 64 },
+		},
+		{
+			name:  "key present in file",
+			env:   map[string]string{"NVMEOF_TGT_RDMA_MAX_QUEUE_DEPTH": "64"},
+			yaml:  exampleYAML + "rdma: {max_queue_depth: 32}\n",
+			check: func(c *Config) bool { return c.RDMA.MaxQueueDepth == 64 },
+		},
+		{
+			name: "every kind of scalar",
+			env: map[string]string{
+				"NVMEOF_TGT_RDMA_MDTS":                 "2MiB",
+				"NVMEOF_TGT_RDMA_BUFFER_POOL_SIZE":     "134217728",
+				"NVMEOF_TGT_RDMA_POLL_IDLE":            "50us",
+				"NVMEOF_TGT_RDMA_SEND_WITH_INVALIDATE": "on",
+				"NVMEOF_TGT_CONTROLLER_KATO_MAX":       "5m",
+				"NVMEOF_TGT_METRICS_LISTEN":            "[::1]:9000",
+				"NVMEOF_TGT_LOG_LEVEL":                 "warn",
+				"NVMEOF_TGT_LOG_FORMAT":                "JSON",
+			},
+			yaml: exampleYAML,
+			check: func(c *Config) bool {
+				return c.RDMA.MDTS == 2*MiB && c.RDMA.BufferPoolSize == 128*MiB &&
+					c.RDMA.PollIdle == 50*time.Microsecond && c.RDMA.SendWithInvalidate == "on" &&
+					c.Controller.KeepAliveTimeoutMax == 5*time.Minute && c.Metrics.Listen == "[::1]:9000" &&
+					c.Log == Log{Level: "warn", Format: "json"}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			c, err := LoadFile(writeFile(t, tt.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(c) {
+				t.Errorf("env %v not applied: %+v", tt.env, *c)
+			}
+		})
+	}
+}
+
+func TestEnvOverrideValidated(t *testing.T) {
+	t.Setenv("NVMEOF_TGT_RDMA_MAX_QUEUE_DEPTH", "8")
+	_, err := LoadFile(writeFile(t, exampleYAML))
+	assertErrContains(t, err, "rdma.max_queue_depth")
+}
+
+func TestLoadDefault(t *testing.T) {
+	c, err := LoadDefault()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Ports) != 1 || c.Ports[0] != (Port{Transport: "rdma", Address: "0.0.0.0", Port: 4420}) {
+		t.Errorf("ports = %+v", c.Ports)
+	}
+	if len(c.Subsystems) != 1 {
+		t.Fatalf("subsystems = %+v", c.Subsystems)
+	}
+	s := c.Subsystems[0]
+	if s.NQN != "nqn.2026-11.io.nvmeof-tgt:mem0" || !s.AllowAnyHost || len(s.Hosts) != 0 {
+		t.Errorf("subsystem = %+v", s)
+	}
+	want := []Namespace{{NSID: 1, Backend: "memory", Size: 1 * GiB, BlockSize: 512}}
+	if !reflect.DeepEqual(s.Namespaces, want) {
+		t.Errorf("namespaces = %+v, want %+v", s.Namespaces, want)
+	}
+	if c.RDMA != wantDefaults.RDMA {
+		t.Errorf("rdma = %+v", c.RDMA)
+	}
+	// Default returns a copy.
+	d := Default()
+	d[0] = 'X'
+	if Default()[0] == 'X' {
+		t.Error("Default shares its backing array")
+	}
+}
+
+// TestExampleFile keeps deploy/config.example.yaml loadable and its values
+// in step with the built-in defaults it documents.
+func TestExampleFile(t *testing.T) {
+	path := filepath.Join("..", "deploy", "config.example.yaml")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("example not found: %v", err)
+	}
+	c, err := LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range structKeys(reflect.TypeFor[Config]()) {
+		if !strings.Contains(string(text), key+":") {
+			t.Errorf("example does not show key %q", key)
+		}
+	}
+	if c.RDMA != wantDefaults.RDMA || c.Controller != wantDefaults.Controller ||
+		c.Metrics != wantDefaults.Metrics || c.Log != wantDefaults.Log {
+		t.Errorf("example's scalar sections = %+v %+v %+v %+v, want defaults %+v", c.RDMA, c.Controller, c.Metrics, c.Log, wantDefaults)
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{name: "unknown section", yaml: minimalYAML + "rdam: {max_queues: 8}\n", want: []string{"rdam"}},
+		{name: "unknown top-level key", yaml: minimalYAML + "port: 4420\n", want: []string{"port"}},
+		{name: "unknown rdma key", yaml: minimalYAML + "rdma: {max_queue_dept: 64}\n", want: []string{"max_queue_dept"}},
+		{name: "unknown port key", yaml: strings.Replace(minimalYAML, "address:", "adress: 1.2.3.4, address:", 1), want: []string{"adress"}},
+		{name: "unknown namespace key", yaml: minimalYAML + "    namespaces: [{nsid: 1, size: 1MiB, blocksize: 512}]\n", want: []string{"blocksize"}},
+		{name: "duration without unit", yaml: minimalYAML + "controller: {kato_max: 120}\n", want: []string{"controller.kato_max", "unit"}},
+		{name: "bad duration", yaml: minimalYAML + "rdma: {poll_idle: soon}\n", want: []string{"rdma.poll_idle"}},
+		{name: "not an int", yaml: minimalYAML + "rdma: {pollers: many}\n", want: []string{"rdma.pollers"}},
+		{name: "not yaml", yaml: "ports: [\n", want: []string{"read config"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadYAML([]byte(tt.yaml))
+			assertErrContains(t, err, tt.want...)
+		})
+	}
+}
+
+func TestLoadFileMissing(t *testing.T) {
+	_, err := LoadFile(filepath.Join(t.TempDir(), "nope.yaml"))
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadFile(missing) = %v, want an error matching os.ErrNotExist", err)
+	}
+}
+
+// structKeys lists the mapstructure tags of t and the structs it holds.
+func structKeys(t reflect.Type) []string {
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		keys = append(keys, f.Tag.Get("mapstructure"))
+		ft := f.Type
+		if ft.Kind() == reflect.Slice {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct {
+			keys = append(keys, structKeys(ft)...)
+		}
+	}
+	return keys
+}

@@ -1,0 +1,356 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// FieldError is one problem found by Validate. Validate joins all of them
+// with errors.Join; errors.As finds the first.
+type FieldError struct {
+	// Key is the path of the offending value, as in
+	// "subsystems[0].namespaces[1].nsid".
+	Key string
+	Msg string
+}
+
+func (e *FieldError) Error() string { return e.Key + ": " + e.Msg }
+
+type problems []error
+
+func (p *problems) add(key, format string, args ...any) {
+	*p = append(*p, &FieldError{Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Validate checks the whole configuration and returns every problem found,
+// joined, each naming its key. It expects defaults to have been applied
+// (see ApplyDefaults) and stats file-backed namespaces whose size is 0.
+func (c *Config) Validate() error {
+	var p problems
+	c.validatePorts(&p)
+	c.validateSubsystems(&p)
+	c.RDMA.validate(&p)
+	c.Controller.validate(&p)
+	c.Metrics.validate(&p)
+	c.Log.validate(&p)
+	return errors.Join(p...)
+}
+
+func (c *Config) validatePorts(p *problems) {
+	if len(c.Ports) == 0 {
+		p.add("ports", "at least one port is required")
+	}
+	type listenKey struct {
+		transport string
+		addr      netip.Addr
+		port      int
+	}
+	seen := make(map[listenKey]int)
+	for i, pt := range c.Ports {
+		k := fmt.Sprintf("ports[%d]", i)
+		switch pt.Transport {
+		case "rdma", "loop":
+		default:
+			p.add(k+".transport", "%q is not a transport (want rdma or loop)", pt.Transport)
+		}
+		addr, err := netip.ParseAddr(pt.Address)
+		if err != nil {
+			p.add(k+".address", "%q is not an IP address", pt.Address)
+		}
+		if pt.Port < 1 || pt.Port > 65535 {
+			p.add(k+".port", "%d is out of range 1..65535", pt.Port)
+		}
+		if err != nil {
+			continue
+		}
+		lk := listenKey{pt.Transport, addr.Unmap(), pt.Port}
+		if j, dup := seen[lk]; dup {
+			p.add(k, "same transport, address and port as ports[%d]", j)
+		} else {
+			seen[lk] = i
+		}
+	}
+}
+
+func (c *Config) validateSubsystems(p *problems) {
+	if len(c.Subsystems) == 0 {
+		p.add("subsystems", "at least one subsystem is required")
+	}
+	nqns := make(map[string]int)
+	uuids := make(map[uuid.UUID]string) // unique across all subsystems
+	for i, s := range c.Subsystems {
+		k := fmt.Sprintf("subsystems[%d]", i)
+		if err := checkNQN(s.NQN); err != nil {
+			p.add(k+".nqn", "%v", err)
+		} else if j, dup := nqns[s.NQN]; dup {
+			p.add(k+".nqn", "%q is also the NQN of subsystems[%d]", s.NQN, j)
+		} else {
+			nqns[s.NQN] = i
+		}
+
+		hosts := make(map[string]int)
+		for j, h := range s.Hosts {
+			hk := fmt.Sprintf("%s.hosts[%d]", k, j)
+			if err := checkNQN(h); err != nil {
+				p.add(hk, "%v", err)
+			} else if prev, dup := hosts[h]; dup {
+				p.add(hk, "%q is also hosts[%d]", h, prev)
+			} else {
+				hosts[h] = j
+			}
+		}
+		switch {
+		case !s.AllowAnyHost && len(s.Hosts) == 0:
+			p.add(k+".hosts", "empty while allow_any_host is false: no host could connect")
+		case s.AllowAnyHost && len(s.Hosts) > 0:
+			p.add(k+".allow_any_host", "true while hosts lists %d hosts: set one or the other", len(s.Hosts))
+		}
+
+		if err := checkIdentifyString(s.Serial, 20); err != nil {
+			p.add(k+".serial", "%v", err)
+		}
+		if err := checkIdentifyString(s.Model, 40); err != nil {
+			p.add(k+".model", "%v", err)
+		}
+
+		nsids := make(map[uint32]int)
+		for j, n := range s.Namespaces {
+			nk := fmt.Sprintf("%s.namespaces[%d]", k, j)
+			// 0 is never a namespace and FFFFFFFFh is the broadcast NSID.
+			if n.NSID == 0 || n.NSID == math.MaxUint32 {
+				p.add(nk+".nsid", "%d is not a valid NSID (want 1..4294967294)", n.NSID)
+			} else if prev, dup := nsids[n.NSID]; dup {
+				p.add(nk+".nsid", "%d is also the NSID of namespaces[%d]", n.NSID, prev)
+			} else {
+				nsids[n.NSID] = j
+			}
+			n.validate(p, nk)
+
+			if n.UUID != "" {
+				u, err := uuid.Parse(n.UUID)
+				if err != nil {
+					p.add(nk+".uuid", "%q is not a UUID", n.UUID)
+					continue
+				}
+				if u == uuid.Nil {
+					// An all-zero UUID means "no UUID" in the
+					// identification descriptors.
+					p.add(nk+".uuid", "the nil UUID is reserved")
+					continue
+				}
+			}
+			u := n.ResolvedUUID(s.NQN)
+			if other, dup := uuids[u]; dup {
+				p.add(nk+".uuid", "%s is also the UUID of %s", u, other)
+			} else {
+				uuids[u] = nk
+			}
+		}
+	}
+}
+
+func (n Namespace) validate(p *problems, k string) {
+	bs, bsOK := n.BlockSize, true
+	switch {
+	case bs == 512 || bs == 4096:
+	case bs == 0 && n.Backend == BackendBlock:
+		bs = 512 // the device's own block size is at least 512
+	default:
+		p.add(k+".block_size", "%d is not a block size (want 512 or 4096)", n.BlockSize)
+		bsOK = false
+	}
+
+	switch n.Backend {
+	case BackendMemory:
+		if n.Size == 0 {
+			p.add(k+".size", "required for the memory backend")
+		}
+		if n.Path != "" {
+			p.add(k+".path", "must be empty for the memory backend")
+		}
+	case BackendFile:
+		if !checkPath(p, k, n.Path) {
+			break
+		}
+		st, err := os.Stat(n.Path)
+		switch {
+		case err == nil && st.IsDir():
+			p.add(k+".path", "%q is a directory", n.Path)
+		case err != nil && n.Size == 0:
+			// A missing file is created at serve time, but only if we
+			// know how large to make it.
+			p.add(k+".size", "required because %s cannot be used: %v", n.Path, unwrapPathError(err))
+		}
+	case BackendBlock:
+		checkPath(p, k, n.Path)
+	default:
+		p.add(k+".backend", "%q is not a backend (want file, block or memory)", n.Backend)
+	}
+
+	if bsOK && n.Size%Bytes(bs) != 0 {
+		p.add(k+".size", "%s is not a multiple of the block size %d", n.Size, bs)
+	}
+}
+
+// checkPath reports whether a file or block namespace's path is usable.
+func checkPath(p *problems, k, path string) bool {
+	switch {
+	case path == "":
+		p.add(k+".path", "required for the file and block backends")
+	case !filepath.IsAbs(path):
+		// The service's working directory is not the operator's.
+		p.add(k+".path", "%q is not absolute", path)
+	default:
+		return true
+	}
+	return false
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func (r RDMA) validate(p *problems) {
+	// Identify Controller reports the capsule size (IOCCSZ) in 16-byte
+	// units, so only multiples of 16 can be advertised.
+	if r.InCapsuleDataSize > 16*KiB || r.InCapsuleDataSize%16 != 0 {
+		p.add("rdma.in_capsule_data_size", "%s: want a multiple of 16 in 0..16KiB", r.InCapsuleDataSize)
+	}
+	checkRange(p, "rdma.max_queue_depth", r.MaxQueueDepth, 16, 1024)
+	checkRange(p, "rdma.max_io_queues", r.MaxIOQueues, 1, 128)
+	checkRange(p, "rdma.max_queues", r.MaxQueues, 2, 4096)
+	checkRange(p, "rdma.pollers", r.Pollers, 1, 64)
+
+	// MDTS is reported as a power of two in units of the 4KiB minimum
+	// memory page size (Identify Controller byte 77).
+	mdtsOK := r.MDTS.isPow2() && r.MDTS >= 4*KiB && r.MDTS <= 16*MiB
+	if !mdtsOK {
+		p.add("rdma.mdts", "%s: want a power of two in 4KiB..16MiB", r.MDTS)
+	}
+	switch {
+	case !r.IOUnitSize.isPow2() || r.IOUnitSize < 4*KiB:
+		p.add("rdma.io_unit_size", "%s: want a power of two of at least 4KiB", r.IOUnitSize)
+	case mdtsOK && r.IOUnitSize > r.MDTS:
+		p.add("rdma.io_unit_size", "%s is larger than rdma.mdts %s", r.IOUnitSize, r.MDTS)
+	}
+	if mdtsOK && r.BufferPoolSize < r.MDTS {
+		// One maximal transfer must fit, or it could never be served.
+		p.add("rdma.buffer_pool_size", "%s is smaller than rdma.mdts %s", r.BufferPoolSize, r.MDTS)
+	}
+	if r.PollIdle < 0 || r.PollIdle > time.Second {
+		p.add("rdma.poll_idle", "%s: want 0..1s", r.PollIdle)
+	}
+	switch r.SendWithInvalidate {
+	case SendWithInvalidateAuto, SendWithInvalidateOn, SendWithInvalidateOff:
+	default:
+		p.add("rdma.send_with_invalidate", "%q: want auto, on or off", r.SendWithInvalidate)
+	}
+}
+
+func checkRange(p *problems, key string, v, lo, hi int) {
+	if v < lo || v > hi {
+		p.add(key, "%d is out of range %d..%d", v, lo, hi)
+	}
+}
+
+func (c Controller) validate(p *problems) {
+	// KATO is a 32-bit count of milliseconds (Connect command, CDW12).
+	const limit = time.Duration(math.MaxUint32) * time.Millisecond
+	if c.KeepAliveTimeoutMax < time.Second || c.KeepAliveTimeoutMax > limit {
+		p.add("controller.kato_max", "%s: want 1s..%s", c.KeepAliveTimeoutMax, limit)
+	}
+}
+
+func (m Metrics) validate(p *problems) {
+	if m.Listen == "" {
+		return
+	}
+	_, port, err := net.SplitHostPort(m.Listen)
+	if err != nil {
+		p.add("metrics.listen", "%q: want host:port, or empty to disable", m.Listen)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		p.add("metrics.listen", "%q: port %q is not in 1..65535", m.Listen, port)
+	}
+}
+
+func (l Log) validate(p *problems) {
+	switch l.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		p.add("log.level", "%q: want debug, info, warn or error", l.Level)
+	}
+	switch l.Format {
+	case "text", "json":
+	default:
+		p.add("log.format", "%q: want text or json", l.Format)
+	}
+}
+
+// NVMe Qualified Names, as the base specification defines them.
+const (
+	maxNQNLen     = 223
+	discoveryNQN  = "nqn.2014-08.org.nvmexpress.discovery"
+	uuidNQNPrefix = "nqn.2014-08.org.nvmexpress:uuid:"
+)
+
+// nqnRE is the first NQN form: nqn.yyyy-mm.reverse-domain:name.
+var nqnRE = regexp.MustCompile(`^nqn\.[0-9]{4}-(0[1-9]|1[0-2])\.` +
+	`[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*:.+$`)
+
+func checkNQN(s string) error {
+	switch {
+	case s == "":
+		return errors.New("empty NQN")
+	case len(s) > maxNQNLen:
+		return fmt.Errorf("NQN is %d bytes, more than %d", len(s), maxNQNLen)
+	case s == discoveryNQN:
+		return fmt.Errorf("%q is reserved for the discovery subsystem", s)
+	case !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsControl):
+		return fmt.Errorf("%q has invalid UTF-8 or control characters", s)
+	case strings.HasPrefix(s, uuidNQNPrefix):
+		u := s[len(uuidNQNPrefix):]
+		if _, err := uuid.Parse(u); err != nil || len(u) != 36 {
+			return fmt.Errorf("%q: want %s followed by a UUID", s, uuidNQNPrefix)
+		}
+	case !nqnRE.MatchString(s):
+		return fmt.Errorf("%q is not an NQN (want nqn.yyyy-mm.reverse-domain:name)", s)
+	}
+	return nil
+}
+
+// checkIdentifyString checks a value for a space-padded ASCII field of
+// Identify Controller.
+func checkIdentifyString(s string, limit int) error {
+	if s == "" {
+		return errors.New("empty (leave the key out for the default)")
+	}
+	if len(s) > limit {
+		return fmt.Errorf("%q is %d characters, more than %d", s, len(s), limit)
+	}
+	for _, r := range s {
+		if r < 0x20 || r > 0x7e {
+			return fmt.Errorf("%q has characters other than printable ASCII", s)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,330 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// validConfig returns the brief's example, loaded and valid.
+func validConfig(t *testing.T) *Config {
+	t.Helper()
+	c, err := loadYAML([]byte(exampleYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func ns(c *Config, i int) *Namespace { return &c.Subsystems[0].Namespaces[i] }
+
+func TestValidateRejects(t *testing.T) {
+	dir := t.TempDir()
+
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+		key    string // must appear in the error
+		msg    string // must also appear, if set
+	}{
+		// Ports.
+		{"no ports", func(c *Config) { c.Ports = nil }, "ports", "at least one port"},
+		{"transport", func(c *Config) { c.Ports[0].Transport = "tcp" }, "ports[0].transport", `"tcp"`},
+		{"empty transport", func(c *Config) { c.Ports[0].Transport = "" }, "ports[0].transport", ""},
+		{"address hostname", func(c *Config) { c.Ports[0].Address = "target.example" }, "ports[0].address", ""},
+		{"address empty", func(c *Config) { c.Ports[0].Address = "" }, "ports[0].address", ""},
+		{"port zero", func(c *Config) { c.Ports[0].Port = 0 }, "ports[0].port", "1..65535"},
+		{"port too big", func(c *Config) { c.Ports[0].Port = 65536 }, "ports[0].port", ""},
+		{"port negative", func(c *Config) { c.Ports[0].Port = -1 }, "ports[0].port", ""},
+		{"duplicate port", func(c *Config) { c.Ports = append(c.Ports, c.Ports[0]) }, "ports[1]", "ports[0]"},
+		{"duplicate mapped address", func(c *Config) {
+			c.Ports = append(c.Ports, Port{Transport: "rdma", Address: "::ffff:10.255.0.1", Port: 4420})
+		}, "ports[1]", "ports[0]"},
+
+		// Subsystems and NQNs.
+		{"no subsystems", func(c *Config) { c.Subsystems = nil }, "subsystems", "at least one subsystem"},
+		{"nqn empty", func(c *Config) { c.Subsystems[0].NQN = "" }, "subsystems[0].nqn", ""},
+		{"nqn prefix", func(c *Config) { c.Subsystems[0].NQN = "iqn.2026-11.io.example:disk1" }, "subsystems[0].nqn", "not an NQN"},
+		{"nqn month", func(c *Config) { c.Subsystems[0].NQN = "nqn.2026-13.io.example:disk1" }, "subsystems[0].nqn", ""},
+		{"nqn date", func(c *Config) { c.Subsystems[0].NQN = "nqn.26-11.io.example:disk1" }, "subsystems[0].nqn", ""},
+		{"nqn no colon", func(c *Config) { c.Subsystems[0].NQN = "nqn.2026-11.io.example" }, "subsystems[0].nqn", ""},
+		{"nqn empty name", func(c *Config) { c.Subsystems[0].NQN = "nqn.2026-11.io.example:" }, "subsystems[0].nqn", ""},
+		{"nqn bad domain", func(c *Config) { c.Subsystems[0].NQN = "nqn.2026-11.io..example:x" }, "subsystems[0].nqn", ""},
+		{"nqn control char", func(c *Config) { c.Subsystems[0].NQN = "nqn.2026-11.io.example:a\x00b" }, "subsystems[0].nqn", ""},
+		{"nqn too long", func(c *Config) {
+			c.Subsystems[0].NQN = "nqn.2026-11.io.example:" + strings.Repeat("x", 201)
+		}, "subsystems[0].nqn", "224 bytes"},
+		{"nqn discovery", func(c *Config) { c.Subsystems[0].NQN = "nqn.2014-08.org.nvmexpress.discovery" }, "subsystems[0].nqn", "discovery"},
+		{"nqn bad uuid form", func(c *Config) {
+			c.Subsystems[0].NQN = "nqn.2014-08.org.nvmexpress:uuid:not-a-uuid"
+		}, "subsystems[0].nqn", "UUID"},
+		{"nqn uuid form without dashes", func(c *Config) {
+			c.Subsystems[0].NQN = "nqn.2014-08.org.nvmexpress:uuid:4f0e2c1a000040008000000000000002"
+		}, "subsystems[0].nqn", ""},
+		{"duplicate nqn", func(c *Config) {
+			s := c.Subsystems[0]
+			s.Namespaces = nil
+			c.Subsystems = append(c.Subsystems, s)
+		}, "subsystems[1].nqn", "subsystems[0]"},
+
+		// Hosts.
+		{"host invalid", func(c *Config) {
+			c.Subsystems[0].AllowAnyHost = false
+			c.Subsystems[0].Hosts = []string{"nqn.2026-11.io.example:h1", "host1"}
+		}, "subsystems[0].hosts[1]", ""},
+		{"host duplicate", func(c *Config) {
+			c.Subsystems[0].AllowAnyHost = false
+			c.Subsystems[0].Hosts = []string{"nqn.2026-11.io.example:h1", "nqn.2026-11.io.example:h1"}
+		}, "subsystems[0].hosts[1]", "hosts[0]"},
+		{"no host could connect", func(c *Config) { c.Subsystems[0].AllowAnyHost = false }, "subsystems[0].hosts", "no host could connect"},
+		{"any host and hosts", func(c *Config) {
+			c.Subsystems[0].Hosts = []string{"nqn.2026-11.io.example:h1"}
+		}, "subsystems[0].allow_any_host", ""},
+
+		// Serial and model.
+		{"serial too long", func(c *Config) { c.Subsystems[0].Serial = strings.Repeat("1", 21) }, "subsystems[0].serial", ""},
+		{"serial not ascii", func(c *Config) { c.Subsystems[0].Serial = "sérial" }, "subsystems[0].serial", ""},
+		{"serial control", func(c *Config) { c.Subsystems[0].Serial = "a\tb" }, "subsystems[0].serial", ""},
+		{"serial empty", func(c *Config) { c.Subsystems[0].Serial = "" }, "subsystems[0].serial", ""},
+		{"model too long", func(c *Config) { c.Subsystems[0].Model = strings.Repeat("m", 41) }, "subsystems[0].model", ""},
+
+		// Namespaces.
+		{"nsid zero", func(c *Config) { ns(c, 1).NSID = 0 }, "subsystems[0].namespaces[1].nsid", "0 is not a valid NSID"},
+		{"nsid broadcast", func(c *Config) { ns(c, 1).NSID = 0xFFFFFFFF }, "subsystems[0].namespaces[1].nsid", ""},
+		{"nsid duplicate", func(c *Config) { ns(c, 1).NSID = 1 }, "subsystems[0].namespaces[1].nsid", "namespaces[0]"},
+		{"backend unknown", func(c *Config) { ns(c, 1).Backend = "nbd" }, "subsystems[0].namespaces[1].backend", ""},
+		{"memory without size", func(c *Config) { ns(c, 1).Size = 0 }, "subsystems[0].namespaces[1].size", "memory"},
+		{"memory with path", func(c *Config) { ns(c, 1).Path = "/tmp/x" }, "subsystems[0].namespaces[1].path", ""},
+		{"file without path", func(c *Config) { ns(c, 0).Path = "" }, "subsystems[0].namespaces[0].path", ""},
+		{"file relative path", func(c *Config) { ns(c, 0).Path = "disk1.img" }, "subsystems[0].namespaces[0].path", "absolute"},
+		{"file missing without size", func(c *Config) { ns(c, 0).Size = 0 }, "subsystems[0].namespaces[0].size", ""},
+		{"file is a directory", func(c *Config) { ns(c, 0).Path = dir }, "subsystems[0].namespaces[0].path", "directory"},
+		{"block without path", func(c *Config) {
+			*ns(c, 0) = Namespace{NSID: 1, Backend: "block"}
+		}, "subsystems[0].namespaces[0].path", ""},
+		{"block relative path", func(c *Config) {
+			*ns(c, 0) = Namespace{NSID: 1, Backend: "block", Path: "nvme0n1"}
+		}, "subsystems[0].namespaces[0].path", ""},
+		{"block size 1024", func(c *Config) { ns(c, 1).BlockSize = 1024 }, "subsystems[0].namespaces[1].block_size", ""},
+		{"block size 0 for memory", func(c *Config) { ns(c, 1).BlockSize = 0 }, "subsystems[0].namespaces[1].block_size", ""},
+		{"size not a multiple of 512", func(c *Config) { ns(c, 1).Size = 1000 }, "subsystems[0].namespaces[1].size", "multiple"},
+		{"size not a multiple of 4096", func(c *Config) {
+			ns(c, 1).BlockSize = 4096
+			ns(c, 1).Size = 6 * KiB
+		}, "subsystems[0].namespaces[1].size", "4096"},
+		{"block size not a multiple", func(c *Config) {
+			*ns(c, 0) = Namespace{NSID: 1, Backend: "block", Path: "/dev/nvme0n1", Size: 1000}
+		}, "subsystems[0].namespaces[0].size", ""},
+		{"uuid unparsable", func(c *Config) { ns(c, 1).UUID = "4f0e2c1a-0000" }, "subsystems[0].namespaces[1].uuid", ""},
+		{"uuid nil", func(c *Config) { ns(c, 1).UUID = "00000000-0000-0000-0000-000000000000" }, "subsystems[0].namespaces[1].uuid", "nil"},
+		{"uuid duplicate in subsystem", func(c *Config) { ns(c, 0).UUID = ns(c, 1).UUID }, "subsystems[0].namespaces[1].uuid", "namespaces[0]"},
+		{"uuid duplicate across subsystems", func(c *Config) {
+			c.Subsystems = append(c.Subsystems, Subsystem{
+				NQN: "nqn.2026-11.io.example:disk2", AllowAnyHost: true, Serial: "2", Model: "m",
+				Namespaces: []Namespace{{NSID: 1, Backend: "memory", Size: MiB, BlockSize: 512, UUID: ns(c, 1).UUID}},
+			})
+		}, "subsystems[1].namespaces[0].uuid", "subsystems[0].namespaces[1]"},
+		{"uuid duplicates a derived one", func(c *Config) {
+			ns(c, 1).UUID = ns(c, 0).ResolvedUUID(c.Subsystems[0].NQN).String()
+		}, "subsystems[0].namespaces[1].uuid", ""},
+
+		// RDMA.
+		{"icd too big", func(c *Config) { c.RDMA.InCapsuleDataSize = 16*KiB + 16 }, "rdma.in_capsule_data_size", ""},
+		{"icd not a multiple of 16", func(c *Config) { c.RDMA.InCapsuleDataSize = 100 }, "rdma.in_capsule_data_size", ""},
+		{"queue depth low", func(c *Config) { c.RDMA.MaxQueueDepth = 15 }, "rdma.max_queue_depth", "16..1024"},
+		{"queue depth high", func(c *Config) { c.RDMA.MaxQueueDepth = 1025 }, "rdma.max_queue_depth", ""},
+		{"io queues zero", func(c *Config) { c.RDMA.MaxIOQueues = 0 }, "rdma.max_io_queues", ""},
+		{"io queues high", func(c *Config) { c.RDMA.MaxIOQueues = 129 }, "rdma.max_io_queues", ""},
+		{"max queues low", func(c *Config) { c.RDMA.MaxQueues = 1 }, "rdma.max_queues", ""},
+		{"max queues high", func(c *Config) { c.RDMA.MaxQueues = 4097 }, "rdma.max_queues", ""},
+		{"mdts not power of two", func(c *Config) { c.RDMA.MDTS = 3 * MiB }, "rdma.mdts", ""},
+		{"mdts small", func(c *Config) { c.RDMA.MDTS = 2 * KiB }, "rdma.mdts", ""},
+		{"mdts large", func(c *Config) { c.RDMA.MDTS = 32 * MiB }, "rdma.mdts", ""},
+		{"io unit not power of two", func(c *Config) { c.RDMA.IOUnitSize = 48 * KiB }, "rdma.io_unit_size", ""},
+		{"io unit small", func(c *Config) { c.RDMA.IOUnitSize = 2 * KiB }, "rdma.io_unit_size", ""},
+		{"io unit above mdts", func(c *Config) { c.RDMA.IOUnitSize = 2 * MiB }, "rdma.io_unit_size", "rdma.mdts"},
+		{"buffer pool below mdts", func(c *Config) { c.RDMA.BufferPoolSize = 512 * KiB }, "rdma.buffer_pool_size", "rdma.mdts"},
+		{"pollers zero", func(c *Config) { c.RDMA.Pollers = 0 }, "rdma.pollers", ""},
+		{"pollers high", func(c *Config) { c.RDMA.Pollers = 65 }, "rdma.pollers", ""},
+		{"poll idle negative", func(c *Config) { c.RDMA.PollIdle = -time.Microsecond }, "rdma.poll_idle", ""},
+		{"poll idle long", func(c *Config) { c.RDMA.PollIdle = 2 * time.Second }, "rdma.poll_idle", ""},
+		{"send with invalidate", func(c *Config) { c.RDMA.SendWithInvalidate = "yes" }, "rdma.send_with_invalidate", ""},
+
+		// Controller, metrics, log.
+		{"kato_max short", func(c *Config) { c.Controller.KeepAliveTimeoutMax = 500 * time.Millisecond }, "controller.kato_max", ""},
+		{"kato_max long", func(c *Config) { c.Controller.KeepAliveTimeoutMax = 50 * 24 * time.Hour }, "controller.kato_max", ""},
+		{"metrics no port", func(c *Config) { c.Metrics.Listen = "127.0.0.1" }, "metrics.listen", ""},
+		{"metrics bad port", func(c *Config) { c.Metrics.Listen = ":99999" }, "metrics.listen", ""},
+		{"log level", func(c *Config) { c.Log.Level = "trace" }, "log.level", ""},
+		{"log format", func(c *Config) { c.Log.Format = "xml" }, "log.format", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig(t)
+			tt.mutate(c)
+			err := c.Validate()
+			want := []string{tt.key + ": "}
+			if tt.msg != "" {
+				want = append(want, tt.msg)
+			}
+			assertErrContains(t, err, want...)
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Errorf("error %v holds no *FieldError", err)
+			}
+		})
+	}
+}
+
+func TestValidateAccepts(t *testing.T) {
+	existing := filepath.Join(t.TempDir(), "existing.img")
+	if err := os.WriteFile(existing, make([]byte, 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+	}{
+		{"as loaded", func(c *Config) {}},
+		{"no namespaces", func(c *Config) { c.Subsystems[0].Namespaces = nil }},
+		{"hosts only", func(c *Config) {
+			c.Subsystems[0].AllowAnyHost = false
+			c.Subsystems[0].Hosts = []string{
+				"nqn.2014-08.org.nvmexpress:uuid:2110ba8b-b7eb-465e-b011-9b16af900e7f",
+				"nqn.2026-11.io.example:host-1",
+			}
+		}},
+		{"uuid-form subsystem nqn", func(c *Config) {
+			c.Subsystems[0].NQN = "nqn.2014-08.org.nvmexpress:uuid:2110ba8b-b7eb-465e-b011-9b16af900e7f"
+		}},
+		{"spdk-style nqn", func(c *Config) { c.Subsystems[0].NQN = "nqn.2016-06.io.spdk:cnode1" }},
+		{"nqn at 223 bytes", func(c *Config) {
+			c.Subsystems[0].NQN = "nqn.2026-11.io.example:" + strings.Repeat("x", 200)
+		}},
+		{"ipv6 any", func(c *Config) { c.Ports[0].Address = "::" }},
+		{"ipv6 link-local with zone", func(c *Config) { c.Ports[0].Address = "fe80::1%eth0" }},
+		{"two ports", func(c *Config) {
+			c.Ports = append(c.Ports, Port{Transport: "rdma", Address: "10.255.0.1", Port: 4421},
+				Port{Transport: "loop", Address: "10.255.0.1", Port: 4420})
+		}},
+		{"existing file without size", func(c *Config) { ns(c, 0).Path, ns(c, 0).Size = existing, 0 }},
+		{"block with device block size", func(c *Config) {
+			*ns(c, 0) = Namespace{NSID: 1, Backend: "block", Path: "/dev/nvme0n1"}
+		}},
+		{"block size 4096", func(c *Config) { ns(c, 1).BlockSize = 4096 }},
+		{"icd zero", func(c *Config) { c.RDMA.InCapsuleDataSize = 0 }},
+		{"icd max", func(c *Config) { c.RDMA.InCapsuleDataSize = 16 * KiB }},
+		{"mdts bounds", func(c *Config) { c.RDMA.MDTS, c.RDMA.IOUnitSize = 4*KiB, 4*KiB }},
+		{"mdts 16MiB", func(c *Config) { c.RDMA.MDTS, c.RDMA.IOUnitSize = 16*MiB, 16*MiB }},
+		{"metrics disabled", func(c *Config) { c.Metrics.Listen = "" }},
+		{"metrics any", func(c *Config) { c.Metrics.Listen = ":9771" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig(t)
+			tt.mutate(c)
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestValidateReportsAll checks that problems are joined, not just the
+// first.
+func TestValidateReportsAll(t *testing.T) {
+	c := validConfig(t)
+	c.Ports[0].Port = 0
+	ns(c, 1).NSID = 0
+	c.RDMA.Pollers = 0
+	c.Log.Format = "xml"
+	err := c.Validate()
+	assertErrContains(t, err,
+		"ports[0].port: ",
+		"subsystems[0].namespaces[1].nsid: 0 is not a valid NSID",
+		"rdma.pollers: ",
+		"log.format: ")
+	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 4 {
+		t.Errorf("got %d problems, want 4: %v", n, err)
+	}
+}
+
+// TestLoadValidates checks that Load runs Validate and that defaults fill
+// in list elements.
+func TestLoadValidates(t *testing.T) {
+	_, err := loadYAML([]byte(`
+ports: [{transport: rdma, address: 10.0.0.1}]
+subsystems:
+  - nqn: nqn.2026-11.io.example:x
+    namespaces: [{nsid: 0, size: 1MiB}]
+`))
+	assertErrContains(t, err, "subsystems[0].hosts: ", "subsystems[0].namespaces[0].nsid: ")
+	if strings.Contains(err.Error(), "ports[0].port") {
+		t.Errorf("port was not defaulted: %v", err)
+	}
+}
+
+func TestApplyDefaults(t *testing.T) {
+	regular := filepath.Join(t.TempDir(), "f.img")
+	if err := os.WriteFile(regular, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &Config{
+		Ports: []Port{{Transport: "rdma", Address: "::"}, {Transport: "rdma", Address: "::", Port: 4421}},
+		Subsystems: []Subsystem{{
+			NQN: "nqn.2026-11.io.example:x", Serial: "keep", Model: "keep too",
+			Namespaces: []Namespace{
+				{NSID: 1, Size: MiB},
+				{NSID: 2, Path: regular},
+				{NSID: 3, Path: "/nonexistent/disk.img"},
+				{NSID: 4, Backend: "block", Path: "/dev/nvme0n1"},
+				{NSID: 5, BlockSize: 4096},
+			},
+		}, {NQN: "nqn.2026-11.io.example:y"}},
+		Log: Log{Level: "WARN", Format: "Json"},
+	}
+	c.ApplyDefaults()
+	if c.Ports[0].Port != 4420 || c.Ports[1].Port != 4421 {
+		t.Errorf("ports = %+v", c.Ports)
+	}
+	s := c.Subsystems[0]
+	if s.Serial != "keep" || s.Model != "keep too" {
+		t.Errorf("configured serial/model overwritten: %q %q", s.Serial, s.Model)
+	}
+	y := c.Subsystems[1]
+	if y.Serial != defaultSerial(y.NQN) || len(y.Serial) != 20 || y.Model != "nvmeof-tgt" {
+		t.Errorf("defaults not applied: %q %q", y.Serial, y.Model)
+	}
+	if defaultSerial("a") == defaultSerial("b") {
+		t.Error("serials of different NQNs collide")
+	}
+	wantBackend := []string{"memory", "file", "file", "block", "memory"}
+	wantBS := []uint32{512, 512, 512, 0, 4096}
+	for i, n := range s.Namespaces {
+		if n.Backend != wantBackend[i] || n.BlockSize != wantBS[i] {
+			t.Errorf("namespace %d: backend %q block size %d, want %q %d", n.NSID, n.Backend, n.BlockSize, wantBackend[i], wantBS[i])
+		}
+	}
+	if c.Log != (Log{Level: "warn", Format: "json"}) {
+		t.Errorf("log = %+v", c.Log)
+	}
+}
+
+func TestInferBlockDevice(t *testing.T) {
+	entries, _ := os.ReadDir("/sys/block")
+	for _, e := range entries {
+		dev := "/dev/" + e.Name()
+		st, err := os.Stat(dev)
+		if err != nil || st.Mode()&os.ModeDevice == 0 || st.Mode()&os.ModeCharDevice != 0 {
+			continue
+		}
+		if got := inferBackend(dev); got != BackendBlock {
+			t.Errorf("inferBackend(%s) = %q, want block", dev, got)
+		}
+		return
+	}
+	t.Skip("no block device node found")
+}

@@ -1,0 +1,201 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Environment read once by TestMain.
+var (
+	targetKind string // "nvmeof-tgt" or "kernel"
+	tgtBin     string // nvmeof-tgt binary
+	labAddr    string // the target's RDMA address
+	scratchDir string // a filesystem that takes O_DIRECT, for file-backed namespaces
+	resultsDir string // per-test logs and reports
+)
+
+const (
+	kindNvmeofTgt = "nvmeof-tgt"
+	kindKernel    = "kernel"
+	portRDMA      = 4420
+)
+
+func TestMain(m *testing.M) {
+	if err := setupEnv(); err != nil {
+		// Not a skip: an e2e run that cannot test anything must not pass.
+		fmt.Fprintf(os.Stderr, "e2e: not a usable lab guest: %v\n"+
+			"e2e: run it through tests/lab/e2e.sh (or tests/lab/labvm)\nFAIL\n", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "e2e: target %s, address %s, scratch %s, results %s\n",
+		targetKind, labAddr, scratchDir, resultsDir)
+	os.Exit(m.Run())
+}
+
+func setupEnv() error {
+	targetKind = envOr("E2E_TARGET", kindNvmeofTgt)
+	if targetKind != kindNvmeofTgt && targetKind != kindKernel {
+		return fmt.Errorf("E2E_TARGET=%q: want %q or %q", targetKind, kindNvmeofTgt, kindKernel)
+	}
+	if runtime.GOOS != "linux" {
+		return errors.New("not Linux")
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("not root")
+	}
+
+	labAddr = os.Getenv("LAB_ADDR")
+	if labAddr == "" {
+		return errors.New("LAB_ADDR is not set")
+	}
+	dev := os.Getenv("LAB_RDMA_DEV")
+	if dev == "" {
+		return errors.New("LAB_RDMA_DEV is not set")
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/infiniband", dev)); err != nil {
+		return fmt.Errorf("RDMA device %s: %w", dev, err)
+	}
+
+	// The kernel initiator: nvme-rdma and the fabrics control device.
+	_ = exec.Command("modprobe", "nvme-rdma").Run()
+	if _, err := os.Stat("/sys/module/nvme_rdma"); err != nil {
+		return fmt.Errorf("kernel module nvme_rdma is not loaded: %w", err)
+	}
+	if _, err := os.Stat("/dev/nvme-fabrics"); err != nil {
+		return fmt.Errorf("initiator: %w", err)
+	}
+	for _, tool := range []string{"nvme", "fio", "dd", "losetup", "modprobe", "dmesg"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("tool %s: %w", tool, err)
+		}
+	}
+
+	scratchDir = os.Getenv("LAB_SCRATCH")
+	if scratchDir == "" {
+		return errors.New("LAB_SCRATCH is not set")
+	}
+	if err := checkODirect(scratchDir); err != nil {
+		return fmt.Errorf("LAB_SCRATCH=%s must take O_DIRECT: %w", scratchDir, err)
+	}
+
+	switch targetKind {
+	case kindNvmeofTgt:
+		tgtBin = envOr("NVMEOF_TGT_BIN", "/work/main/bin/nvmeof-tgt")
+		st, err := os.Stat(tgtBin)
+		if err != nil {
+			return fmt.Errorf("target binary (NVMEOF_TGT_BIN): %w", err)
+		}
+		if st.IsDir() || st.Mode()&0o111 == 0 {
+			return fmt.Errorf("target binary %s is not executable", tgtBin)
+		}
+	case kindKernel:
+		for _, m := range []string{"nvmet", "nvmet-rdma", "null_blk", "loop"} {
+			_ = exec.Command("modprobe", m).Run()
+		}
+		if _, err := os.Stat(nvmetRoot); err != nil {
+			return fmt.Errorf("kernel target configfs: %w", err)
+		}
+		if _, err := os.Stat("/sys/module/nvmet_rdma"); err != nil {
+			return fmt.Errorf("kernel module nvmet_rdma is not loaded: %w", err)
+		}
+	}
+
+	resultsDir = os.Getenv("E2E_RESULTS")
+	if resultsDir == "" {
+		d, err := os.MkdirTemp("", "e2e-results-")
+		if err != nil {
+			return err
+		}
+		resultsDir = d
+	}
+	return os.MkdirAll(resultsDir, 0o755)
+}
+
+// checkODirect writes one aligned block with O_DIRECT in dir.
+func checkODirect(dir string) error {
+	f, err := os.CreateTemp(dir, ".odirect-")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	defer os.Remove(name)
+	fd, err := unix.Open(name, unix.O_WRONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		return fmt.Errorf("open O_DIRECT: %w", err)
+	}
+	defer unix.Close(fd)
+	buf, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return err
+	}
+	defer unix.Munmap(buf)
+	if _, err := unix.Pwrite(fd, buf, 0); err != nil {
+		return fmt.Errorf("O_DIRECT write: %w", err)
+	}
+	return nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// onlyNvmeofTgt ends the current subtest in kernel mode. got is what the kernel reported, logged so
+// that the parsing behind the assertion is still exercised.
+func onlyNvmeofTgt(t *testing.T, what string, got any) {
+	t.Helper()
+	if targetKind == kindKernel {
+		t.Skipf("nvmeof-tgt only: %s (kernel nvmet reports %v; not asserted)", what, got)
+	}
+}
+
+// testDir is this test's directory under the results directory. On failure, the guest's kernel
+// log goes there and its tail into the test log.
+func testDir(t *testing.T) string {
+	t.Helper()
+	name := strings.NewReplacer("/", "__", " ", "_", ":", "_").Replace(t.Name())
+	dir := filepath.Join(resultsDir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("results dir: %v", err)
+	}
+	return dir
+}
+
+// dumpDmesgOnFailure registers a cleanup that saves the kernel log if t failed.
+func dumpDmesgOnFailure(t *testing.T, dir string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		out, err := exec.Command("dmesg").CombinedOutput()
+		if err != nil {
+			t.Logf("dmesg: %v", err)
+			return
+		}
+		p := filepath.Join(dir, "dmesg.txt")
+		_ = os.WriteFile(p, out, 0o644)
+		t.Logf("kernel log tail (full log in %s):\n%s", p, tail(out, 40))
+	})
+}
+
+// tail returns the last n lines of b.
+func tail(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

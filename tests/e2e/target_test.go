@@ -1,0 +1,150 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// target is a running NVMe-oF target under test.
+type target interface {
+	// Start configures and starts the target and returns once the port accepts connections.
+	// It registers a cleanup that stops the target.
+	Start(t *testing.T, spec Spec)
+	// Stop shuts the target down and asserts that it did so cleanly.
+	Stop(t *testing.T)
+	// Restart stops the target and starts it again with the same spec. File-backed namespaces
+	// keep their data; memory-backed ones start empty.
+	Restart(t *testing.T)
+}
+
+// newTarget returns the target that E2E_TARGET selects, writing its files under dir.
+func newTarget(t *testing.T, dir string) target {
+	t.Helper()
+	switch targetKind {
+	case kindKernel:
+		return &kernelTarget{dir: dir}
+	default:
+		return &tgtProcess{bin: tgtBin, dir: dir}
+	}
+}
+
+// Spec describes a target: one port and its subsystems.
+type Spec struct {
+	Port       Port
+	Subsystems []Subsystem
+}
+
+// Port is the one listening port of a spec.
+type Port struct {
+	Transport string // "rdma"
+	Address   string
+	Service   int
+}
+
+// Subsystem is an NVM subsystem. Exactly one of AllowAnyHost and Hosts is set.
+type Subsystem struct {
+	NQN          string
+	AllowAnyHost bool
+	Hosts        []string
+	Namespaces   []Namespace
+}
+
+// Backend is where a namespace keeps its data.
+type Backend string
+
+const (
+	BackendFile   Backend = "file"
+	BackendMemory Backend = "memory"
+)
+
+// Namespace is one namespace of a subsystem.
+type Namespace struct {
+	NSID      uint32
+	Backend   Backend
+	Path      string // BackendFile: an image on the scratch filesystem
+	Size      int64  // bytes, a multiple of 1 MiB
+	BlockSize int    // logical block size; 0 means 512
+	UUID      string // optional
+}
+
+// LBASize is the namespace's logical block size.
+func (ns Namespace) LBASize() int {
+	if ns.BlockSize == 0 {
+		return 512
+	}
+	return ns.BlockSize
+}
+
+const (
+	kib = 1 << 10
+	mib = 1 << 20
+)
+
+// rdmaPort is the port every spec uses: rdma on the lab address, 4420.
+func rdmaPort() Port {
+	return Port{Transport: "rdma", Address: labAddr, Service: portRDMA}
+}
+
+// fileNS is a file-backed namespace whose image lives on the scratch filesystem under a name
+// derived from the test, so tests never share an image.
+func fileNS(t *testing.T, nsid uint32, size int64, blockSize int, uuid string) Namespace {
+	name := fmt.Sprintf("%s-ns%d.img", filepath.Base(testDir(t)), nsid)
+	return Namespace{NSID: nsid, Backend: BackendFile, Path: filepath.Join(scratchDir, name),
+		Size: size, BlockSize: blockSize, UUID: uuid}
+}
+
+// memNS is a memory-backed namespace.
+func memNS(nsid uint32, size int64, blockSize int, uuid string) Namespace {
+	return Namespace{NSID: nsid, Backend: BackendMemory, Size: size, BlockSize: blockSize, UUID: uuid}
+}
+
+// validate rejects specs the harness cannot express for both targets.
+func (s Spec) validate() error {
+	for _, ss := range s.Subsystems {
+		if ss.AllowAnyHost == (len(ss.Hosts) > 0) {
+			return fmt.Errorf("subsystem %s: set exactly one of AllowAnyHost and Hosts", ss.NQN)
+		}
+		for _, ns := range ss.Namespaces {
+			if ns.Size <= 0 || ns.Size%mib != 0 {
+				return fmt.Errorf("%s nsid %d: size %d is not a positive multiple of 1 MiB", ss.NQN, ns.NSID, ns.Size)
+			}
+			if ns.Backend == BackendFile && ns.Path == "" {
+				return fmt.Errorf("%s nsid %d: file namespace without a path", ss.NQN, ns.NSID)
+			}
+		}
+	}
+	return nil
+}
+
+// createImages makes each missing file-backed image, sparse and of its full size, and removes
+// the images the test created when it ends. An existing image is left as it is (Restart).
+func createImages(t *testing.T, spec Spec) {
+	t.Helper()
+	for _, ss := range spec.Subsystems {
+		for _, ns := range ss.Namespaces {
+			if ns.Backend != BackendFile {
+				continue
+			}
+			if _, err := os.Stat(ns.Path); err == nil {
+				continue
+			}
+			f, err := os.OpenFile(ns.Path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+			if err != nil {
+				t.Fatalf("create image: %v", err)
+			}
+			err = f.Truncate(ns.Size)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				t.Fatalf("size image %s: %v", ns.Path, err)
+			}
+			p := ns.Path
+			t.Cleanup(func() { os.Remove(p) })
+		}
+	}
+}

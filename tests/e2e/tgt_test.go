@@ -1,0 +1,279 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	tgtReadyTimeout = 60 * time.Second
+	tgtStopTimeout  = 20 * time.Second
+)
+
+// tgtProcess runs nvmeof-tgt: `serve --config FILE`, with readiness reported through the systemd
+// notify protocol (a READY=1 datagram on $NOTIFY_SOCKET).
+type tgtProcess struct {
+	bin string
+	dir string // config and log go here
+
+	spec      Spec
+	cfgPath   string
+	logPath   string
+	cmd       *exec.Cmd
+	exited    chan struct{} // closed once cmd has been waited for
+	waitErr   error
+	notify    *net.UnixConn
+	ready     chan struct{}
+	cleanupOn bool
+}
+
+func (p *tgtProcess) Start(t *testing.T, spec Spec) {
+	t.Helper()
+	if err := spec.validate(); err != nil {
+		t.Fatalf("spec: %v", err)
+	}
+	if p.cmd != nil {
+		t.Fatal("nvmeof-tgt: Start while running")
+	}
+	p.spec = spec
+	createImages(t, spec)
+
+	p.cfgPath = filepath.Join(p.dir, "nvmeof-tgt.yaml")
+	if err := os.WriteFile(p.cfgPath, []byte(tgtConfigYAML(spec)), 0o644); err != nil {
+		t.Fatalf("write config: %v", err)
+	}
+	p.logPath = filepath.Join(p.dir, "nvmeof-tgt.log")
+	logf, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatalf("target log: %v", err)
+	}
+	defer logf.Close() // the child holds its own descriptor
+	fmt.Fprintf(logf, "=== e2e: %s serve --config %s (%s)\n", p.bin, p.cfgPath, time.Now().Format(time.RFC3339))
+
+	// A unix socket path must fit in 108 bytes: keep it out of the (long) results path.
+	sockDir, err := os.MkdirTemp("", "e2e-notify-")
+	if err != nil {
+		t.Fatalf("notify dir: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sock := filepath.Join(sockDir, "notify.sock")
+	p.notify, err = net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatalf("notify socket: %v", err)
+	}
+	p.ready = make(chan struct{})
+	go p.readNotify(logf.Name())
+
+	p.cmd = exec.Command(p.bin, "serve", "--config", p.cfgPath)
+	p.cmd.Env = append(withoutEnv(os.Environ(), "NOTIFY_SOCKET"), "NOTIFY_SOCKET="+sock)
+	p.cmd.Stdout = logf
+	p.cmd.Stderr = logf
+	// If the test binary dies, the target goes with it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		p.notify.Close()
+		p.cmd = nil
+		t.Fatalf("start %s: %v", p.bin, err)
+	}
+	p.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) {
+		p.waitErr = cmd.Wait()
+		close(exited)
+	}(p.cmd, p.exited)
+
+	if !p.cleanupOn {
+		p.cleanupOn = true
+		t.Cleanup(func() {
+			if p.cmd != nil {
+				p.Stop(t)
+			}
+			if t.Failed() {
+				p.logTail(t)
+			}
+		})
+	}
+
+	start := time.Now()
+	select {
+	case <-p.ready:
+		t.Logf("nvmeof-tgt pid %d ready after %v", p.cmd.Process.Pid, time.Since(start).Round(time.Millisecond))
+	case <-p.exited:
+		p.closeNotify()
+		err := p.waitErr
+		p.cmd = nil
+		p.logTail(t)
+		t.Fatalf("nvmeof-tgt exited before READY=1: %v", err)
+	case <-time.After(tgtReadyTimeout):
+		p.kill()
+		p.logTail(t)
+		t.Fatalf("nvmeof-tgt sent no READY=1 within %v", tgtReadyTimeout)
+	}
+}
+
+// readNotify reads notify datagrams until the socket closes, closing p.ready at READY=1 and
+// recording every message in the target's log.
+func (p *tgtProcess) readNotify(logName string) {
+	conn, ready := p.notify, p.ready
+	logf, _ := os.OpenFile(logName, os.O_WRONLY|os.O_APPEND, 0)
+	if logf != nil {
+		defer logf.Close()
+	}
+	buf := make([]byte, 4096)
+	seen := false
+	for {
+		n, err := conn.Read(buf)
+		if err != nil {
+			return
+		}
+		msg := string(buf[:n])
+		if logf != nil {
+			fmt.Fprintf(logf, "=== e2e: notify %q\n", msg)
+		}
+		for _, line := range strings.Split(msg, "\n") {
+			if line == "READY=1" && !seen {
+				seen = true
+				close(ready)
+			}
+		}
+	}
+}
+
+func (p *tgtProcess) closeNotify() {
+	if p.notify != nil {
+		p.notify.Close()
+		p.notify = nil
+	}
+}
+
+func (p *tgtProcess) Stop(t *testing.T) {
+	t.Helper()
+	if p.cmd == nil {
+		return
+	}
+	defer func() { p.cmd = nil; p.closeNotify() }()
+	select {
+	case <-p.exited:
+		p.logTail(t)
+		t.Errorf("nvmeof-tgt had already exited before Stop: %v", p.waitErr)
+		return
+	default:
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Errorf("SIGTERM nvmeof-tgt: %v", err)
+	}
+	start := time.Now()
+	select {
+	case <-p.exited:
+	case <-time.After(tgtStopTimeout):
+		p.kill()
+		p.logTail(t)
+		t.Errorf("nvmeof-tgt did not exit within %v of SIGTERM; killed", tgtStopTimeout)
+		return
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		p.logTail(t)
+		t.Errorf("nvmeof-tgt exited with %v after SIGTERM, want status 0", p.waitErr)
+		return
+	}
+	t.Logf("nvmeof-tgt stopped cleanly in %v", time.Since(start).Round(time.Millisecond))
+}
+
+func (p *tgtProcess) Restart(t *testing.T) {
+	t.Helper()
+	spec := p.spec
+	p.Stop(t)
+	if t.Failed() {
+		t.FailNow()
+	}
+	p.Start(t, spec)
+}
+
+func (p *tgtProcess) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+	p.closeNotify()
+	p.cmd = nil
+}
+
+func (p *tgtProcess) logTail(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		t.Logf("nvmeof-tgt log: %v", err)
+		return
+	}
+	t.Logf("nvmeof-tgt log tail (%s):\n%s", p.logPath, tail(b, 60))
+}
+
+func withoutEnv(env []string, key string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// tgtConfigYAML renders spec in nvmeof-tgt's configuration format. Strings are double-quoted
+// (JSON-style escapes are valid YAML), so NQNs with colons need no care.
+func tgtConfigYAML(spec Spec) string {
+	var b bytes.Buffer
+	q := strconv.Quote
+	b.WriteString("# written by tests/e2e\n")
+	b.WriteString("ports:\n")
+	fmt.Fprintf(&b, "  - {transport: %s, address: %s, port: %d}\n",
+		q(spec.Port.Transport), q(spec.Port.Address), spec.Port.Service)
+	b.WriteString("subsystems:\n")
+	for _, ss := range spec.Subsystems {
+		fmt.Fprintf(&b, "  - nqn: %s\n", q(ss.NQN))
+		if ss.AllowAnyHost {
+			b.WriteString("    allow_any_host: true\n")
+		} else {
+			quoted := make([]string, len(ss.Hosts))
+			for i, h := range ss.Hosts {
+				quoted[i] = q(h)
+			}
+			fmt.Fprintf(&b, "    hosts: [%s]\n", strings.Join(quoted, ", "))
+		}
+		b.WriteString("    namespaces:\n")
+		for _, ns := range ss.Namespaces {
+			f := []string{fmt.Sprintf("nsid: %d", ns.NSID)}
+			switch ns.Backend {
+			case BackendFile:
+				f = append(f, "path: "+q(ns.Path))
+			default:
+				f = append(f, "backend: "+q(string(ns.Backend)))
+			}
+			f = append(f, "size: "+yamlSize(ns.Size))
+			if ns.UUID != "" {
+				f = append(f, "uuid: "+q(ns.UUID))
+			}
+			if ns.BlockSize != 0 {
+				f = append(f, fmt.Sprintf("block_size: %d", ns.BlockSize))
+			}
+			fmt.Fprintf(&b, "      - {%s}\n", strings.Join(f, ", "))
+		}
+	}
+	b.WriteString("metrics: {listen: \"127.0.0.1:9771\"}\n")
+	b.WriteString("log: {level: debug}\n")
+	return b.String()
+}
+
+func yamlSize(n int64) string {
+	if n%mib == 0 {
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return strconv.FormatInt(n, 10)
+}
