@@ -76,7 +76,11 @@ func TestIOErrors(t *testing.T) {
 		{"unknown opcode", func() nvme.Command { return ioCmd(0x7e, 36, 0, 1) }, big, nvme.StatusInvalidOpcode.WithDNR()},
 		{"compare unsupported", func() nvme.Command { return ioCmd(nvme.OpCompare, 37, 0, 1) }, big, nvme.StatusInvalidOpcode.WithDNR()},
 		{"PRP data pointer", func() nvme.Command { c := ioCmd(nvme.OpRead, 38, 0, 1); c.SetFlags(0); return c }, big, nvme.StatusInvalidField.WithDNR()},
-		{"fused", func() nvme.Command { c := ioCmd(nvme.OpRead, 39, 0, 1); c.SetFlags(nvme.PSDTSGLContig<<6 | 1); return c }, big, nvme.StatusInvalidField.WithDNR()},
+		{"fused", func() nvme.Command {
+			c := ioCmd(nvme.OpRead, 39, 0, 1)
+			c.SetFlags(nvme.PSDTSGLContig<<6 | 1)
+			return c
+		}, big, nvme.StatusInvalidField.WithDNR()},
 		{"SGL shorter than the data", func() nvme.Command { return withData(ioCmd(nvme.OpWrite, 40, 0, 8), 512) }, big, nvme.StatusDataSGLLengthInvalid.WithDNR()},
 		{"property get on an I/O queue", func() nvme.Command {
 			c := newCmd(nvme.OpFabrics, 41)
