@@ -185,29 +185,11 @@ func (l *listener) accept(ev *verbs.CMEvent) error {
 	if l.closing {
 		return l.reject(ev, nvme.RDMACMRejectNoResources, "port closing")
 	}
-	if len(ev.PrivateData) < nvme.RDMACMRequestSize {
-		return l.reject(ev, nvme.RDMACMRejectInvalidLength, "short private data", "bytes", len(ev.PrivateData))
+	cr, sts, why := parseConnRequest(ev.PrivateData, l.t.cfg.MaxIOQueueID, l.t.cfg.MaxQueueDepth)
+	if sts != 0 {
+		return l.reject(ev, sts, why, "private_data", fmt.Sprintf("%x", ev.PrivateData))
 	}
-	req := nvme.RDMACMRequest(ev.PrivateData)
-	if req.RECFMT() != 0 {
-		return l.reject(ev, nvme.RDMACMRejectInvalidRECFMT, "unknown record format", "recfmt", req.RECFMT())
-	}
-	qid := int(req.QID())
-	if qid > l.t.cfg.MaxIOQueueID {
-		return l.reject(ev, nvme.RDMACMRejectInvalidQID, "queue ID too large", "qid", qid)
-	}
-	// HSQSIZE is 0's based (the Linux host sends sqsize); HRQSIZE is not.
-	depth := int(req.HSQSIZE()) + 1
-	maxDepth := l.t.cfg.MaxQueueDepth
-	if qid == 0 {
-		maxDepth = fabric.AdminQueueDepth
-	}
-	if depth < 2 || depth > maxDepth {
-		return l.reject(ev, nvme.RDMACMRejectInvalidHSQSIZE, "send queue size out of range", "hsqsize", req.HSQSIZE(), "max", maxDepth)
-	}
-	if req.HRQSIZE() == 0 {
-		return l.reject(ev, nvme.RDMACMRejectInvalidHRQSIZE, "zero receive queue size")
-	}
+	qid, depth := cr.qid, cr.depth
 	ctx := ev.ID.Context()
 	if ctx == nil {
 		return l.reject(ev, nvme.RDMACMRejectNoResources, "no device for the connection")
@@ -217,7 +199,7 @@ func (l *listener) accept(ev *verbs.CMEvent) error {
 		return l.reject(ev, nvme.RDMACMRejectNoResources, "device setup failed", "err", err)
 	}
 	if depth > d.depth {
-		return l.reject(ev, nvme.RDMACMRejectInvalidHSQSIZE, "send queue size above device limit", "hsqsize", req.HSQSIZE(), "max", d.depth)
+		return l.reject(ev, nvme.RDMACMRejectInvalidHSQSIZE, "send queue size above device limit", "depth", depth, "max", d.depth)
 	}
 	// We issue RDMA READs against the host: at most its responder
 	// resources, which the CM reports to the passive side as the event's

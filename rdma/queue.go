@@ -254,39 +254,23 @@ func (q *queue) advance(r *request) {
 	}
 }
 
-// mapSGL checks SGL1 (NVMe-oF 1.1 §7.3.2) and picks in-capsule data or
-// data buffers to fetch into / send from.
+// mapSGL binds r's data to its in-capsule bytes, or sends it to wait for
+// data buffers.
 func (q *queue) mapSGL(r *request) nvme.Status {
-	sgl := r.fr.Cmd.SGL1()
-	need := r.fr.DataLen
-	switch {
-	case sgl.Type() == nvme.SGLTypeDataBlock && sgl.Subtype() == nvme.SGLSubtypeOffset:
-		if r.fr.Dir != fabric.DirHostToCtrl {
-			return nvme.StatusInvalidField.WithDNR()
-		}
-		off, n := sgl.Address(), uint64(sgl.Length())
-		if off > uint64(q.icd) || n > uint64(q.icd)-off {
-			return nvme.StatusSGLOffsetInvalid.WithDNR()
-		}
-		if n < uint64(need) || off+uint64(need) > uint64(r.icdLen) {
-			return nvme.StatusDataSGLLengthInvalid.WithDNR()
-		}
+	m, st := mapSGL(r.fr.Cmd.SGL1(), r.fr.Dir, r.fr.DataLen, q.icd, r.icdLen)
+	if !st.IsSuccess() {
+		return st
+	}
+	if m.inCapsule {
 		icd := q.d.icdBuf(q.block, r.recv)
-		r.segs = append(r.segs[:0], icd[off:off+uint64(need)])
+		r.segs = append(r.segs[:0], icd[m.off:m.off+uint64(r.fr.DataLen)])
 		r.fr.Data = r.segs
 		r.state = rsReady
-	case sgl.Type() == nvme.SGLTypeKeyedDataBlock &&
-		(sgl.Subtype() == nvme.SGLSubtypeAddress || sgl.Subtype() == nvme.SGLSubtypeInvalidateKey):
-		if sgl.Length() < need {
-			return nvme.StatusDataSGLLengthInvalid.WithDNR()
-		}
-		r.raddr, r.rkey = sgl.Address(), sgl.Key()
-		r.inv = sgl.Subtype() == nvme.SGLSubtypeInvalidateKey
-		r.state = rsNeedBuffer
-	default:
-		return nvme.StatusSGLDescriptorTypeInvalid.WithDNR()
+		return st
 	}
-	return nvme.StatusSuccess
+	r.raddr, r.rkey, r.inv = m.addr, m.key, m.inv
+	r.state = rsNeedBuffer
+	return st
 }
 
 // buildRDMA fills WRs that move r's segments to or from the host's

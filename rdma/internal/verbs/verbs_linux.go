@@ -202,6 +202,10 @@ func wcStatusString(s uint32) string { return C.GoString(C.ibv_wc_status_str(C.e
 // DeviceCount returns how many RDMA devices libibverbs sees; zero is not an error.
 func DeviceCount() (int, error) {
 	n := C.nt_device_count()
+	// A kernel without uverbs has no device list at all: that is zero devices.
+	if n == -C.ENOSYS || n == -C.ENODEV || n == -C.ENOENT {
+		return 0, nil
+	}
 	if n < 0 {
 		return 0, fmt.Errorf("ibv_get_device_list: %w", errno(n))
 	}

@@ -1,0 +1,52 @@
+# nvmeof-tgt. `make demo` runs the target in the test guest against the Linux
+# initiator; `make test` runs every test, unit and end-to-end. Both install
+# what they need on a fresh Debian 12 machine (as root).
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+GO ?= go
+BIN := bin/nvmeof-tgt
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+
+# Debian packages: cgo headers for libibverbs/librdmacm, and the lab's tools.
+BUILD_PKGS := gcc libibverbs-dev librdmacm-dev
+LAB_PKGS := qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs rdma-core ibverbs-utils rdmacm-utils perftest nvme-cli fio iproute2 curl
+
+.PHONY: all build deps unit e2e test demo fuzz vet clean
+
+all: build
+
+deps:
+	@missing=$$(for p in $(BUILD_PKGS) $(LAB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing: $$missing"; \
+		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
+	fi
+	@command -v $(GO) >/dev/null || { echo "Go is required (https://go.dev/dl, or the Go module proxy's toolchain)"; exit 1; }
+
+build: deps
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/nvmeof-tgt
+
+vet:
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./tests/...
+
+unit: deps
+	$(GO) test -race -count=1 ./...
+
+fuzz: deps
+	@for pkg_fuzz in nvme:FuzzCommand nvme:FuzzSGLDescriptor nvme:FuzzConnectData nvme:FuzzRDMACMRequest \
+	                 fabric:FuzzCommand rdma:FuzzConnectRequest rdma:FuzzMapSGL; do \
+		pkg=$${pkg_fuzz%%:*}; f=$${pkg_fuzz##*:}; \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 15s ./$$pkg || exit 1; \
+	done
+
+e2e: build
+	tests/lab/e2e.sh
+
+test: vet unit e2e
+
+demo: build
+	tests/lab/demo.sh
+
+clean:
+	rm -rf bin tests/out

@@ -1,0 +1,244 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The kernel initiator side: host identities, discovery, connect and disconnect, and finding a
+// namespace's block device.
+
+const (
+	testNQNPrefix = "nqn.2026-11.io.example:e2e-"
+	deviceTimeout = 30 * time.Second
+)
+
+// host is one host identity. Every test has its own NQN and its own host ID: the kernel refuses
+// a second host NQN that reuses a host ID it already knows.
+type host struct {
+	NQN string
+	ID  string
+}
+
+func newHost(t *testing.T) host {
+	t.Helper()
+	id := newUUID(t)
+	return host{NQN: "nqn.2014-08.org.nvmexpress:uuid:" + id, ID: id}
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID(t *testing.T) string {
+	t.Helper()
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("random: %v", err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func (h host) flags() []string {
+	return []string{"--hostnqn", h.NQN, "--hostid", h.ID}
+}
+
+func fabricFlags() []string {
+	return []string{"-t", "rdma", "-a", labAddr, "-s", strconv.Itoa(portRDMA)}
+}
+
+// discoveryLog is `nvme discover -o json` (nvme-cli 2.3).
+type discoveryLog struct {
+	Genctr  jsonUint          `json:"genctr"`
+	Records []discoveryRecord `json:"records"`
+}
+
+type discoveryRecord struct {
+	Trtype     string   `json:"trtype"`
+	Adrfam     string   `json:"adrfam"`
+	Subtype    string   `json:"subtype"`
+	Treq       string   `json:"treq"`
+	Portid     jsonUint `json:"portid"`
+	Trsvcid    string   `json:"trsvcid"`
+	Subnqn     string   `json:"subnqn"`
+	Traddr     string   `json:"traddr"`
+	RDMAPrtype string   `json:"rdma_prtype"`
+	RDMAQPType string   `json:"rdma_qptype"`
+	RDMACMS    string   `json:"rdma_cms"`
+}
+
+func (h host) discover(t *testing.T) discoveryLog {
+	t.Helper()
+	var log discoveryLog
+	args := append([]string{"discover"}, fabricFlags()...)
+	nvmeJSON(t, &log, append(args, h.flags()...)...)
+	return log
+}
+
+// controller is a fabrics controller the kernel initiator created by connecting.
+type controller struct {
+	name   string // nvmeN
+	subnqn string
+	host   host
+	gone   bool
+}
+
+// connect runs nvme connect. On success it returns the new controller, to be disconnected when
+// the test ends; on failure it checks that the attempt left no controller behind.
+func (h host) connect(t *testing.T, subnqn string) (*controller, error) {
+	t.Helper()
+	args := append([]string{"connect"}, fabricFlags()...)
+	args = append(args, "-n", subnqn)
+	args = append(args, h.flags()...)
+	// Bounded reconnects: if the target dies mid-test, I/O fails instead of hanging the suite.
+	args = append(args, "--ctrl-loss-tmo=30", "--reconnect-delay=2")
+	r := run(t, connectTimeout, "nvme", args...)
+	ctrls := controllersOf(subnqn, h.NQN)
+	if r.err != nil {
+		for _, name := range ctrls {
+			t.Errorf("failed connect to %s left controller %s behind", subnqn, name)
+			_ = runQuiet(cmdTimeout, "nvme", "disconnect", "-d", name)
+		}
+		return nil, r.err
+	}
+	if len(ctrls) != 1 {
+		for _, name := range ctrls {
+			_ = runQuiet(cmdTimeout, "nvme", "disconnect", "-d", name)
+		}
+		return nil, fmt.Errorf("connect to %s: want one controller for host %s, found %v", subnqn, h.NQN, ctrls)
+	}
+	c := &controller{name: ctrls[0], subnqn: subnqn, host: h}
+	t.Cleanup(func() { c.disconnect(t) })
+	t.Logf("connected %s to %s as %s (%v)", h.NQN, subnqn, c.name, r.took.Round(time.Millisecond))
+	return c, nil
+}
+
+// mustConnect connects and waits for the block devices of nsids.
+func (h host) mustConnect(t *testing.T, subnqn string, nsids ...uint32) *controller {
+	t.Helper()
+	c, err := h.connect(t, subnqn)
+	if err != nil {
+		t.Fatalf("connect %s: %v", subnqn, err)
+	}
+	for _, nsid := range nsids {
+		c.blockDev(t, nsid)
+	}
+	return c
+}
+
+// charDev is the controller's character device, the target of admin commands.
+func (c *controller) charDev() string { return "/dev/" + c.name }
+
+// disconnect runs nvme disconnect -n and waits for the controller and its disks to go.
+func (c *controller) disconnect(t *testing.T) {
+	t.Helper()
+	if c.gone {
+		return
+	}
+	c.gone = true
+	if r := run(t, cmdTimeout, "nvme", "disconnect", "-n", c.subnqn); r.err != nil {
+		t.Errorf("nvme disconnect -n %s: %v", c.subnqn, r.err)
+		return
+	}
+	err := waitFor(deviceTimeout, func() bool {
+		_, err := os.Stat(filepath.Join("/sys/class/nvme", c.name))
+		return os.IsNotExist(err) && len(blockDevsOf(c.subnqn)) == 0
+	})
+	if err != nil {
+		t.Errorf("after disconnect, %s or its disks %v are still there after %v", c.name, blockDevsOf(c.subnqn), deviceTimeout)
+	}
+}
+
+// blockDev waits for the block device of nsid and returns its /dev path.
+//
+// With native multipath, the nvmeXnY disk names follow instance order, not NSIDs, so the NSID is
+// read from sysfs; nvmeXcYnZ entries are hidden per-path disks without a /dev node.
+func (c *controller) blockDev(t *testing.T, nsid uint32) string {
+	t.Helper()
+	var dev string
+	err := waitFor(deviceTimeout, func() bool {
+		for name, n := range blockDevsOf(c.subnqn) {
+			if n != nsid {
+				continue
+			}
+			if sz, _ := readSysUint(filepath.Join("/sys/block", name, "size")); sz == 0 {
+				return false
+			}
+			if _, err := os.Stat("/dev/" + name); err == nil {
+				dev = "/dev/" + name
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatalf("no block device for %s nsid %d after %v (found %v)", c.subnqn, nsid, deviceTimeout, blockDevsOf(c.subnqn))
+	}
+	return dev
+}
+
+var headDisk = regexp.MustCompile(`^nvme[0-9]+n[0-9]+$`)
+
+// blockDevsOf maps the namespace disks (nvmeXnY) of subsystem subnqn to their NSIDs.
+func blockDevsOf(subnqn string) map[string]uint32 {
+	out := map[string]uint32{}
+	ents, _ := os.ReadDir("/sys/block")
+	for _, e := range ents {
+		if !headDisk.MatchString(e.Name()) {
+			continue
+		}
+		dir := filepath.Join("/sys/block", e.Name())
+		if readSys(filepath.Join(dir, "device", "subsysnqn")) != subnqn {
+			continue
+		}
+		if nsid, err := readSysUint(filepath.Join(dir, "nsid")); err == nil {
+			out[e.Name()] = uint32(nsid)
+		}
+	}
+	return out
+}
+
+// controllersOf lists the controllers (nvmeN) connected to subnqn as host hostnqn.
+func controllersOf(subnqn, hostnqn string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/sys/class/nvme")
+	for _, e := range ents {
+		dir := filepath.Join("/sys/class/nvme", e.Name())
+		if readSys(filepath.Join(dir, "subsysnqn")) == subnqn && readSys(filepath.Join(dir, "hostnqn")) == hostnqn {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// allDisks is the set of disks in /sys/block.
+func allDisks() map[string]bool {
+	out := map[string]bool{}
+	ents, _ := os.ReadDir("/sys/block")
+	for _, e := range ents {
+		out[e.Name()] = true
+	}
+	return out
+}
+
+func readSys(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func readSysUint(path string) (uint64, error) {
+	return strconv.ParseUint(readSys(path), 10, 64)
+}
