@@ -146,7 +146,8 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 		return nil, fmt.Errorf("add namespace %d: NSID in use", c.NSID)
 	}
 	if c.Workers > 0 {
-		ns.work = make(chan *Request, 4096)
+		// Deep enough for every request of every queue: submit never blocks.
+		ns.work = make(chan *Request, 1<<16)
 		ns.workers = c.Workers
 		for i := 0; i < c.Workers; i++ {
 			ns.wg.Add(1)

@@ -1,5 +1,3 @@
-//go:build e2e
-
 // Package e2e tests a running NVMe-oF RDMA target through the Linux kernel initiator.
 //
 // The tests run as root inside the lab guest (tests/lab/labvm), which has Soft-RoCE, nvme-rdma,

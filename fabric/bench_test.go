@@ -1,0 +1,96 @@
+package fabric
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// BenchmarkLoopIO drives the core through the loop transport with the
+// memory backend: the cost of the target itself per I/O, with no network.
+// Besides ns/op and allocs/op it reports io/s per core (GOMAXPROCS).
+func BenchmarkLoopIO(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		op   uint8
+		size int
+		qs   int
+	}{
+		{"read-4k", nvme.OpRead, 4 << 10, 1},
+		{"write-4k", nvme.OpWrite, 4 << 10, 1},
+		{"read-128k", nvme.OpRead, 128 << 10, 1},
+		{"write-128k", nvme.OpWrite, 128 << 10, 1},
+		{"read-4k-4queues", nvme.OpRead, 4 << 10, 4},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			tgt := NewTarget(Options{MDTS: 1 << 20, MaxQueueDepth: 128, MaxIOQueues: 8})
+			defer tgt.Close()
+			lt := NewLoopTransport()
+			sub, _ := tgt.AddSubsystem(SubsystemConfig{NQN: testNQN, AllowAnyHost: true})
+			dev, err := blockdev.NewMemory(64<<20, 512)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := sub.AddNamespace(NamespaceConfig{NSID: 1, Device: dev}); err != nil {
+				b.Fatal(err)
+			}
+			if err := tgt.AddPort(lt, &Port{Address: "bench", Service: "1"}); err != nil {
+				b.Fatal(err)
+			}
+			adminQ, _ := lt.Dial("bench", 0, 32)
+			rsp := nvme.Completion(make([]byte, 16))
+			must := func(q *LoopQueue, c nvme.Command, data []byte) {
+				if err := q.Submit(c, data, rsp); err != nil || !rsp.Status().IsSuccess() {
+					b.Fatalf("setup: %v %v", err, rsp.Status())
+				}
+			}
+			must(adminQ, connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff))
+			cntlid := uint16(rsp.DW0())
+			cc := newCmd(nvme.OpFabrics, 2)
+			cc.SetFCType(nvme.FCTypePropertySet)
+			cc.SetProperty(0, nvme.PropCC, ccEnable)
+			must(adminQ, cc, nil)
+			queues := make([]*LoopQueue, tc.qs)
+			for i := range queues {
+				q, _ := lt.Dial("bench", i+1, 128)
+				must(q, connectCmd(uint16(i+1), 127, 0), connectData(testNQN, testHostNQN, testHostID, cntlid))
+				queues[i] = q
+			}
+			nlb := uint32(tc.size / 512)
+			b.ReportAllocs()
+			b.SetBytes(int64(tc.size))
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			per := b.N / tc.qs
+			for qi, q := range queues {
+				wg.Add(1)
+				go func(q *LoopQueue, qi int) {
+					defer wg.Done()
+					cmd := ioCmd(tc.op, 1, 0, nlb)
+					buf := make([]byte, tc.size)
+					rsp := nvme.Completion(make([]byte, 16))
+					span := uint64(64<<20/512) - uint64(nlb)
+					for i := 0; i < per; i++ {
+						cmd.SetCID(uint16(i))
+						cmd.SetSLBA(uint64(i*int(nlb)+qi*977) % span)
+						if err := q.Submit(cmd, buf, rsp); err != nil || !rsp.Status().IsSuccess() {
+							panic(fmt.Sprint(err, rsp.Status()))
+						}
+					}
+				}(q, qi)
+			}
+			wg.Wait()
+			el := time.Since(start)
+			b.StopTimer()
+			if el > 0 {
+				b.ReportMetric(float64(per*tc.qs)/el.Seconds()/float64(min(runtime.GOMAXPROCS(0), tc.qs)), "io/s/core")
+			}
+		})
+	}
+}

@@ -1,0 +1,506 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startTarget starts the selected target with spec for this test and returns it and the test's
+// results directory.
+func startTarget(t *testing.T, spec Spec) (target, string) {
+	t.Helper()
+	dir := testDir(t)
+	dumpDmesgOnFailure(t, dir)
+	tgt := newTarget(t, dir)
+	tgt.Start(t, spec)
+	return tgt, dir
+}
+
+func nqn(name string) string { return testNQNPrefix + name }
+
+// TestDiscover checks the discovery log: one entry per subsystem with the port's address.
+func TestDiscover(t *testing.T) {
+	h := newHost(t)
+	open, restricted := nqn("discover-open"), nqn("discover-restricted")
+	spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{
+		{NQN: open, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 0, "")}},
+		// The kernel lists only subsystems the host may access; this host may.
+		{NQN: restricted, Hosts: []string{h.NQN}, Namespaces: []Namespace{memNS(1, 16*mib, 0, "")}},
+	}}
+	startTarget(t, spec)
+
+	log := h.discover(t)
+	t.Logf("discovery log: genctr %d, %d records", log.Genctr, len(log.Records))
+	for _, ss := range spec.Subsystems {
+		t.Run(strings.TrimPrefix(ss.NQN, testNQNPrefix), func(t *testing.T) {
+			var recs []discoveryRecord
+			for _, r := range log.Records {
+				if r.Subnqn == ss.NQN {
+					recs = append(recs, r)
+				}
+			}
+			if len(recs) != 1 {
+				t.Fatalf("%d discovery records for %s, want 1 (records: %+v)", len(recs), ss.NQN, log.Records)
+			}
+			r := recs[0]
+			checks := []struct{ field, got, want string }{
+				{"trtype", r.Trtype, "rdma"},
+				{"adrfam", r.Adrfam, "ipv4"},
+				{"traddr", r.Traddr, labAddr},
+				{"trsvcid", r.Trsvcid, strconv.Itoa(portRDMA)},
+				{"subtype", r.Subtype, "nvme subsystem"},
+			}
+			for _, c := range checks {
+				if c.got != c.want {
+					t.Errorf("%s = %q, want %q", c.field, c.got, c.want)
+				}
+			}
+			t.Run("rdma-tsas", func(t *testing.T) {
+				got := fmt.Sprintf("qptype %q, cms %q", r.RDMAQPType, r.RDMACMS)
+				onlyNvmeofTgt(t, "RDMA transport specific address subtype", got)
+				if r.RDMAQPType == "" && r.RDMACMS == "" {
+					t.Log("nvme-cli prints no RDMA TSAS fields; nothing to check")
+					return
+				}
+				if r.RDMAQPType != "connected" || r.RDMACMS != "rdma-cm" {
+					t.Errorf("RDMA TSAS: %s, want qptype \"connected\", cms \"rdma-cm\"", got)
+				}
+			})
+		})
+	}
+}
+
+// TestConnect connects the kernel initiator and checks what it sees: the namespaces, Identify
+// Controller and Identify Namespace, and the namespace UUIDs.
+func TestConnect(t *testing.T) {
+	h := newHost(t)
+	sub := nqn("connect")
+	spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
+		NQN: sub, AllowAnyHost: true,
+		Namespaces: []Namespace{
+			fileNS(t, 1, 64*mib, 512, "4f0e2c1a-0000-4000-8000-000000000001"),
+			memNS(2, 32*mib, 4096, "4f0e2c1a-0000-4000-8000-000000000002"),
+		},
+	}}}
+	startTarget(t, spec)
+	nss := spec.Subsystems[0].Namespaces
+	c := h.mustConnect(t, sub, 1, 2)
+	devs := map[uint32]string{}
+	for _, ns := range nss {
+		devs[ns.NSID] = c.blockDev(t, ns.NSID)
+	}
+	t.Logf("controller %s, disks %v", c.name, devs)
+
+	t.Run("nvme-list", func(t *testing.T) {
+		var l nvmeList
+		nvmeJSON(t, &l, "list")
+		for _, ns := range nss {
+			found := false
+			for _, d := range l.Devices {
+				if d.DevicePath != devs[ns.NSID] {
+					continue
+				}
+				found = true
+				if uint32(d.NameSpace) != ns.NSID {
+					t.Errorf("%s: NameSpace %d, want %d", d.DevicePath, d.NameSpace, ns.NSID)
+				}
+				if int64(d.PhysicalSize) != ns.Size {
+					t.Errorf("%s: PhysicalSize %d, want %d", d.DevicePath, d.PhysicalSize, ns.Size)
+				}
+				if int(d.SectorSize) != ns.LBASize() {
+					t.Errorf("%s: SectorSize %d, want %d", d.DevicePath, d.SectorSize, ns.LBASize())
+				}
+				if int64(d.MaximumLBA) != ns.Size/int64(ns.LBASize()) {
+					t.Errorf("%s: MaximumLBA %d, want %d", d.DevicePath, d.MaximumLBA, ns.Size/int64(ns.LBASize()))
+				}
+			}
+			if !found {
+				t.Errorf("nvme list does not show %s (nsid %d)", devs[ns.NSID], ns.NSID)
+			}
+			name := filepath.Base(devs[ns.NSID])
+			if sectors, _ := readSysUint(filepath.Join("/sys/block", name, "size")); int64(sectors)*512 != ns.Size {
+				t.Errorf("/sys/block/%s/size = %d sectors, want %d bytes", name, sectors, ns.Size)
+			}
+		}
+	})
+
+	t.Run("id-ctrl", func(t *testing.T) {
+		var id idCtrl
+		nvmeJSON(t, &id, "id-ctrl", c.charDev())
+		t.Logf("id-ctrl: cntlid %d mdts %d kas %d maxcmd %d nn %d sgls %#x ioccsz %d iorcsz %d msdbd %d",
+			id.CNTLID, id.MDTS, id.KAS, id.MaxCmd, id.NN, uint64(id.SGLS), id.IOCCSZ, id.IORCSZ, id.MSDBD)
+		t.Run("subnqn", func(t *testing.T) {
+			if id.Subnqn != sub {
+				t.Errorf("subnqn = %q, want %q", id.Subnqn, sub)
+			}
+		})
+		t.Run("sgls-keyed", func(t *testing.T) {
+			// SGLS bits 1:0: SGL support; bit 2: Keyed SGL Data Block descriptor, which RDMA needs.
+			if id.SGLS&0x3 == 0 {
+				t.Errorf("sgls %#x: SGLs not supported", uint64(id.SGLS))
+			}
+			if id.SGLS&(1<<2) == 0 {
+				t.Errorf("sgls %#x: keyed SGL data block descriptor bit (2) not set", uint64(id.SGLS))
+			}
+		})
+		t.Run("capsule-sizes", func(t *testing.T) {
+			// Fabrics minimums: a 64-byte command capsule, a 16-byte response capsule.
+			if id.IOCCSZ < 4 {
+				t.Errorf("ioccsz = %d (16-byte units), want >= 4", id.IOCCSZ)
+			}
+			if id.IORCSZ < 1 {
+				t.Errorf("iorcsz = %d (16-byte units), want >= 1", id.IORCSZ)
+			}
+		})
+		t.Run("nn", func(t *testing.T) {
+			if int(id.NN) < len(nss) {
+				t.Errorf("nn = %d, want >= %d", id.NN, len(nss))
+			}
+		})
+		t.Run("mdts", func(t *testing.T) {
+			onlyNvmeofTgt(t, "mdts >= 8 (1 MiB transfers)", id.MDTS)
+			// In units of the minimum page size (4 KiB); 0 means no limit.
+			if id.MDTS != 0 && id.MDTS < 8 {
+				t.Errorf("mdts = %d (%d KiB), want >= 8 (1 MiB)", id.MDTS, 4<<id.MDTS)
+			}
+		})
+		t.Run("kas", func(t *testing.T) {
+			onlyNvmeofTgt(t, "kas > 0", id.KAS)
+			if id.KAS == 0 {
+				t.Error("kas = 0, want a keep-alive granularity")
+			}
+		})
+		t.Run("in-capsule-8k", func(t *testing.T) {
+			onlyNvmeofTgt(t, "8 KiB of in-capsule data", fmt.Sprintf("ioccsz %d", id.IOCCSZ))
+			if got := int(id.IOCCSZ)*16 - 64; got < 8*kib {
+				t.Errorf("ioccsz = %d: %d bytes of in-capsule data, want >= 8192", id.IOCCSZ, got)
+			}
+		})
+	})
+
+	for _, ns := range nss {
+		dev := devs[ns.NSID]
+		t.Run(fmt.Sprintf("id-ns/nsid%d", ns.NSID), func(t *testing.T) {
+			var id idNS
+			nvmeJSON(t, &id, "id-ns", dev, "-n", strconv.FormatUint(uint64(ns.NSID), 10))
+			want := uint64(ns.Size / int64(ns.LBASize()))
+			if uint64(id.NSZE) != want || uint64(id.NCAP) != want {
+				t.Errorf("nsze %d ncap %d, want %d blocks of %d", id.NSZE, id.NCAP, want, ns.LBASize())
+			}
+			fmtIdx := int(id.FLBAS & 0xf)
+			if fmtIdx >= len(id.LBAFs) {
+				t.Fatalf("flbas %d selects format %d, but only %d LBA formats", id.FLBAS, fmtIdx, len(id.LBAFs))
+			}
+			if ds, want := int(id.LBAFs[fmtIdx].DS), bits.TrailingZeros(uint(ns.LBASize())); ds != want {
+				t.Errorf("LBA format %d in use has ds %d (%d bytes), want %d (%d bytes)", fmtIdx, ds, 1<<ds, want, ns.LBASize())
+			}
+			if id.LBAFs[fmtIdx].MS != 0 {
+				t.Errorf("LBA format %d has %d metadata bytes, want 0", fmtIdx, id.LBAFs[fmtIdx].MS)
+			}
+		})
+		t.Run(fmt.Sprintf("uuid/nsid%d", ns.NSID), func(t *testing.T) {
+			name := filepath.Base(dev)
+			if got := readSys(filepath.Join("/sys/block", name, "uuid")); got != ns.UUID {
+				t.Errorf("/sys/block/%s/uuid = %q, want %q", name, got, ns.UUID)
+			}
+			if got := readSys(filepath.Join("/sys/block", name, "wwid")); !strings.Contains(got, ns.UUID) {
+				t.Errorf("/sys/block/%s/wwid = %q, want it to contain %q", name, got, ns.UUID)
+			}
+			var d nsDescs
+			nvmeJSON(t, &d, "ns-descs", dev, "-n", strconv.FormatUint(uint64(ns.NSID), 10))
+			found := false
+			for _, desc := range d.Descs {
+				if desc.Type == "uuid" {
+					found = true
+					if desc.UUID != ns.UUID {
+						t.Errorf("ns-descs uuid %q, want %q", desc.UUID, ns.UUID)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("ns-descs lists no uuid descriptor: %+v", d.Descs)
+			}
+		})
+	}
+}
+
+// TestData writes and verifies data through the kernel initiator with fio: in-capsule-sized
+// (4 KiB) and larger writes (128 KiB, 1 MiB, which take RDMA READs), sequential and random,
+// one and 32 outstanding.
+func TestData(t *testing.T) {
+	h := newHost(t)
+	sub := nqn("data")
+	spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
+		NQN: sub, AllowAnyHost: true,
+		Namespaces: []Namespace{
+			fileNS(t, 1, 64*mib, 512, ""),
+			memNS(2, 32*mib, 4096, ""),
+		},
+	}}}
+	_, dir := startTarget(t, spec)
+	c := h.mustConnect(t, sub, 1, 2)
+
+	type row struct {
+		nsid uint32
+		fioCase
+	}
+	var rows []row
+	for _, bs := range []int{4 * kib, 128 * kib, mib} {
+		size := int64(16 * mib)
+		if bs == 4*kib {
+			size = 8 * mib
+		}
+		for _, rw := range []string{"randwrite", "write"} {
+			for _, qd := range []int{1, 32} {
+				rows = append(rows, row{1, fioCase{rw: rw, bs: bs, iodepth: qd, size: size}})
+			}
+		}
+	}
+	rows = append(rows,
+		row{2, fioCase{rw: "randwrite", bs: 4 * kib, iodepth: 32, size: 8 * mib}},
+		row{2, fioCase{rw: "randwrite", bs: 128 * kib, iodepth: 1, size: 16 * mib}},
+		row{2, fioCase{rw: "write", bs: mib, iodepth: 32, size: 16 * mib}},
+	)
+	for _, r := range rows {
+		backend := spec.Subsystems[0].Namespaces[r.nsid-1].Backend
+		t.Run(fmt.Sprintf("%s/%s", backend, r.name()), func(t *testing.T) {
+			runFio(t, c.blockDev(t, r.nsid), dir, r.fioCase)
+		})
+	}
+}
+
+// TestCommands exercises I/O commands beyond read and write (Flush, Write Zeroes, Dataset
+// Management) and the log pages.
+func TestCommands(t *testing.T) {
+	h := newHost(t)
+	sub := nqn("commands")
+	spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
+		NQN: sub, AllowAnyHost: true,
+		Namespaces: []Namespace{
+			fileNS(t, 1, 64*mib, 512, ""),
+			memNS(2, 32*mib, 4096, ""),
+		},
+	}}}
+	_, dir := startTarget(t, spec)
+	c := h.mustConnect(t, sub, 1, 2)
+
+	for _, ns := range spec.Subsystems[0].Namespaces {
+		dev := c.blockDev(t, ns.NSID)
+		nsid := strconv.FormatUint(uint64(ns.NSID), 10)
+		bs := int64(ns.LBASize())
+		t.Run(fmt.Sprintf("%s-nsid%d", ns.Backend, ns.NSID), func(t *testing.T) {
+			t.Run("flush", func(t *testing.T) {
+				mustRun(t, cmdTimeout, "nvme", "flush", dev, "-n", nsid)
+			})
+
+			// A 2 MiB pattern at 4 MiB; zero its middle 1 MiB; the edges must keep the pattern.
+			const off, n = 4 * mib, 2 * mib
+			const zoff, zlen = off + 512*kib, mib
+			t.Run("write-zeroes", func(t *testing.T) {
+				pat := pattern(n, uint64(ns.NSID))
+				ddWrite(t, dev, off, pat)
+				checkSame(t, "pattern before write-zeroes", off, ddRead(t, dev, off, n), pat)
+				slba, nlb := zoff/bs, zlen/bs
+				mustRun(t, cmdTimeout, "nvme", "write-zeroes", dev, "-n", nsid,
+					"-s", strconv.FormatInt(slba, 10), "-c", strconv.FormatInt(nlb-1, 10)) // -c is 0's based
+				got := ddRead(t, dev, off, n)
+				want := append([]byte(nil), pat...)
+				clear(want[zoff-off : zoff-off+zlen])
+				checkSame(t, "after write-zeroes", off, got, want)
+			})
+
+			t.Run("dsm-deallocate", func(t *testing.T) {
+				var id idNS
+				nvmeJSON(t, &id, "id-ns", dev, "-n", nsid)
+				slba, nlb := off/bs, int64(n)/bs
+				mustRun(t, cmdTimeout, "nvme", "dsm", dev, "-n", nsid, "--ad",
+					"-s", strconv.FormatInt(slba, 10), "-b", strconv.FormatInt(nlb, 10))
+				got := ddRead(t, dev, off, n) // the range must stay readable
+				// DLFEAT bits 2:0 say what deallocated blocks read as: 1 zeroes, 2 ones.
+				switch id.DLFEAT & 0x7 {
+				case 1:
+					checkSame(t, "deallocated range (dlfeat: reads zeroes)", off, got, make([]byte, n))
+				case 2:
+					checkSame(t, "deallocated range (dlfeat: reads ones)", off, got, filled(0xff, n))
+				default:
+					t.Logf("dlfeat %#x: contents after deallocate unspecified; not checked", uint64(id.DLFEAT))
+				}
+			})
+		})
+	}
+
+	t.Run("log-pages", func(t *testing.T) {
+		// Some fio I/O first, so the SMART counters have something to count.
+		runFio(t, c.blockDev(t, 1), dir, fioCase{rw: "write", bs: 128 * kib, iodepth: 8, size: 4 * mib})
+
+		t.Run("error-log", func(t *testing.T) {
+			var l errorLog
+			nvmeJSON(t, &l, "error-log", c.charDev())
+			if len(l.Errors) == 0 {
+				t.Error("error-log returned no entries (want ELPE+1 entries, possibly all zero)")
+			}
+		})
+		t.Run("fw-log", func(t *testing.T) {
+			var l map[string]any
+			nvmeJSON(t, &l, "fw-log", c.charDev())
+			if len(l) == 0 {
+				t.Error("fw-log printed an empty object")
+			}
+		})
+		var smart smartLog
+		t.Run("smart-log", func(t *testing.T) {
+			nvmeJSON(t, &smart, "smart-log", c.charDev())
+			t.Logf("smart-log: data units read %d written %d, host read cmds %d write cmds %d, critical warning %#x",
+				smart.DataUnitsRead, smart.DataUnitsWritten, smart.HostReadCommands, smart.HostWriteCommands, uint64(smart.CriticalWarning))
+			if smart.CriticalWarning != 0 {
+				t.Errorf("critical_warning = %#x, want 0", uint64(smart.CriticalWarning))
+			}
+		})
+		t.Run("smart-log-data-units", func(t *testing.T) {
+			if targetKind == kindKernel && (smart.DataUnitsRead == 0 || smart.DataUnitsWritten == 0) {
+				t.Skipf("kernel nvmet reports data units read %d written %d for these backends; asserted for nvmeof-tgt only",
+					smart.DataUnitsRead, smart.DataUnitsWritten)
+			}
+			if smart.DataUnitsRead == 0 || smart.DataUnitsWritten == 0 {
+				t.Errorf("after fio: data units read %d, written %d; want both > 0", smart.DataUnitsRead, smart.DataUnitsWritten)
+			}
+		})
+		t.Run("get-log-raw", func(t *testing.T) {
+			// The raw SMART / Health page must agree with the decoded one (no I/O in between).
+			out := filepath.Join(t.TempDir(), "smart.bin")
+			raw := mustRun(t, cmdTimeout, "nvme", "get-log", c.charDev(), "--log-id=2", "--log-len=512", "--raw-binary")
+			if err := os.WriteFile(out, raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if len(raw) != 512 {
+				t.Fatalf("get-log --log-id=2 returned %d bytes, want 512", len(raw))
+			}
+			// Data Units Read at bytes 47:32, Data Units Written at 63:48 (128-bit little endian).
+			dur, duw := binary.LittleEndian.Uint64(raw[32:]), binary.LittleEndian.Uint64(raw[48:])
+			if dur != uint64(smart.DataUnitsRead) || duw != uint64(smart.DataUnitsWritten) {
+				t.Errorf("raw log page: data units read %d written %d; smart-log said %d and %d",
+					dur, duw, smart.DataUnitsRead, smart.DataUnitsWritten)
+			}
+		})
+	})
+}
+
+func filled(b byte, n int) []byte {
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = b
+	}
+	return out
+}
+
+// TestPersistence writes to a file-backed namespace, restarts the target and reads it back.
+func TestPersistence(t *testing.T) {
+	h := newHost(t)
+	sub := nqn("persist")
+	const size = 64 * mib
+	spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
+		NQN: sub, AllowAnyHost: true,
+		Namespaces: []Namespace{fileNS(t, 1, size, 4096, "")},
+	}}}
+	tgt, _ := startTarget(t, spec)
+
+	regions := []struct {
+		name string
+		off  int64
+		data []byte
+	}{
+		{"4MiB at 8MiB", 8 * mib, pattern(4*mib, 11)},
+		{"last MiB", size - mib, pattern(mib, 12)},
+	}
+	c := h.mustConnect(t, sub, 1)
+	dev := c.blockDev(t, 1)
+	for _, r := range regions {
+		ddWrite(t, dev, r.off, r.data)
+		t.Logf("wrote %s: sha256 %x", r.name, sha256.Sum256(r.data))
+	}
+	c.disconnect(t)
+
+	start := time.Now()
+	tgt.Restart(t)
+	t.Logf("target restarted in %v", time.Since(start).Round(time.Millisecond))
+
+	c = h.mustConnect(t, sub, 1)
+	dev = c.blockDev(t, 1)
+	for _, r := range regions {
+		got := ddRead(t, dev, r.off, len(r.data))
+		if sha256.Sum256(got) != sha256.Sum256(r.data) {
+			t.Errorf("%s: sha256 after restart %x, want %x", r.name, sha256.Sum256(got), sha256.Sum256(r.data))
+			checkSame(t, r.name, r.off, got, r.data)
+		}
+	}
+	// Never written: must still read as zeroes (catches shifted writes).
+	checkSame(t, "first MiB (never written)", 0, ddRead(t, dev, 0, mib), make([]byte, mib))
+}
+
+// TestHostAccess checks a subsystem with an allowed-hosts list.
+func TestHostAccess(t *testing.T) {
+	allowed, other := newHost(t), newHost(t)
+	sub := nqn("hosts")
+	spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
+		NQN: sub, Hosts: []string{allowed.NQN},
+		Namespaces: []Namespace{memNS(1, 16*mib, 0, "")},
+	}}}
+	startTarget(t, spec)
+
+	refused := func(t *testing.T) {
+		before := allDisks()
+		if c, err := other.connect(t, sub); err == nil {
+			t.Fatalf("host %s, not in the allowed list, connected as %s", other.NQN, c.name)
+		}
+		time.Sleep(time.Second) // a disk would appear asynchronously after a connect
+		for d := range allDisks() {
+			if !before[d] {
+				t.Errorf("disk %s appeared after a refused connect", d)
+			}
+		}
+	}
+	t.Run("refused", refused)
+	t.Run("allowed", func(t *testing.T) {
+		c := allowed.mustConnect(t, sub, 1)
+		if id := readSys(filepath.Join("/sys/class/nvme", c.name, "hostnqn")); id != allowed.NQN {
+			t.Errorf("controller %s hostnqn %q, want %q", c.name, id, allowed.NQN)
+		}
+		t.Run("refused-while-allowed-connected", refused)
+	})
+}
+
+// TestUnknownSubsystem connects to an NQN the target does not have.
+func TestUnknownSubsystem(t *testing.T) {
+	h := newHost(t)
+	sub := nqn("known")
+	spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
+		NQN: sub, AllowAnyHost: true,
+		Namespaces: []Namespace{memNS(1, 16*mib, 0, "")},
+	}}}
+	startTarget(t, spec)
+
+	unknown := nqn("no-such-subsystem")
+	before := allDisks()
+	start := time.Now()
+	if c, err := h.connect(t, unknown); err == nil {
+		t.Fatalf("connect to unknown subsystem %s succeeded as %s", unknown, c.name)
+	}
+	t.Logf("connect to unknown subsystem refused in %v", time.Since(start).Round(time.Millisecond))
+	for d := range allDisks() {
+		if !before[d] {
+			t.Errorf("disk %s appeared after a failed connect", d)
+		}
+	}
+	// The target is still serving.
+	h.mustConnect(t, sub, 1)
+}
