@@ -191,6 +191,8 @@ func (k *kernelTarget) backingDevice(ns Namespace) (string, error) {
 			{"memory_backed", "1"},
 			{"size", strconv.FormatInt(ns.Size/mib, 10)}, // MiB
 			{"blocksize", strconv.Itoa(ns.LBASize())},
+			// Without it nvmet fails Dataset Management with Invalid Command Opcode.
+			{"discard", "1"},
 			{"power", "1"},
 		}
 		for _, a := range attrs {

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# e2e.sh: build the end-to-end test binary and run it in the lab guest against a target.
+#
+#   tests/lab/e2e.sh [TEST-BINARY-FLAGS...]      e.g. -test.run 'TestConnect|TestData'
+#
+# E2E_TARGET=nvmeof-tgt (default) tests bin/nvmeof-tgt, which `make` builds; E2E_TARGET=kernel
+# tests the kernel's nvmet instead. Reports go to tests/out/, emptied first (the guest's raw console
+# log too).
+# LABVM_FLAGS adds flags to labvm (e.g. "--cpus 4 --mem 4096").
+# Exit status: the test binary's (labvm's 124 on timeout).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+target=${E2E_TARGET:-nvmeof-tgt}
+out=$repo/tests/out
+export PATH=$PATH:/usr/local/go/bin
+
+cd "$repo"
+go test -c -tags e2e -o bin/e2e.test ./tests/e2e
+rm -rf "$out" && mkdir -p "$out"
+
+inner=$(mktemp "${TMPDIR:-/tmp}/e2e-inner.XXXXXX")
+trap 'rm -f "$inner"' EXIT
+cat >"$inner" <<'INNER'
+# In the guest: $1 repo, $2 target kind, then flags for the test binary.
+set -o pipefail
+repo=$1 target=$2; shift 2
+cd "$repo" || exit 1
+export E2E_TARGET=$target NVMEOF_TGT_BIN=$repo/bin/nvmeof-tgt E2E_RESULTS=$repo/tests/out
+./bin/e2e.test -test.v -test.timeout 20m "$@" 2>&1 | tee "$E2E_RESULTS/e2e.log"
+INNER
+
+rc=0
+# shellcheck disable=SC2086 # LABVM_FLAGS is a list of flags
+"$repo/tests/lab/labvm" --share "$repo" --timeout 1800 --console "$out/console.log" ${LABVM_FLAGS:-} \
+  "$inner" "$repo" "$target" "$@" || rc=$?
+exit "$rc"
