@@ -26,7 +26,7 @@ deps:
 build: deps
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/nvmeof-tgt
 
-vet:
+vet: deps
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./tests/...
 
