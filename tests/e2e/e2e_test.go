@@ -247,7 +247,7 @@ func TestData(t *testing.T) {
 			memNS(2, 32*mib, 4096, ""),
 		},
 	}}}
-	_, dir := startTarget(t, spec)
+	tgt, dir := startTarget(t, spec)
 	c := h.mustConnect(t, sub, 1, 2)
 
 	type row struct {
@@ -275,6 +275,40 @@ func TestData(t *testing.T) {
 		backend := spec.Subsystems[0].Namespaces[r.nsid-1].Backend
 		t.Run(fmt.Sprintf("%s/%s", backend, r.name()), func(t *testing.T) {
 			runFio(t, c.blockDev(t, r.nsid), dir, r.fioCase)
+		})
+	}
+
+	// nvmeof-tgt's own counters must agree with what fio moved, over the RDMA path.
+	if _, ok := tgt.(*tgtProcess); ok {
+		var written [3]float64 // by nsid
+		for _, r := range rows {
+			written[r.nsid] += float64(r.size)
+		}
+		t.Run("metrics", func(t *testing.T) {
+			m := scrapeMetrics(t)
+			for nsid := 1; nsid <= 2; nsid++ {
+				id := fmt.Sprintf(`nsid="%d"`, nsid)
+				for _, op := range []string{"write", "read"} { // fio's verify phase reads it all back
+					got, ok := metricSum(m, "nvmeof_tgt_namespace_bytes_total", id, `op="`+op+`"`)
+					if !ok || got < written[nsid] {
+						t.Errorf("nsid %d %s bytes = %v (found %v), want at least the %v fio wrote", nsid, op, got, ok, written[nsid])
+					}
+				}
+				if errs, _ := metricSum(m, "nvmeof_tgt_namespace_errors_total", id); errs != 0 {
+					t.Errorf("nsid %d backend errors = %v, want 0", nsid, errs)
+				}
+			}
+			if v, ok := metricSum(m, "nvmeof_tgt_rdma_completion_errors_total"); !ok || v != 0 {
+				t.Errorf("rdma completion errors = %v (found %v), want 0", v, ok)
+			}
+			// The kernel host registers a memory region per larger I/O and asks for remote
+			// invalidation; rxe supports SEND_WITH_INV, so the target must have used it.
+			if v, ok := metricSum(m, "nvmeof_tgt_rdma_send_with_invalidate_total"); !ok || v == 0 {
+				t.Errorf("responses sent with invalidate = %v (found %v), want > 0", v, ok)
+			}
+			if v, ok := metricSum(m, "nvmeof_tgt_rdma_queues_live"); !ok || v < 2 {
+				t.Errorf("rdma queues live = %v (found %v), want the admin queue and at least one I/O queue", v, ok)
+			}
 		})
 	}
 }
@@ -429,6 +463,9 @@ func TestPersistence(t *testing.T) {
 		t.Logf("wrote %s: sha256 %x", r.name, sha256.Sum256(r.data))
 	}
 	c.disconnect(t)
+	if _, ok := tgt.(*tgtProcess); ok {
+		waitTornDown(t)
+	}
 
 	start := time.Now()
 	tgt.Restart(t)
