@@ -38,48 +38,39 @@ func (d *fdDev) ReadAt(p []byte, off int64) (int, error) {
 	if err := checkRange("read", d.path, off, int64(len(p)), d.size, d.bs); err != nil {
 		return 0, err
 	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.fd < 0 {
-		return 0, fmt.Errorf("read %s: %w", d.path, ErrClosed)
-	}
-	var n int
-	var err error
-	if d.direct && !aligned(p, d.memAlign) {
-		n, err = d.bounced(p, off, false)
-	} else {
-		n, err = preadFull(d.fd, p, off)
-	}
-	if err != nil {
-		return n, fmt.Errorf("read %s at %d: %w", d.path, off, err)
-	}
-	return n, nil
+	return d.transfer("read", p, off, false)
 }
 
 func (d *fdDev) WriteAt(p []byte, off int64) (int, error) {
 	if err := d.checkModify("write", off, int64(len(p))); err != nil {
 		return 0, err
 	}
+	return d.transfer("write", p, off, true)
+}
+
+// transfer moves p at off once the range has been checked, bouncing an O_DIRECT transfer whose
+// buffer address the kernel would refuse.
+func (d *fdDev) transfer(op string, p []byte, off int64, write bool) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.fd < 0 {
-		return 0, fmt.Errorf("write %s: %w", d.path, ErrClosed)
+		return 0, fmt.Errorf("%s %s: %w", op, d.path, ErrClosed)
 	}
 	var n int
 	var err error
-	if d.direct && !aligned(p, d.memAlign) {
-		n, err = d.bounced(p, off, true)
-	} else {
+	switch {
+	case d.direct && !aligned(p, d.memAlign):
+		n, err = d.bounced(p, off, write)
+	case write:
 		n, err = pwriteFull(d.fd, p, off)
+	default:
+		n, err = preadFull(d.fd, p, off)
 	}
 	if err != nil {
-		return n, fmt.Errorf("write %s at %d: %w", d.path, off, err)
+		return n, fmt.Errorf("%s %s at %d: %w", op, d.path, off, err)
 	}
 	return n, nil
 }
