@@ -245,10 +245,11 @@ func TestData(t *testing.T) {
 		Namespaces: []Namespace{
 			fileNS(t, 1, 64*mib, 512, ""),
 			memNS(2, 32*mib, 4096, ""),
+			blockNS(t, 3, 32*mib, 4096),
 		},
 	}}}
 	tgt, dir := startTarget(t, spec)
-	c := h.mustConnect(t, sub, 1, 2)
+	c := h.mustConnect(t, sub, 1, 2, 3)
 
 	type row struct {
 		nsid uint32
@@ -270,6 +271,9 @@ func TestData(t *testing.T) {
 		row{2, fioCase{rw: "randwrite", bs: 4 * kib, iodepth: 32, size: 8 * mib}},
 		row{2, fioCase{rw: "randwrite", bs: 128 * kib, iodepth: 1, size: 16 * mib}},
 		row{2, fioCase{rw: "write", bs: mib, iodepth: 32, size: 16 * mib}},
+		row{3, fioCase{rw: "randwrite", bs: 4 * kib, iodepth: 32, size: 8 * mib}},
+		row{3, fioCase{rw: "randwrite", bs: 128 * kib, iodepth: 1, size: 16 * mib}},
+		row{3, fioCase{rw: "write", bs: mib, iodepth: 32, size: 16 * mib}},
 	)
 	for _, r := range rows {
 		backend := spec.Subsystems[0].Namespaces[r.nsid-1].Backend
@@ -280,13 +284,13 @@ func TestData(t *testing.T) {
 
 	// nvmeof-tgt's own counters must agree with what fio moved, over the RDMA path.
 	if _, ok := tgt.(*tgtProcess); ok {
-		var written [3]float64 // by nsid
+		var written [4]float64 // by nsid
 		for _, r := range rows {
 			written[r.nsid] += float64(r.size)
 		}
 		t.Run("metrics", func(t *testing.T) {
 			m := scrapeMetrics(t)
-			for nsid := 1; nsid <= 2; nsid++ {
+			for nsid := 1; nsid <= 3; nsid++ {
 				id := fmt.Sprintf(`nsid="%d"`, nsid)
 				for _, op := range []string{"write", "read"} { // fio's verify phase reads it all back
 					got, ok := metricSum(m, "nvmeof_tgt_namespace_bytes_total", id, `op="`+op+`"`)
@@ -323,16 +327,26 @@ func TestCommands(t *testing.T) {
 		Namespaces: []Namespace{
 			fileNS(t, 1, 64*mib, 512, ""),
 			memNS(2, 32*mib, 4096, ""),
+			blockNS(t, 3, 32*mib, 4096), // the target must take 4096 from the device
 		},
 	}}}
 	_, dir := startTarget(t, spec)
-	c := h.mustConnect(t, sub, 1, 2)
+	c := h.mustConnect(t, sub, 1, 2, 3)
 
 	for _, ns := range spec.Subsystems[0].Namespaces {
 		dev := c.blockDev(t, ns.NSID)
 		nsid := strconv.FormatUint(uint64(ns.NSID), 10)
 		bs := int64(ns.LBASize())
 		t.Run(fmt.Sprintf("%s-nsid%d", ns.Backend, ns.NSID), func(t *testing.T) {
+			t.Run("block-size", func(t *testing.T) {
+				b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "queue/logical_block_size"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.TrimSpace(string(b)); got != strconv.FormatInt(bs, 10) {
+					t.Errorf("%s logical block size %s, want %d", dev, got, bs)
+				}
+			})
 			t.Run("flush", func(t *testing.T) {
 				mustRun(t, cmdTimeout, "nvme", "flush", dev, "-n", nsid)
 			})

@@ -169,7 +169,7 @@ func (k *kernelTarget) configure(spec Spec) error {
 // backingDevice returns the block device that backs ns, creating it.
 func (k *kernelTarget) backingDevice(ns Namespace) (string, error) {
 	switch ns.Backend {
-	case BackendFile:
+	case BackendFile, BackendBlock: // nvmet's file backend is not used: both go through a loop device
 		out, err := runOut(30*time.Second, "losetup", "-f", "--show", "-b", strconv.Itoa(ns.LBASize()), ns.Path)
 		if err != nil {
 			return "", fmt.Errorf("losetup %s: %w", ns.Path, err)

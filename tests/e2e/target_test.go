@@ -57,7 +57,10 @@ type Subsystem struct {
 type Backend string
 
 const (
-	BackendFile   Backend = "file"
+	BackendFile Backend = "file"
+	// BackendBlock is a loop block device over an image on the scratch filesystem, with the
+	// namespace's block size as its logical block size.
+	BackendBlock  Backend = "block"
 	BackendMemory Backend = "memory"
 )
 
@@ -65,7 +68,7 @@ const (
 type Namespace struct {
 	NSID      uint32
 	Backend   Backend
-	Path      string // BackendFile: an image on the scratch filesystem
+	Path      string // BackendFile, BackendBlock: an image on the scratch filesystem
 	Size      int64  // bytes, a multiple of 1 MiB
 	BlockSize int    // logical block size; 0 means 512
 	UUID      string // optional
@@ -97,6 +100,13 @@ func fileNS(t *testing.T, nsid uint32, size int64, blockSize int, uuid string) N
 		Size: size, BlockSize: blockSize, UUID: uuid}
 }
 
+// blockNS is a namespace on a loop block device whose image lives on the scratch filesystem.
+func blockNS(t *testing.T, nsid uint32, size int64, blockSize int) Namespace {
+	ns := fileNS(t, nsid, size, blockSize, "")
+	ns.Backend = BackendBlock
+	return ns
+}
+
 // memNS is a memory-backed namespace.
 func memNS(nsid uint32, size int64, blockSize int, uuid string) Namespace {
 	return Namespace{NSID: nsid, Backend: BackendMemory, Size: size, BlockSize: blockSize, UUID: uuid}
@@ -112,8 +122,8 @@ func (s Spec) validate() error {
 			if ns.Size <= 0 || ns.Size%mib != 0 {
 				return fmt.Errorf("%s nsid %d: size %d is not a positive multiple of 1 MiB", ss.NQN, ns.NSID, ns.Size)
 			}
-			if ns.Backend == BackendFile && ns.Path == "" {
-				return fmt.Errorf("%s nsid %d: file namespace without a path", ss.NQN, ns.NSID)
+			if ns.Backend != BackendMemory && ns.Path == "" {
+				return fmt.Errorf("%s nsid %d: %s namespace without a path", ss.NQN, ns.NSID, ns.Backend)
 			}
 		}
 	}
@@ -126,7 +136,7 @@ func createImages(t *testing.T, spec Spec) {
 	t.Helper()
 	for _, ss := range spec.Subsystems {
 		for _, ns := range ss.Namespaces {
-			if ns.Backend != BackendFile {
+			if ns.Backend == BackendMemory {
 				continue
 			}
 			if _, err := os.Stat(ns.Path); err == nil {

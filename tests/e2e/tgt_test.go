@@ -38,6 +38,7 @@ type tgtProcess struct {
 	notify    *net.UnixConn
 	ready     chan struct{}
 	cleanupOn bool
+	loops     map[string]string // BackendBlock image → its loop device, kept across restarts
 }
 
 func (p *tgtProcess) Start(t *testing.T, spec Spec) {
@@ -50,9 +51,10 @@ func (p *tgtProcess) Start(t *testing.T, spec Spec) {
 	}
 	p.spec = spec
 	createImages(t, spec)
+	p.attachLoops(t, spec)
 
 	p.cfgPath = filepath.Join(p.dir, "nvmeof-tgt.yaml")
-	if err := os.WriteFile(p.cfgPath, []byte(tgtConfigYAML(spec)), 0o644); err != nil {
+	if err := os.WriteFile(p.cfgPath, []byte(tgtConfigYAML(spec, p.loops)), 0o644); err != nil {
 		t.Fatalf("write config: %v", err)
 	}
 	p.logPath = filepath.Join(p.dir, "nvmeof-tgt.log")
@@ -201,6 +203,33 @@ func (p *tgtProcess) Restart(t *testing.T) {
 	p.Start(t, spec)
 }
 
+// attachLoops gives each block namespace's image a loop device with the namespace's logical block
+// size, once; the devices are detached when the test ends, after the target has stopped.
+func (p *tgtProcess) attachLoops(t *testing.T, spec Spec) {
+	t.Helper()
+	for _, ss := range spec.Subsystems {
+		for _, ns := range ss.Namespaces {
+			if ns.Backend != BackendBlock || p.loops[ns.Path] != "" {
+				continue
+			}
+			out, err := runOut(30*time.Second, "losetup", "-f", "--show", "-b", strconv.Itoa(ns.LBASize()), ns.Path)
+			if err != nil {
+				t.Fatalf("losetup %s: %v", ns.Path, err)
+			}
+			dev := strings.TrimSpace(out)
+			if p.loops == nil {
+				p.loops = map[string]string{}
+			}
+			p.loops[ns.Path] = dev
+			t.Cleanup(func() {
+				if err := runQuiet(30*time.Second, "losetup", "-d", dev); err != nil {
+					t.Errorf("losetup -d %s: %v", dev, err)
+				}
+			})
+		}
+	}
+}
+
 func (p *tgtProcess) kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.exited
@@ -230,7 +259,7 @@ func withoutEnv(env []string, key string) []string {
 
 // tgtConfigYAML renders spec in nvmeof-tgt's configuration format. Strings are double-quoted
 // (JSON-style escapes are valid YAML), so NQNs with colons need no care.
-func tgtConfigYAML(spec Spec) string {
+func tgtConfigYAML(spec Spec, loops map[string]string) string {
 	var b bytes.Buffer
 	q := strconv.Quote
 	b.WriteString("# written by tests/e2e\n")
@@ -255,6 +284,8 @@ func tgtConfigYAML(spec Spec) string {
 			switch ns.Backend {
 			case BackendFile:
 				f = append(f, "path: "+q(ns.Path))
+			case BackendBlock:
+				f = append(f, "backend: block", "path: "+q(loops[ns.Path]))
 			default:
 				f = append(f, "backend: "+q(string(ns.Backend)))
 			}
@@ -262,7 +293,7 @@ func tgtConfigYAML(spec Spec) string {
 			if ns.UUID != "" {
 				f = append(f, "uuid: "+q(ns.UUID))
 			}
-			if ns.BlockSize != 0 {
+			if ns.BlockSize != 0 && ns.Backend != BackendBlock { // a block device has its own
 				f = append(f, fmt.Sprintf("block_size: %d", ns.BlockSize))
 			}
 			fmt.Fprintf(&b, "      - {%s}\n", strings.Join(f, ", "))
