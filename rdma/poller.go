@@ -3,11 +3,11 @@ package rdma
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
 )
@@ -37,12 +37,13 @@ func splitWRID(id uint64) (kind int, qidx, gen, idx uint16) {
 // happen on its goroutine, which is locked to an OS thread; other
 // goroutines reach it through mbox (finished requests) and ctl (control).
 type poller struct {
-	d      *device
-	idx    int
-	log    *slog.Logger
-	ch     *verbs.CompChannel
-	chFile *os.File
-	cq     *verbs.CQ
+	d   *device
+	idx int
+	log *slog.Logger
+	ch  *verbs.CompChannel
+	cq  *verbs.CQ
+	// evfd wakes the poller from its sleep in ch.Wait (an eventfd).
+	evfd int
 
 	// guarded by d.mu
 	cqBudget int
@@ -59,8 +60,6 @@ type poller struct {
 
 	mbox     chan *request
 	ctl      chan func()
-	wake     chan struct{}
-	cqEvent  chan struct{}
 	sleeping atomic.Bool
 	stop     chan struct{}
 	done     chan struct{}
@@ -82,14 +81,11 @@ func newPoller(d *device, idx, firstChunk, nchunks int) (*poller, error) {
 		return nil, err
 	}
 	p.cqBudget = cqSize
-	fd, err := syscall.Dup(p.ch.Fd())
-	if err != nil {
+	if p.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		p.cq.Destroy()
 		p.ch.Close()
-		return nil, fmt.Errorf("dup completion channel: %w", err)
+		return nil, fmt.Errorf("eventfd: %w", err)
 	}
-	syscall.SetNonblock(fd, true)
-	p.chFile = os.NewFile(uintptr(fd), "ibv-comp-channel")
 	maxReqs := cfg.MaxQueues * 2 * d.depth
 	p.queues = make([]*queue, cfg.MaxQueues)
 	p.gens = make([]uint16, cfg.MaxQueues)
@@ -103,41 +99,10 @@ func newPoller(d *device, idx, firstChunk, nchunks int) (*poller, error) {
 	p.recvWRs = make([]verbs.RecvWR, verbs.MaxBatch)
 	p.mbox = make(chan *request, maxReqs)
 	p.ctl = make(chan func(), 1024)
-	p.wake = make(chan struct{}, 1)
-	p.cqEvent = make(chan struct{}, 1)
 	p.stop = make(chan struct{})
 	p.done = make(chan struct{})
-	go p.watchEvents()
 	go p.run()
 	return p, nil
-}
-
-// watchEvents turns completion channel events into wake-ups, waiting in
-// the Go runtime's poller so an idle target uses no CPU.
-func (p *poller) watchEvents() {
-	rc, err := p.chFile.SyscallConn()
-	if err != nil {
-		p.log.Error("completion channel", "err", err)
-		return
-	}
-	for {
-		var gerr error
-		err := rc.Read(func(uintptr) bool {
-			ok, e := p.ch.GetEvent()
-			if e != nil {
-				gerr = e
-				return true
-			}
-			return ok
-		})
-		if err != nil || gerr != nil {
-			return
-		}
-		select {
-		case p.cqEvent <- struct{}{}:
-		default:
-		}
-	}
 }
 
 func (p *poller) run() {
@@ -153,10 +118,8 @@ func (p *poller) run() {
 			lastWork = time.Now()
 			continue
 		}
-		select {
-		case <-p.stop:
+		if p.stopping() {
 			return
-		default:
 		}
 		if time.Since(lastWork) < idle {
 			continue
@@ -207,7 +170,9 @@ func (p *poller) drain() int {
 }
 
 // sleep arms the CQ and blocks until a completion, a handed-over request
-// or a control function arrives.
+// or a control function arrives. It blocks this locked thread in one cgo
+// call (poll on the completion channel and the eventfd), so a wake-up is one
+// kernel wake-up of this thread, with no goroutine hand-offs on the way.
 func (p *poller) sleep() {
 	if err := p.cq.ReqNotify(); err != nil {
 		p.log.Error("arm CQ", "err", err)
@@ -219,26 +184,46 @@ func (p *poller) sleep() {
 		return
 	}
 	p.sleeping.Store(true)
-	if len(p.mbox) > 0 || len(p.ctl) > 0 {
+	// Anything handed over before the store above is seen here; anything after
+	// finds sleeping set and writes the eventfd.
+	if len(p.mbox) > 0 || len(p.ctl) > 0 || p.stopping() {
 		p.sleeping.Store(false)
 		return
 	}
 	p.d.t.stats.PollSleeps.Add(1)
-	select {
-	case <-p.wake:
-	case <-p.cqEvent:
-	case <-p.stop:
-	}
+	_, _, err := p.ch.Wait(p.evfd, -1)
 	p.sleeping.Store(false)
+	if err != nil {
+		p.log.Error("wait for completions", "err", err)
+		time.Sleep(time.Millisecond)
+	}
 	p.d.t.stats.PollWakeups.Add(1)
 }
 
+func (p *poller) stopping() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// evOne is the eventfd increment, in the host's byte order (little-endian
+// on every architecture this runs on).
+var evOne = [8]byte{1}
+
+// kick wakes the poller if it sleeps. Only the first kicker of a sleep pays
+// for the write.
 func (p *poller) kick() {
-	if p.sleeping.Load() {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
+	if p.sleeping.Load() && p.sleeping.CompareAndSwap(true, false) {
+		p.wakeUp()
+	}
+}
+
+func (p *poller) wakeUp() {
+	if _, err := unix.Write(p.evfd, evOne[:]); err != nil && err != unix.EAGAIN {
+		p.log.Error("wake poller", "err", err)
 	}
 }
 
@@ -382,8 +367,9 @@ func (p *poller) close() error {
 	default:
 		close(p.stop)
 	}
+	p.wakeUp()
 	<-p.done
-	p.chFile.Close()
+	unix.Close(p.evfd)
 	if err := p.cq.Destroy(); err != nil {
 		return err
 	}

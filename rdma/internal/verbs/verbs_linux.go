@@ -9,6 +9,8 @@ package verbs
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +159,31 @@ static int nt_get_cq_event(struct ibv_comp_channel *ch) {
 	if (ibv_get_cq_event(ch, &cq, &ctx)) return -errno;
 	ibv_ack_cq_events(cq, 1);
 	return 1;
+}
+
+// nt_wait blocks until the completion channel or the eventfd is readable, or timeout_ms
+// passes (-1: no limit). It consumes and acknowledges a CQ event and drains the eventfd, and
+// returns a mask: 1 a CQ event, 2 a wake-up; or -errno.
+static int nt_wait(struct ibv_comp_channel *ch, int evfd, int timeout_ms) {
+	struct pollfd fds[2] = {{.fd = ch->fd, .events = POLLIN}, {.fd = evfd, .events = POLLIN}};
+	int rc = poll(fds, evfd >= 0 ? 2 : 1, timeout_ms);
+	if (rc < 0) return errno == EINTR ? 0 : -errno;
+	int mask = 0;
+	if (fds[0].revents & (POLLIN | POLLERR | POLLHUP)) {
+		struct ibv_cq *cq; void *ctx;
+		if (ibv_get_cq_event(ch, &cq, &ctx) == 0) {
+			ibv_ack_cq_events(cq, 1);
+			mask |= 1;
+		} else if (errno != EAGAIN) {
+			return -errno;
+		}
+	}
+	if (evfd >= 0 && (fds[1].revents & POLLIN)) {
+		uint64_t v;
+		if (read(evfd, &v, sizeof(v)) < 0 && errno != EAGAIN) return -errno;
+		mask |= 2;
+	}
+	return mask;
 }
 
 static int nt_device_count(void) {
@@ -508,6 +535,18 @@ func (ch *CompChannel) GetEvent() (bool, error) {
 	return true, nil
 }
 
+// Wait blocks the calling thread until a CQ on the channel raises an event (consumed and
+// acknowledged: cq is true), eventfd evfd becomes readable (drained: woken is true), or
+// timeoutMs passes (-1 waits without limit). evfd < 0 waits for the channel alone. One cgo call,
+// so a poller sleeping in it wakes with one kernel wake-up.
+func (ch *CompChannel) Wait(evfd, timeoutMs int) (cq, woken bool, err error) {
+	rc := C.nt_wait(ch.p, C.int(evfd), C.int(timeoutMs))
+	if rc < 0 {
+		return false, false, fmt.Errorf("wait for completion event: %w", errno(rc))
+	}
+	return rc&1 != 0, rc&2 != 0, nil
+}
+
 // Close destroys the channel; its CQs must be destroyed first.
 func (ch *CompChannel) Close() error {
 	if rc := C.ibv_destroy_comp_channel(ch.p); rc != 0 {
@@ -564,7 +603,13 @@ func (cq *CQ) Destroy() error {
 }
 
 // QP is a reliable-connected queue pair created through rdma_cm.
-type QP struct{ p *C.struct_ibv_qp }
+type QP struct {
+	p *C.struct_ibv_qp
+	// bad receives the index of a failed work request. A field, not a local: the address of a
+	// local handed to C would move it to the heap on every post. A QP is posted to by one
+	// goroutine at a time.
+	bad C.int
+}
 
 // Num is the QP number.
 func (qp *QP) Num() uint32 { return uint32(qp.p.qp_num) }
@@ -575,10 +620,9 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
-	var bad C.int
-	rc := C.nt_post_send(qp.p, (*C.nt_send_wr)(unsafe.Pointer(&wrs[0])), C.int(len(wrs)), &bad)
+	rc := C.nt_post_send(qp.p, (*C.nt_send_wr)(unsafe.Pointer(&wrs[0])), C.int(len(wrs)), &qp.bad)
 	if rc < 0 {
-		return int(bad), fmt.Errorf("ibv_post_send: %w", errno(rc))
+		return int(qp.bad), fmt.Errorf("ibv_post_send: %w", errno(rc))
 	}
 	return int(rc), nil
 }
@@ -588,10 +632,9 @@ func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
-	var bad C.int
-	rc := C.nt_post_recv(qp.p, (*C.nt_recv_wr)(unsafe.Pointer(&wrs[0])), C.int(len(wrs)), &bad)
+	rc := C.nt_post_recv(qp.p, (*C.nt_recv_wr)(unsafe.Pointer(&wrs[0])), C.int(len(wrs)), &qp.bad)
 	if rc < 0 {
-		return int(bad), fmt.Errorf("ibv_post_recv: %w", errno(rc))
+		return int(qp.bad), fmt.Errorf("ibv_post_recv: %w", errno(rc))
 	}
 	return int(rc), nil
 }

@@ -62,6 +62,7 @@ func (*Context) Handle() uintptr                         { return 0 }
 func (*Context) Query() (DeviceAttr, error)              { return DeviceAttr{}, ErrNotSupported }
 func (*Context) AllocPD() (*PD, error)                   { return nil, ErrNotSupported }
 func (*Context) NewCompChannel() (*CompChannel, error)   { return nil, ErrNotSupported }
+func (*CompChannel) Wait(int, int) (bool, bool, error)   { return false, false, ErrNotSupported }
 func (*Context) CreateCQ(int, *CompChannel) (*CQ, error) { return nil, ErrNotSupported }
 func (*PD) RegMR([]byte) (*MR, error)                    { return nil, ErrNotSupported }
 func (*PD) Dealloc() error                               { return nil }
