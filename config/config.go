@@ -111,6 +111,9 @@ type Controller struct {
 type Metrics struct {
 	// Listen is host:port, default "127.0.0.1:9771"; "" disables metrics.
 	Listen string `mapstructure:"listen"`
+	// Pprof also serves Go's profiler at /debug/pprof/ on the same address. Off by default:
+	// profiles show internals, so enable it only on a trusted address.
+	Pprof bool `mapstructure:"pprof"`
 }
 
 // Log configures logging.
@@ -147,6 +150,7 @@ var scalarDefaults = []struct {
 	{"rdma.send_with_invalidate", SendWithInvalidateAuto},
 	{"controller.kato_max", 2 * time.Minute},
 	{"metrics.listen", "127.0.0.1:9771"},
+	{"metrics.pprof", false},
 	{"log.level", "info"},
 	{"log.format", "text"},
 }
