@@ -11,7 +11,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BUILD_PKGS := gcc libibverbs-dev librdmacm-dev
 LAB_PKGS := qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs rdma-core ibverbs-utils rdmacm-utils perftest nvme-cli fio iproute2 curl
 
-.PHONY: all build deps unit e2e test demo fuzz vet clean
+.PHONY: all build deps unit e2e test demo bench fuzz vet clean
 
 all: build
 
@@ -29,6 +29,7 @@ build: deps
 vet: deps
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./tests/...
+	$(GO) vet -tags e2e,bench ./tests/...
 
 unit: deps
 	$(GO) test -race -count=1 ./...
@@ -47,6 +48,10 @@ test: vet unit e2e
 
 demo: build
 	tests/lab/demo.sh
+
+# Side-by-side with the kernel's nvmet in one guest boot; writes bench/results/<date>.*
+bench: build
+	tests/lab/bench.sh
 
 clean:
 	rm -rf bin tests/out

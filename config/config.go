@@ -96,7 +96,7 @@ type RDMA struct {
 	IOUnitSize         Bytes         `mapstructure:"io_unit_size"`         // data buffer chunk, default 64KiB, power of two 4KiB..MDTS
 	BufferPoolSize     Bytes         `mapstructure:"buffer_pool_size"`     // registered data buffer memory per device, default 64MiB, >= MDTS
 	Pollers            int           `mapstructure:"pollers"`              // completion pollers per device, default 1, 1..64
-	PollIdle           time.Duration `mapstructure:"poll_idle"`            // busy-poll this long before sleeping, default 200us, 0..1s
+	PollIdle           time.Duration `mapstructure:"poll_idle"`            // busy-poll at least this long before sleeping (adapts up to 2ms), default 200us, 0..1s
 	SendWithInvalidate string        `mapstructure:"send_with_invalidate"` // "auto" (default), "on" or "off"
 }
 

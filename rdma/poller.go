@@ -105,11 +105,29 @@ func newPoller(d *device, idx, firstChunk, nchunks int) (*poller, error) {
 	return p, nil
 }
 
+// pollWindowMax caps how long the poller busy-polls an idle CQ before it
+// sleeps, however short its recent sleeps were.
+const pollWindowMax = 2 * time.Millisecond
+
+// nextWindow adapts the busy-poll window to the last sleep. A sleep that work
+// ended within pollWindowMax was a loss (a wake-up costs more than polling
+// through the gap, as at queue depth 1): the window grows to cover such a gap.
+// A longer sleep (an idle host) sets it back to base, so an idle target sleeps
+// at once and uses no CPU. A base of 0 turns busy-polling off altogether.
+func nextWindow(window, base, slept time.Duration) time.Duration {
+	limit := max(base, pollWindowMax)
+	if base == 0 || slept >= limit {
+		return base
+	}
+	return min(max(2*window, slept+slept/2), limit)
+}
+
 func (p *poller) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(p.done)
-	idle := p.d.t.cfg.PollIdle
+	base := p.d.t.cfg.PollIdle
+	window := base
 	lastWork := time.Now()
 	for {
 		n := p.poll()
@@ -121,11 +139,13 @@ func (p *poller) run() {
 		if p.stopping() {
 			return
 		}
-		if time.Since(lastWork) < idle {
+		if time.Since(lastWork) < window {
 			continue
 		}
+		start := time.Now()
 		p.sleep()
 		lastWork = time.Now()
+		window = nextWindow(window, base, lastWork.Sub(start))
 	}
 }
 

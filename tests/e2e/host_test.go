@@ -52,8 +52,10 @@ func (h host) flags() []string {
 	return []string{"--hostnqn", h.NQN, "--hostid", h.ID}
 }
 
-func fabricFlags() []string {
-	return []string{"-t", "rdma", "-a", labAddr, "-s", strconv.Itoa(portRDMA)}
+func fabricFlags() []string { return fabricFlagsPort(portRDMA) }
+
+func fabricFlagsPort(port int) []string {
+	return []string{"-t", "rdma", "-a", labAddr, "-s", strconv.Itoa(port)}
 }
 
 // discoveryLog is `nvme discover -o json` (nvme-cli 2.3).
@@ -96,7 +98,13 @@ type controller struct {
 // the test ends; on failure it checks that the attempt left no controller behind.
 func (h host) connect(t *testing.T, subnqn string) (*controller, error) {
 	t.Helper()
-	args := append([]string{"connect"}, fabricFlags()...)
+	return h.connectPort(t, subnqn, portRDMA)
+}
+
+// connectPort is connect to the target's RDMA port port.
+func (h host) connectPort(t *testing.T, subnqn string, port int) (*controller, error) {
+	t.Helper()
+	args := append([]string{"connect"}, fabricFlagsPort(port)...)
 	args = append(args, "-n", subnqn)
 	args = append(args, h.flags()...)
 	// Bounded reconnects: if the target dies mid-test, I/O fails instead of hanging the suite.
@@ -125,7 +133,13 @@ func (h host) connect(t *testing.T, subnqn string) (*controller, error) {
 // mustConnect connects and waits for the block devices of nsids.
 func (h host) mustConnect(t *testing.T, subnqn string, nsids ...uint32) *controller {
 	t.Helper()
-	c, err := h.connect(t, subnqn)
+	return h.mustConnectPort(t, subnqn, portRDMA, nsids...)
+}
+
+// mustConnectPort is mustConnect to the target's RDMA port port.
+func (h host) mustConnectPort(t *testing.T, subnqn string, port int, nsids ...uint32) *controller {
+	t.Helper()
+	c, err := h.connectPort(t, subnqn, port)
 	if err != nil {
 		t.Fatalf("connect %s: %v", subnqn, err)
 	}

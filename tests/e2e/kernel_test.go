@@ -24,6 +24,9 @@ const (
 // zero-sized disk. Memory namespaces are memory-backed null_blk disks.
 type kernelTarget struct {
 	dir string
+	// nativeFile puts file namespaces on nvmet's own file backend (O_DIRECT) instead of a loop
+	// device; the image must be on a filesystem that takes O_DIRECT (scratchDir does).
+	nativeFile bool
 
 	spec      Spec
 	running   bool
@@ -169,7 +172,10 @@ func (k *kernelTarget) configure(spec Spec) error {
 // backingDevice returns the block device that backs ns, creating it.
 func (k *kernelTarget) backingDevice(ns Namespace) (string, error) {
 	switch ns.Backend {
-	case BackendFile, BackendBlock: // nvmet's file backend is not used: both go through a loop device
+	case BackendFile, BackendBlock:
+		if k.nativeFile && ns.Backend == BackendFile {
+			return ns.Path, nil
+		} // nvmet's file backend is not used: both go through a loop device
 		out, err := runOut(30*time.Second, "losetup", "-f", "--show", "-b", strconv.Itoa(ns.LBASize()), ns.Path)
 		if err != nil {
 			return "", fmt.Errorf("losetup %s: %w", ns.Path, err)

@@ -6,7 +6,8 @@
 # E2E_TARGET=nvmeof-tgt (default) tests bin/nvmeof-tgt, which `make` builds; E2E_TARGET=kernel
 # tests the kernel's nvmet instead. Reports go to tests/out/, emptied first (the guest's raw console
 # log too).
-# LABVM_FLAGS adds flags to labvm (e.g. "--cpus 4 --mem 4096").
+# LABVM_FLAGS adds flags to labvm (e.g. "--cpus 4 --mem 4096"). E2E_TAGS are the build tags
+# (default e2e; make bench uses e2e,bench). BENCH_* variables are passed on to the guest.
 # Exit status: the test binary's (labvm's 124 on timeout).
 set -euo pipefail
 
@@ -16,12 +17,14 @@ out=$repo/tests/out
 export PATH=$PATH:/usr/local/go/bin
 
 cd "$repo"
-go test -c -tags e2e -o bin/e2e.test ./tests/e2e
+go test -c -tags "${E2E_TAGS:-e2e}" -o bin/e2e.test ./tests/e2e
 rm -rf "$out" && mkdir -p "$out"
 
 inner=$(mktemp "${TMPDIR:-/tmp}/e2e-inner.XXXXXX")
 trap 'rm -f "$inner"' EXIT
-cat >"$inner" <<'INNER'
+# The guest starts from a clean environment: carry the benchmark's settings over.
+for v in $(compgen -e -X '!BENCH_*'); do printf 'export %s=%q\n' "$v" "${!v}"; done >"$inner"
+cat >>"$inner" <<'INNER'
 # In the guest: $1 repo, $2 target kind, then flags for the test binary.
 set -o pipefail
 repo=$1 target=$2; shift 2

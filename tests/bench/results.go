@@ -1,0 +1,66 @@
+// Package bench holds the results of the lab benchmark (make bench): what the guest measured,
+// and how it is summarised into bench/results/<date>.{json,md,png}. It is pure Go: the guest
+// side that runs fio and perftest lives in tests/e2e (build tags e2e and bench).
+package bench
+
+// Target names in Run.Target.
+const (
+	TargetOurs   = "nvmeof-tgt"
+	TargetKernel = "kernel-nvmet"
+)
+
+// Results is everything one guest boot measured.
+type Results struct {
+	Date    string `json:"date"`    // UTC, RFC 3339
+	Commit  string `json:"commit"`  // git describe of the tree under test
+	Kernel  string `json:"kernel"`  // guest kernel release
+	CPUs    int    `json:"cpus"`    // guest vCPUs
+	MemMiB  int    `json:"mem_mib"` // guest memory
+	Runtime int    `json:"runtime_s"`
+	Ramp    int    `json:"ramp_s"`
+
+	Runs []Run     `json:"runs"` // every fio run, in the order run (A B A B …)
+	Link []LinkRun `json:"link"` // perftest on the same rxe device
+
+	// Idle: nvmeof-tgt with hosts connected and no I/O.
+	IdleSeconds    float64 `json:"idle_s"`
+	IdleCPUPercent float64 `json:"idle_cpu_percent"` // of one core
+
+	// Heap allocations on the RDMA path: runtime/metrics /gc/heap/allocs:objects of the target,
+	// across one fio run, minus what the same time idle (scrapes included) allocated.
+	Allocs *AllocRun `json:"allocs,omitempty"`
+
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Run is one fio job against one target.
+type Run struct {
+	Target  string  `json:"target"`  // TargetOurs or TargetKernel
+	Backend string  `json:"backend"` // "memory" (kernel: null_blk) or "file"
+	Job     string  `json:"job"`     // deploy/fio job name without .fio, e.g. "randread-4k-qd1"
+	Rep     int     `json:"rep"`     // 1, 2, 3 …
+	IOPS    float64 `json:"iops"`    // read+write
+	BW      float64 `json:"bw_bytes_per_s"`
+	ClatP50 float64 `json:"clat_p50_ns"` // completion latency percentiles (0 if not reported)
+	ClatP99 float64 `json:"clat_p99_ns"`
+	IOs     uint64  `json:"ios"`
+	Errors  int     `json:"errors"`
+}
+
+// LinkRun is one perftest measurement of the raw rxe link.
+type LinkRun struct {
+	Tool   string  `json:"tool"` // ib_read_bw, ib_write_bw, ib_send_lat
+	Size   int     `json:"size_bytes"`
+	BW     float64 `json:"bw_bytes_per_s,omitempty"` // _bw tools: average bandwidth
+	LatP50 float64 `json:"lat_p50_ns,omitempty"`     // ib_send_lat: typical (median) latency
+	LatP99 float64 `json:"lat_p99_ns,omitempty"`
+}
+
+// AllocRun is the allocation count across one fio run on nvmeof-tgt.
+type AllocRun struct {
+	Job         string  `json:"job"`
+	IOs         uint64  `json:"ios"`
+	Allocs      uint64  `json:"allocs"`        // during the run
+	IdleAllocs  uint64  `json:"idle_allocs"`   // the same time idle, for the baseline
+	AllocsPerIO float64 `json:"allocs_per_io"` // (Allocs - IdleAllocs) / IOs, never below 0
+}

@@ -1,0 +1,402 @@
+//go:build e2e && bench
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/tests/bench"
+)
+
+// The benchmark (make bench): in one guest boot, the same fio jobs from deploy/fio through the
+// kernel initiator against nvmeof-tgt and against the kernel's nvmet, alternately, plus perftest
+// on the same rxe device as the raw link. It writes a raw bench.Results JSON; the host turns it
+// into bench/results/<date>.{json,md,png} (tests/bench/cmd/benchreport).
+//
+// Environment: BENCH_RUNTIME and BENCH_RAMP (seconds per fio run), BENCH_REPS (A B pairs per
+// job), BENCH_OUT (the raw JSON), BENCH_COMMIT (recorded), BENCH_JOBS (a regexp over
+// "backend/job" to run fewer).
+
+const (
+	benchPortKernel = 4420
+	benchPortOurs   = 4421
+	benchNSSize     = 256 * mib
+)
+
+// benchJobs are the fio jobs of deploy/fio run against each backend, in order.
+var benchJobs = []struct{ backend, job string }{
+	{"memory", "randread-4k-qd1"},
+	{"memory", "randread-4k-qd32"},
+	{"memory", "randwrite-4k-qd32"},
+	{"memory", "seqread-128k-qd16"},
+	{"memory", "seqwrite-128k-qd16"},
+	{"memory", "randread-4k-4jobs"},
+	{"file", "randread-4k-qd1"},
+	{"file", "randwrite-4k-qd32"},
+	{"file", "seqread-128k-qd16"},
+	{"file", "seqwrite-128k-qd16"},
+}
+
+type benchEnv struct {
+	runtime, ramp, reps int
+	fioDir              string
+	dir                 string
+	devs                map[string]map[string]string // target → backend → block device
+	ours                *tgtProcess
+}
+
+func TestBench(t *testing.T) {
+	if targetKind != kindNvmeofTgt {
+		t.Fatalf("TestBench compares nvmeof-tgt with kernel nvmet: run it with E2E_TARGET=%s", kindNvmeofTgt)
+	}
+	env := &benchEnv{
+		runtime: envInt(t, "BENCH_RUNTIME", 10),
+		ramp:    envInt(t, "BENCH_RAMP", 3),
+		reps:    envInt(t, "BENCH_REPS", 3),
+		fioDir:  envOr("BENCH_FIO_DIR", "deploy/fio"),
+		dir:     testDir(t),
+	}
+	dumpDmesgOnFailure(t, env.dir)
+	res := &bench.Results{
+		Date:    time.Now().UTC().Format(time.RFC3339),
+		Commit:  os.Getenv("BENCH_COMMIT"),
+		Kernel:  strings.TrimSpace(readSys("/proc/sys/kernel/osrelease")),
+		CPUs:    runtime.NumCPU(),
+		MemMiB:  memTotalMiB(),
+		Runtime: env.runtime,
+		Ramp:    env.ramp,
+	}
+	out := envOr("BENCH_OUT", filepath.Join(resultsDir, "bench-raw.json"))
+	t.Cleanup(func() {
+		if t.Failed() {
+			res.Notes = append(res.Notes, "incomplete: the benchmark run failed part way; see the test log")
+		}
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err == nil {
+			err = os.WriteFile(out, b, 0o644)
+		}
+		if err != nil {
+			t.Errorf("write %s: %v", out, err)
+			return
+		}
+		t.Logf("raw results: %s", out)
+	})
+	var filter func(string) bool
+	if f := os.Getenv("BENCH_JOBS"); f != "" {
+		re, err := regexp.Compile(f)
+		if err != nil {
+			t.Fatalf("BENCH_JOBS: %v", err)
+		}
+		filter = re.MatchString
+		res.Notes = append(res.Notes, "only the jobs matching "+strconv.Quote(f))
+	}
+
+	// Both targets at once, on the same rxe device and address, each with a memory namespace
+	// (null_blk for the kernel) and a file namespace on the same filesystem.
+	h := newHost(t)
+	specFor := func(name string, port int) Spec {
+		return Spec{Port: Port{Transport: "rdma", Address: labAddr, Service: port}, Subsystems: []Subsystem{{
+			NQN: nqn(name), AllowAnyHost: true,
+			Namespaces: []Namespace{
+				memNS(1, benchNSSize, 512, ""),
+				{NSID: 2, Backend: BackendFile, Path: filepath.Join(scratchDir, name+".img"), Size: benchNSSize, BlockSize: 512},
+			},
+		}}}
+	}
+	kspec, ospec := specFor("bench-kernel", benchPortKernel), specFor("bench-tgt", benchPortOurs)
+	for _, sub := range []string{"kernel", "tgt"} {
+		if err := os.MkdirAll(filepath.Join(env.dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := &kernelTarget{dir: filepath.Join(env.dir, "kernel"), nativeFile: true}
+	k.Start(t, kspec)
+	env.ours = &tgtProcess{bin: tgtBin, dir: filepath.Join(env.dir, "tgt")}
+	env.ours.Start(t, ospec)
+	kc := h.mustConnectPort(t, kspec.Subsystems[0].NQN, benchPortKernel, 1, 2)
+	oc := h.mustConnectPort(t, ospec.Subsystems[0].NQN, benchPortOurs, 1, 2)
+	env.devs = map[string]map[string]string{
+		bench.TargetKernel: {"memory": kc.blockDev(t, 1), "file": kc.blockDev(t, 2)},
+		bench.TargetOurs:   {"memory": oc.blockDev(t, 1), "file": oc.blockDev(t, 2)},
+	}
+	t.Logf("devices: %v", env.devs)
+
+	// Reads must find data, not holes or unallocated null_blk pages.
+	for _, tg := range []string{bench.TargetOurs, bench.TargetKernel} {
+		for _, be := range []string{"memory", "file"} {
+			mustRun(t, fioTimeout, "fio", "--name=prefill", "--filename="+env.devs[tg][be], "--rw=write",
+				"--bs=1m", "--iodepth=16", "--direct=1", "--ioengine=libaio", "--size="+strconv.Itoa(benchNSSize))
+		}
+	}
+
+	res.Link = runPerftest(t)
+
+	// Idle: both hosts connected (keep-alives flowing), no I/O.
+	const idle = 10 * time.Second
+	cpu0 := procCPUTicks(t, env.ours.cmd.Process.Pid)
+	time.Sleep(idle)
+	cpu1 := procCPUTicks(t, env.ours.cmd.Process.Pid)
+	res.IdleSeconds = idle.Seconds()
+	res.IdleCPUPercent = float64(cpu1-cpu0) / clockTicks / idle.Seconds() * 100
+	t.Logf("idle CPU: %.2f%% of a core over %v", res.IdleCPUPercent, idle)
+
+	res.Allocs = env.measureAllocs(t)
+
+	for _, j := range benchJobs {
+		if filter != nil && !filter(j.backend+"/"+j.job) {
+			continue
+		}
+		for rep := 1; rep <= env.reps; rep++ {
+			for _, tg := range []string{bench.TargetOurs, bench.TargetKernel} {
+				r := env.runJob(t, tg, j.backend, j.job, rep)
+				res.Runs = append(res.Runs, r)
+				t.Logf("%s %s/%s #%d: %.0f IOPS %.1f MiB/s p50 %.0fµs p99 %.0fµs", tg, j.backend, j.job, rep,
+					r.IOPS, r.BW/mib, r.ClatP50/1e3, r.ClatP99/1e3)
+			}
+		}
+	}
+}
+
+// runJob runs deploy/fio/<job>.fio against one target's device.
+func (e *benchEnv) runJob(t *testing.T, target, backend, job string, rep int) bench.Run {
+	t.Helper()
+	report := filepath.Join(e.dir, fmt.Sprintf("%s-%s-%s-%d.json", target, backend, job, rep))
+	timeout := time.Duration(e.runtime+e.ramp)*time.Second + 2*time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "fio", "--output-format=json", "--output="+report, filepath.Join(e.fioDir, job+".fio"))
+	cmd.Env = append(os.Environ(), "DEV="+e.devs[target][backend],
+		"RUNTIME="+strconv.Itoa(e.runtime), "RAMP="+strconv.Itoa(e.ramp))
+	cmd.WaitDelay = 5 * time.Second
+	outb, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("fio %s on %s %s: %v\n%s", job, target, backend, err, limit(outb))
+	}
+	raw, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatalf("fio report: %v", err)
+	}
+	r, err := parseBenchFio(raw)
+	if err != nil {
+		t.Fatalf("fio report %s: %v", report, err)
+	}
+	r.Target, r.Backend, r.Job, r.Rep = target, backend, job, rep
+	if r.Errors != 0 || r.IOs == 0 {
+		t.Errorf("fio %s on %s %s: error %d, %d I/Os", job, target, backend, r.Errors, r.IOs)
+	}
+	return r
+}
+
+// benchFio is the part of fio's JSON report the benchmark reads.
+type benchFio struct {
+	Jobs []struct {
+		Error int           `json:"error"`
+		Read  benchFioStats `json:"read"`
+		Write benchFioStats `json:"write"`
+	} `json:"jobs"`
+}
+
+type benchFioStats struct {
+	IOPS     float64 `json:"iops"`
+	BW       float64 `json:"bw_bytes"`
+	TotalIOs uint64  `json:"total_ios"`
+	Clat     struct {
+		Percentile map[string]float64 `json:"percentile"`
+	} `json:"clat_ns"`
+}
+
+// parseBenchFio sums a group-reported fio run; latency percentiles come from the direction
+// that did the most I/O.
+func parseBenchFio(raw []byte) (bench.Run, error) {
+	// fio may print notes before the JSON document.
+	if i := strings.IndexByte(string(raw), '{'); i > 0 {
+		raw = raw[i:]
+	}
+	var rep benchFio
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return bench.Run{}, err
+	}
+	if len(rep.Jobs) != 1 {
+		return bench.Run{}, fmt.Errorf("%d job reports, want 1 (group_reporting)", len(rep.Jobs))
+	}
+	j := rep.Jobs[0]
+	lat := j.Read
+	if j.Write.TotalIOs > j.Read.TotalIOs {
+		lat = j.Write
+	}
+	return bench.Run{
+		IOPS: j.Read.IOPS + j.Write.IOPS, BW: j.Read.BW + j.Write.BW,
+		ClatP50: lat.Clat.Percentile["50.000000"], ClatP99: lat.Clat.Percentile["99.000000"],
+		IOs: j.Read.TotalIOs + j.Write.TotalIOs, Errors: j.Error,
+	}, nil
+}
+
+// measureAllocs counts nvmeof-tgt's heap allocations (runtime/metrics, exported as
+// go_memstats_mallocs_total) across two fio runs that cover both data directions and both
+// backends, against the same span idle; I/Os are the target's own per-namespace counts.
+func (e *benchEnv) measureAllocs(t *testing.T) *bench.AllocRun {
+	t.Helper()
+	mallocs := func(m map[string]float64) float64 { v, _ := metricSum(m, "go_memstats_mallocs_total"); return v }
+	ops := func(m map[string]float64) float64 { v, _ := metricSum(m, "nvmeof_tgt_namespace_ops_total"); return v }
+
+	start := time.Now()
+	m0 := scrapeMetrics(t)
+	e.runJob(t, bench.TargetOurs, "memory", "randread-4k-qd32", 0)
+	e.runJob(t, bench.TargetOurs, "file", "randwrite-4k-qd32", 0)
+	m1 := scrapeMetrics(t)
+	span := time.Since(start)
+
+	i0 := scrapeMetrics(t)
+	time.Sleep(span)
+	i1 := scrapeMetrics(t)
+
+	a := &bench.AllocRun{
+		Job:        "memory/randread-4k-qd32 + file/randwrite-4k-qd32",
+		IOs:        uint64(ops(m1) - ops(m0)),
+		Allocs:     uint64(mallocs(m1) - mallocs(m0)),
+		IdleAllocs: uint64(mallocs(i1) - mallocs(i0)),
+	}
+	if a.IOs > 0 && a.Allocs > a.IdleAllocs {
+		a.AllocsPerIO = float64(a.Allocs-a.IdleAllocs) / float64(a.IOs)
+	}
+	t.Logf("allocations: %d during %d I/Os, %d idle over the same %v: %.4f per I/O",
+		a.Allocs, a.IOs, a.IdleAllocs, span.Round(time.Second), a.AllocsPerIO)
+	return a
+}
+
+// runPerftest measures the raw link with perftest over rdma_cm on the lab's rxe device: the
+// server and the client are both in this guest, on the same address.
+func runPerftest(t *testing.T) []bench.LinkRun {
+	t.Helper()
+	dev := os.Getenv("LAB_RDMA_DEV")
+	var out []bench.LinkRun
+	for _, c := range []struct {
+		tool string
+		size int
+		args []string
+	}{
+		{"ib_read_bw", 128 * kib, []string{"-D", "5"}},
+		{"ib_write_bw", 128 * kib, []string{"-D", "5"}},
+		{"ib_send_lat", 64, []string{"-n", "2000"}},
+	} {
+		args := append([]string{"-d", dev, "-R", "-F", "-s", strconv.Itoa(c.size)}, c.args...)
+		srv := exec.Command(c.tool, args...)
+		if err := srv.Start(); err != nil {
+			t.Fatalf("%s server: %v", c.tool, err)
+		}
+		time.Sleep(2 * time.Second)
+		cli, err := runOut(2*time.Minute, c.tool, append(args, labAddr)...)
+		_ = srv.Wait()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", c.tool, err, cli)
+		}
+		r, err := parsePerftest(c.tool, cli)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", c.tool, err, cli)
+		}
+		r.Size = c.size
+		t.Logf("%s %d B: %.1f MiB/s, latency p50 %.1fµs p99 %.1fµs", c.tool, c.size, r.BW/mib, r.LatP50/1e3, r.LatP99/1e3)
+		out = append(out, r)
+	}
+	return out
+}
+
+// parsePerftest reads the result line of a perftest client: for _bw tools "#bytes #iterations
+// BW-peak BW-average MsgRate" (MB/sec, perftest's MB being 2^20 bytes), for _lat tools
+// "#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%" (µs).
+func parsePerftest(tool, text string) (bench.LinkRun, error) {
+	r := bench.LinkRun{Tool: tool}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
+			continue
+		}
+		if _, err := strconv.Atoi(f[0]); err != nil {
+			continue
+		}
+		num := func(i int) (float64, error) {
+			if i >= len(f) {
+				return 0, fmt.Errorf("result line %q: no field %d", sc.Text(), i)
+			}
+			return strconv.ParseFloat(f[i], 64)
+		}
+		if strings.HasSuffix(tool, "_bw") {
+			avg, err := num(3)
+			if err != nil {
+				return r, err
+			}
+			r.BW = avg * mib
+			return r, nil
+		}
+		typ, err := num(4)
+		if err != nil {
+			return r, err
+		}
+		p99, err := num(7)
+		if err != nil {
+			return r, err
+		}
+		r.LatP50, r.LatP99 = typ*1e3, p99*1e3
+		return r, nil
+	}
+	return r, fmt.Errorf("no result line")
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times (100 on every Linux arch Go runs on).
+const clockTicks = 100
+
+// procCPUTicks is a process's user plus system CPU time, in clock ticks.
+func procCPUTicks(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("cpu time: %v", err)
+	}
+	// The command name may hold spaces; fields after it start at ") ".
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("cpu time: bad /proc/%d/stat: %q", pid, s)
+	}
+	return ut + st
+}
+
+func memTotalMiB() int {
+	for _, line := range strings.Split(readSys("/proc/meminfo"), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.Atoi(f[1])
+			return int(math.Round(float64(kb) / 1024))
+		}
+	}
+	return 0
+}
+
+func envInt(t *testing.T, key string, def int) int {
+	t.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", key, v)
+	}
+	return n
+}
