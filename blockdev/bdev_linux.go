@@ -102,8 +102,7 @@ func (d *blockDevice) Discard(off, length int64) error {
 	if length == 0 {
 		return nil
 	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
+	defer d.mu.rlock(uintptr(off)).RUnlock()
 	if d.fd < 0 {
 		return fmt.Errorf("discard %s: %w", d.path, ErrClosed)
 	}
@@ -126,8 +125,7 @@ func (d *blockDevice) WriteZeroes(off, length int64) error {
 	if length == 0 {
 		return nil
 	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
+	defer d.mu.rlock(uintptr(off)).RUnlock()
 	if d.fd < 0 {
 		return fmt.Errorf("write zeroes %s: %w", d.path, ErrClosed)
 	}

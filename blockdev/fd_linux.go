@@ -3,7 +3,6 @@ package blockdev
 import (
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,7 +20,7 @@ var probeRead = preadFull
 type fdDev struct {
 	// mu is held shared by every call and exclusively by Close, so the fd
 	// number is never reused by the kernel under an in-flight call.
-	mu       sync.RWMutex
+	mu       closeLock
 	fd       int // -1 once closed
 	path     string
 	size     int64
@@ -54,8 +53,7 @@ func (d *fdDev) transfer(op string, p []byte, off int64, write bool) (int, error
 	if len(p) == 0 {
 		return 0, nil
 	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
+	defer d.mu.rlock(ioHint(p, off)).RUnlock()
 	if d.fd < 0 {
 		return 0, fmt.Errorf("%s %s: %w", op, d.path, ErrClosed)
 	}
@@ -104,8 +102,7 @@ func (d *fdDev) bounced(p []byte, off int64, write bool) (int, error) {
 }
 
 func (d *fdDev) Flush() error {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
+	defer d.mu.rlock(0).RUnlock()
 	if d.fd < 0 {
 		return fmt.Errorf("flush %s: %w", d.path, ErrClosed)
 	}

@@ -182,8 +182,7 @@ func (f *fileDevice) Discard(off, length int64) error {
 	if length == 0 {
 		return nil
 	}
-	f.mu.RLock()
-	defer f.mu.RUnlock()
+	defer f.mu.rlock(uintptr(off)).RUnlock()
 	if f.fd < 0 {
 		return fmt.Errorf("discard %s: %w", f.path, ErrClosed)
 	}
@@ -209,8 +208,7 @@ func (f *fileDevice) WriteZeroes(off, length int64) error {
 	if length == 0 {
 		return nil
 	}
-	f.mu.RLock()
-	defer f.mu.RUnlock()
+	defer f.mu.rlock(uintptr(off)).RUnlock()
 	if f.fd < 0 {
 		return fmt.Errorf("write zeroes %s: %w", f.path, ErrClosed)
 	}

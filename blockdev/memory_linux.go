@@ -2,7 +2,6 @@ package blockdev
 
 import (
 	"fmt"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,7 +12,7 @@ import (
 type memDevice struct {
 	// mu is held shared by every call and exclusively by Close, so that no
 	// call touches the mapping after munmap.
-	mu       sync.RWMutex
+	mu       closeLock
 	mem      []byte // the whole mapping, page-rounded; nil once closed
 	size     int64
 	bs       uint32
@@ -50,8 +49,7 @@ func (m *memDevice) ReadAt(p []byte, off int64) (int, error) {
 	if err := checkRange("read", "memory", off, int64(len(p)), m.size, m.bs); err != nil {
 		return 0, err
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	defer m.mu.rlock(ioHint(p, off)).RUnlock()
 	if m.mem == nil {
 		return 0, fmt.Errorf("read memory: %w", ErrClosed)
 	}
@@ -62,8 +60,7 @@ func (m *memDevice) WriteAt(p []byte, off int64) (int, error) {
 	if err := m.checkModify("write", off, int64(len(p))); err != nil {
 		return 0, err
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	defer m.mu.rlock(ioHint(p, off)).RUnlock()
 	if m.mem == nil {
 		return 0, fmt.Errorf("write memory: %w", ErrClosed)
 	}
@@ -71,8 +68,7 @@ func (m *memDevice) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (m *memDevice) Flush() error {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	defer m.mu.rlock(0).RUnlock()
 	if m.mem == nil {
 		return fmt.Errorf("flush memory: %w", ErrClosed)
 	}
@@ -93,8 +89,7 @@ func (m *memDevice) zero(op string, off, length int64) error {
 	if err := m.checkModify(op, off, length); err != nil {
 		return err
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	defer m.mu.rlock(uintptr(off)).RUnlock()
 	if m.mem == nil {
 		return fmt.Errorf("%s memory: %w", op, ErrClosed)
 	}

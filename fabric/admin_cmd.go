@@ -261,13 +261,13 @@ func (c *Controller) smartLog() []byte {
 		if ns == nil {
 			continue
 		}
-		st := &ns.stats
+		st := ns.Stats()
 		// Data units are thousands of 512-byte units, rounded up (§5.14.1.2).
-		sl.DataUnitsRead += (st.ReadBytes.Load()/512 + 999) / 1000
-		sl.DataUnitsWritten += (st.WriteBytes.Load()/512 + 999) / 1000
-		sl.HostReadCommands += st.ReadOps.Load()
-		sl.HostWriteCommands += st.WriteOps.Load()
-		sl.MediaErrors += st.Errors.Load()
+		sl.DataUnitsRead += (st.ReadBytes/512 + 999) / 1000
+		sl.DataUnitsWritten += (st.WriteBytes/512 + 999) / 1000
+		sl.HostReadCommands += st.ReadOps
+		sl.HostWriteCommands += st.WriteOps
+		sl.MediaErrors += st.Errors
 	}
 	sl.Temperature = 300
 	sl.AvailableSpare = 100

@@ -104,8 +104,9 @@ func doRead(r *Request) nvme.Status {
 		}
 		off += int64(len(seg))
 	}
-	ns.stats.ReadOps.Add(1)
-	ns.stats.ReadBytes.Add(uint64(r.DataLen))
+	sh := ns.stats.shard(r)
+	sh.readOps.Add(1)
+	sh.readBytes.Add(uint64(r.DataLen))
 	return nvme.StatusSuccess
 }
 
@@ -125,14 +126,15 @@ func doWrite(r *Request) nvme.Status {
 			return ns.fail(r, nvme.OpFlush, err)
 		}
 	}
-	ns.stats.WriteOps.Add(1)
-	ns.stats.WriteBytes.Add(uint64(r.DataLen))
+	sh := ns.stats.shard(r)
+	sh.writeOps.Add(1)
+	sh.writeBytes.Add(uint64(r.DataLen))
 	return nvme.StatusSuccess
 }
 
 func doFlush(r *Request) nvme.Status {
 	ns := r.ns
-	ns.stats.FlushOps.Add(1)
+	ns.stats.shard(r).flushOps.Add(1)
 	if err := ns.dev.Flush(); err != nil {
 		return ns.fail(r, nvme.OpFlush, err)
 	}
@@ -141,7 +143,7 @@ func doFlush(r *Request) nvme.Status {
 
 func doWriteZeroes(r *Request) nvme.Status {
 	ns := r.ns
-	ns.stats.ZeroOps.Add(1)
+	ns.stats.shard(r).zeroOps.Add(1)
 	off := int64(r.Cmd.SLBA() << ns.blockShift)
 	n := int64(r.Cmd.NumBlocks()) << ns.blockShift
 	if err := ns.dev.WriteZeroes(off, n); err != nil {
@@ -163,7 +165,7 @@ func doDSM(r *Request) nvme.Status {
 	}
 	var buf [256 * nvme.DSMRangeSize]byte
 	n := r.copyFromData(buf[:r.DataLen])
-	ns.stats.DiscardOps.Add(1)
+	ns.stats.shard(r).discardOps.Add(1)
 	for i := 0; i+nvme.DSMRangeSize <= n; i += nvme.DSMRangeSize {
 		rg := nvme.DSMRange(buf[i : i+nvme.DSMRangeSize])
 		slba, nlb := rg.SLBA(), uint64(rg.NumBlocks())

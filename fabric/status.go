@@ -41,7 +41,7 @@ func backendStatus(op uint8, err error) nvme.Status {
 func (ns *Namespace) fail(r *Request, op uint8, err error) nvme.Status {
 	st := backendStatus(op, err)
 	if !st.IsSuccess() {
-		ns.stats.Errors.Add(1)
+		ns.stats.shard(r).errors.Add(1)
 		r.errLBA = r.Cmd.SLBA()
 		// At most one line a second: a failing disk must not flood the log.
 		now := time.Now().Unix()

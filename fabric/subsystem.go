@@ -105,20 +105,14 @@ type Namespace struct {
 	workers    int
 	lastErrLog atomic.Int64 // unix seconds of the last logged backend error
 
-	stats NamespaceStats
-}
-
-// NamespaceStats are a namespace's I/O counters.
-type NamespaceStats struct {
-	ReadOps, WriteOps, ReadBytes, WriteBytes atomic.Uint64
-	FlushOps, ZeroOps, DiscardOps, Errors    atomic.Uint64
+	stats nsCounters
 }
 
 // NSID is the namespace ID.
 func (ns *Namespace) NSID() uint32 { return ns.nsid }
 
-// Stats are the namespace's live counters.
-func (ns *Namespace) Stats() *NamespaceStats { return &ns.stats }
+// Stats is a snapshot of the namespace's counters.
+func (ns *Namespace) Stats() NamespaceStats { return ns.stats.snapshot() }
 
 // AddNamespace attaches a backend as a namespace.
 func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {

@@ -66,14 +66,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, ns := range s.Namespaces() {
 			n := ns.Stats()
 			id := strconv.FormatUint(uint64(ns.NSID()), 10)
-			ct(c.nsOps, n.ReadOps.Load(), s.NQN(), id, "read")
-			ct(c.nsOps, n.WriteOps.Load(), s.NQN(), id, "write")
-			ct(c.nsOps, n.FlushOps.Load(), s.NQN(), id, "flush")
-			ct(c.nsOps, n.ZeroOps.Load(), s.NQN(), id, "write_zeroes")
-			ct(c.nsOps, n.DiscardOps.Load(), s.NQN(), id, "deallocate")
-			ct(c.nsBytes, n.ReadBytes.Load(), s.NQN(), id, "read")
-			ct(c.nsBytes, n.WriteBytes.Load(), s.NQN(), id, "write")
-			ct(c.nsErrors, n.Errors.Load(), s.NQN(), id)
+			ct(c.nsOps, n.ReadOps, s.NQN(), id, "read")
+			ct(c.nsOps, n.WriteOps, s.NQN(), id, "write")
+			ct(c.nsOps, n.FlushOps, s.NQN(), id, "flush")
+			ct(c.nsOps, n.ZeroOps, s.NQN(), id, "write_zeroes")
+			ct(c.nsOps, n.DiscardOps, s.NQN(), id, "deallocate")
+			ct(c.nsBytes, n.ReadBytes, s.NQN(), id, "read")
+			ct(c.nsBytes, n.WriteBytes, s.NQN(), id, "write")
+			ct(c.nsErrors, n.Errors, s.NQN(), id)
 		}
 	}
 	if c.rt == nil {
