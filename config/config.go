@@ -97,6 +97,7 @@ type RDMA struct {
 	BufferPoolSize     Bytes         `mapstructure:"buffer_pool_size"`     // registered data buffer memory per device, default 64MiB, >= MDTS
 	Pollers            int           `mapstructure:"pollers"`              // completion pollers per device, default 1, 1..64
 	PollIdle           time.Duration `mapstructure:"poll_idle"`            // busy-poll at least this long before sleeping (adapts up to 2ms), default 200us, 0..1s
+	PollNap            time.Duration `mapstructure:"poll_nap"`             // pause between empty polls, default 20us, 0 (spin) ..1ms
 	SendWithInvalidate string        `mapstructure:"send_with_invalidate"` // "auto" (default), "on" or "off"
 }
 
@@ -147,6 +148,7 @@ var scalarDefaults = []struct {
 	{"rdma.buffer_pool_size", 64 * MiB},
 	{"rdma.pollers", 1},
 	{"rdma.poll_idle", 200 * time.Microsecond},
+	{"rdma.poll_nap", 20 * time.Microsecond},
 	{"rdma.send_with_invalidate", SendWithInvalidateAuto},
 	{"controller.kato_max", 2 * time.Minute},
 	{"metrics.listen", "127.0.0.1:9771"},

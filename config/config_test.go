@@ -47,6 +47,7 @@ var wantDefaults = struct {
 		BufferPoolSize:     64 * MiB,
 		Pollers:            1,
 		PollIdle:           200 * time.Microsecond,
+		PollNap:            20 * time.Microsecond,
 		SendWithInvalidate: "auto",
 	},
 	Controller: Controller{KeepAliveTimeoutMax: 2 * time.Minute},
@@ -118,6 +119,7 @@ rdma:
   buffer_pool_size: 1GiB
   pollers: 2
   poll_idle: 0
+  poll_nap: 1ms
   send_with_invalidate: off
 controller: {kato_max: 30s}
 metrics: {listen: ""}
@@ -136,6 +138,7 @@ log: {level: DEBUG, format: json}
 		BufferPoolSize:     1 * GiB,
 		Pollers:            2,
 		PollIdle:           0,
+		PollNap:            time.Millisecond,
 		SendWithInvalidate: "off",
 	}
 	if c.RDMA != want {

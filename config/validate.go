@@ -258,6 +258,9 @@ func (r RDMA) validate(p *problems) {
 	if r.PollIdle < 0 || r.PollIdle > time.Second {
 		p.add("rdma.poll_idle", "%s: want 0..1s", r.PollIdle)
 	}
+	if r.PollNap < 0 || r.PollNap > time.Millisecond {
+		p.add("rdma.poll_nap", "%s: want 0..1ms", r.PollNap)
+	}
 	switch r.SendWithInvalidate {
 	case SendWithInvalidateAuto, SendWithInvalidateOn, SendWithInvalidateOff:
 	default:

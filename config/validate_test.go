@@ -151,6 +151,8 @@ func TestValidateRejects(t *testing.T) {
 		{"pollers high", func(c *Config) { c.RDMA.Pollers = 65 }, "rdma.pollers", ""},
 		{"poll idle negative", func(c *Config) { c.RDMA.PollIdle = -time.Microsecond }, "rdma.poll_idle", ""},
 		{"poll idle long", func(c *Config) { c.RDMA.PollIdle = 2 * time.Second }, "rdma.poll_idle", ""},
+		{"poll nap negative", func(c *Config) { c.RDMA.PollNap = -time.Microsecond }, "rdma.poll_nap", ""},
+		{"poll nap long", func(c *Config) { c.RDMA.PollNap = 2 * time.Millisecond }, "rdma.poll_nap", ""},
 		{"send with invalidate", func(c *Config) { c.RDMA.SendWithInvalidate = "yes" }, "rdma.send_with_invalidate", ""},
 
 		// Controller, metrics, log.

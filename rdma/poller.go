@@ -126,7 +126,14 @@ func (p *poller) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(p.done)
-	base := p.d.t.cfg.PollIdle
+	base := max(p.d.t.cfg.PollIdle, 0)
+	nap := unix.NsecToTimespec(p.d.t.cfg.PollNap.Nanoseconds())
+	if p.d.t.cfg.PollNap > 0 {
+		// Naps of microseconds need the thread's timer slack (50us by default) cut.
+		if err := unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0); err != nil {
+			p.log.Debug("timer slack", "err", err)
+		}
+	}
 	window := base
 	lastWork := time.Now()
 	for {
@@ -140,6 +147,9 @@ func (p *poller) run() {
 			return
 		}
 		if time.Since(lastWork) < window {
+			if nap.Nsec > 0 {
+				unix.Nanosleep(&nap, nil)
+			}
 			continue
 		}
 		start := time.Now()

@@ -45,8 +45,14 @@ type Config struct {
 	// Pollers is the number of completion pollers (CQs) per device.
 	Pollers int
 	// PollIdle is how long a poller busy-polls an idle CQ before it
-	// sleeps on the completion channel.
+	// sleeps on the completion channel, at least (the window adapts). 0 is
+	// the default, 200us; negative never busy-polls.
 	PollIdle time.Duration
+	// PollNap pauses the poller between empty polls within that window, so
+	// the CPU serves other threads (or, in a virtual machine, the host)
+	// while the host is between I/Os. 0 spins: the lowest latency, for
+	// dedicated cores.
+	PollNap time.Duration
 	// SendWithInvalidate is "auto", "on" or "off".
 	SendWithInvalidate string
 	// Logger receives the transport's log; nil discards.
