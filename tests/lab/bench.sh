@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench.sh (make bench): in one boot of the test guest, run the fio jobs of deploy/fio through the
 # kernel initiator against nvmeof-tgt and the kernel's nvmet (alternately, BENCH_REPS times),
-# and perftest on the same rxe device; then write bench/results/<date>.{json,md,png}.
+# and perftest on the same rxe device; then write bench/results/<date>.{json,md,png}, and run the
+# host-side loop benchmark into bench/results/<date-time>-loop.txt.
 #
 # BENCH_RUNTIME, BENCH_RAMP (seconds per fio run; default 10 and 3), BENCH_REPS (default 3) and
 # BENCH_JOBS (a regexp over backend/job) tune it; LABVM_FLAGS adds labvm flags.
@@ -21,4 +22,9 @@ if [[ ! -s $raw ]]; then
   exit $((rc ? rc : 1))
 fi
 go run ./tests/bench/cmd/benchreport -in "$raw" -out bench/results
+
+# The host-side benchmark: the fabric core through the loop transport, memory backend.
+loop=bench/results/$(date -u +%Y-%m-%d-%H%M)-loop.txt
+go test -run '^$' -bench BenchmarkLoopIO -benchmem -count 3 ./fabric | tee "$loop"
+echo "wrote $loop"
 exit "$rc"
