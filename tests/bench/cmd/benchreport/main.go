@@ -1,5 +1,6 @@
-// Command benchreport turns the raw results of make bench into
-// bench/results/<date>.{json,md,png} and prints the Markdown report.
+// Command benchreport turns the raw results of make bench into <date>.{json,md,png} in a
+// directory (bench/results), prints the paths it wrote and the Markdown report. A second
+// report on the same day gets <date>-2 and so on; nothing is overwritten.
 //
 //	benchreport -in tests/out/bench-raw.json -out bench/results
 package main
@@ -8,30 +9,43 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
+	"path/filepath"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/tests/bench"
 )
 
 func main() {
-	in := flag.String("in", "tests/out/bench-raw.json", "raw results written by the guest")
+	in := flag.String("in", "tests/out/bench-raw.json", "raw results JSON written by the guest")
 	out := flag.String("out", "bench/results", "directory for the report")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: benchreport -in RAW.json -out DIR\n")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
-	r, err := bench.Load(*in)
-	if err != nil {
+	if flag.NArg() != 0 {
+		fmt.Fprintf(os.Stderr, "benchreport: unexpected arguments %q\n", flag.Args())
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(*in, *out); err != nil {
 		fmt.Fprintf(os.Stderr, "benchreport: %v\n", err)
 		os.Exit(1)
 	}
-	paths, err := bench.Write(*out, r)
+}
+
+func run(in, out string) error {
+	r, err := bench.Load(in)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "benchreport: %v\n", err)
-		os.Exit(1)
+		return err
 	}
-	md, err := os.ReadFile(paths[1])
+	paths, err := bench.Write(out, r)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "benchreport: %v\n", err)
-		os.Exit(1)
+		return err
 	}
-	fmt.Print(string(md))
-	fmt.Printf("\nwrote %s\n", strings.Join(paths, ", "))
+	fmt.Print(bench.Markdown(r, bench.Summarize(r), filepath.Base(paths[2])))
+	fmt.Println()
+	for _, p := range paths {
+		fmt.Printf("wrote %s\n", p)
+	}
+	return nil
 }
