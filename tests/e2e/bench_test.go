@@ -153,8 +153,6 @@ func TestBench(t *testing.T) {
 	res.IdleCPUPercent = float64(cpu1-cpu0) / clockTicks / idle.Seconds() * 100
 	t.Logf("idle CPU: %.2f%% of a core over %v", res.IdleCPUPercent, idle)
 
-	res.Allocs = env.measureAllocs(t)
-
 	for _, j := range benchJobs {
 		if filter != nil && !filter(j.backend+"/"+j.job) {
 			continue
@@ -168,6 +166,9 @@ func TestBench(t *testing.T) {
 			}
 		}
 	}
+
+	// Last, so the target is in steady state: its threads, goroutines and pools all warmed up.
+	res.Allocs = env.measureAllocs(t)
 }
 
 // runJob runs deploy/fio/<job>.fio against one target's device.
