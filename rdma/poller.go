@@ -221,7 +221,7 @@ func (p *poller) sleep() {
 		return
 	}
 	p.d.t.stats.PollSleeps.Add(1)
-	_, _, err := p.ch.Wait(p.evfd, -1)
+	err := p.ch.Wait(p.evfd)
 	p.sleeping.Store(false)
 	if err != nil {
 		p.log.Error("wait for completions", "err", err)

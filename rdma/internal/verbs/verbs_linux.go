@@ -161,29 +161,20 @@ static int nt_get_cq_event(struct ibv_comp_channel *ch) {
 	return 1;
 }
 
-// nt_wait blocks until the completion channel or the eventfd is readable, or timeout_ms
-// passes (-1: no limit). It consumes and acknowledges a CQ event and drains the eventfd, and
-// returns a mask: 1 a CQ event, 2 a wake-up; or -errno.
-static int nt_wait(struct ibv_comp_channel *ch, int evfd, int timeout_ms) {
+// nt_wait blocks until the completion channel or the eventfd is readable, then consumes and
+// acknowledges a pending CQ event and drains the eventfd. Returns 0 or -errno.
+static int nt_wait(struct ibv_comp_channel *ch, int evfd) {
 	struct pollfd fds[2] = {{.fd = ch->fd, .events = POLLIN}, {.fd = evfd, .events = POLLIN}};
-	int rc = poll(fds, evfd >= 0 ? 2 : 1, timeout_ms);
-	if (rc < 0) return errno == EINTR ? 0 : -errno;
-	int mask = 0;
+	if (poll(fds, 2, -1) < 0) return errno == EINTR ? 0 : -errno;
 	if (fds[0].revents & (POLLIN | POLLERR | POLLHUP)) {
-		struct ibv_cq *cq; void *ctx;
-		if (ibv_get_cq_event(ch, &cq, &ctx) == 0) {
-			ibv_ack_cq_events(cq, 1);
-			mask |= 1;
-		} else if (errno != EAGAIN) {
-			return -errno;
-		}
+		int rc = nt_get_cq_event(ch);
+		if (rc < 0 && rc != -EAGAIN) return rc;
 	}
-	if (evfd >= 0 && (fds[1].revents & POLLIN)) {
+	if (fds[1].revents & POLLIN) {
 		uint64_t v;
 		if (read(evfd, &v, sizeof(v)) < 0 && errno != EAGAIN) return -errno;
-		mask |= 2;
 	}
-	return mask;
+	return 0;
 }
 
 static int nt_device_count(void) {
@@ -520,31 +511,14 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 	return &CompChannel{p: p}, nil
 }
 
-// Fd is readable when an armed CQ has a completion.
-func (ch *CompChannel) Fd() int { return int(ch.p.fd) }
-
-// GetEvent consumes and acknowledges one CQ event; false when none is pending.
-func (ch *CompChannel) GetEvent() (bool, error) {
-	rc := C.nt_get_cq_event(ch.p)
-	if rc < 0 {
-		if err := errno(rc); err != syscall.EAGAIN {
-			return false, fmt.Errorf("ibv_get_cq_event: %w", err)
-		}
-		return false, nil
+// Wait blocks the calling thread until a CQ on the channel raises an event
+// (consumed and acknowledged) or eventfd evfd becomes readable (drained). One
+// cgo call, so a poller sleeping in it wakes with one kernel wake-up.
+func (ch *CompChannel) Wait(evfd int) error {
+	if rc := C.nt_wait(ch.p, C.int(evfd)); rc < 0 {
+		return fmt.Errorf("wait for completion event: %w", errno(rc))
 	}
-	return true, nil
-}
-
-// Wait blocks the calling thread until a CQ on the channel raises an event (consumed and
-// acknowledged: cq is true), eventfd evfd becomes readable (drained: woken is true), or
-// timeoutMs passes (-1 waits without limit). evfd < 0 waits for the channel alone. One cgo call,
-// so a poller sleeping in it wakes with one kernel wake-up.
-func (ch *CompChannel) Wait(evfd, timeoutMs int) (cq, woken bool, err error) {
-	rc := C.nt_wait(ch.p, C.int(evfd), C.int(timeoutMs))
-	if rc < 0 {
-		return false, false, fmt.Errorf("wait for completion event: %w", errno(rc))
-	}
-	return rc&1 != 0, rc&2 != 0, nil
+	return nil
 }
 
 // Close destroys the channel; its CQs must be destroyed first.

@@ -62,14 +62,12 @@ func (*Context) Handle() uintptr                         { return 0 }
 func (*Context) Query() (DeviceAttr, error)              { return DeviceAttr{}, ErrNotSupported }
 func (*Context) AllocPD() (*PD, error)                   { return nil, ErrNotSupported }
 func (*Context) NewCompChannel() (*CompChannel, error)   { return nil, ErrNotSupported }
-func (*CompChannel) Wait(int, int) (bool, bool, error)   { return false, false, ErrNotSupported }
 func (*Context) CreateCQ(int, *CompChannel) (*CQ, error) { return nil, ErrNotSupported }
 func (*PD) RegMR([]byte) (*MR, error)                    { return nil, ErrNotSupported }
 func (*PD) Dealloc() error                               { return nil }
 func (*MR) LKey() uint32                                 { return 0 }
 func (*MR) Dereg() error                                 { return nil }
-func (*CompChannel) Fd() int                             { return -1 }
-func (*CompChannel) GetEvent() (bool, error)             { return false, ErrNotSupported }
+func (*CompChannel) Wait(int) error                      { return ErrNotSupported }
 func (*CompChannel) Close() error                        { return nil }
 func (*CQ) Poll([]WC) (int, error)                       { return 0, ErrNotSupported }
 func (*CQ) ReqNotify() error                             { return ErrNotSupported }
