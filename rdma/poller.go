@@ -126,7 +126,7 @@ func (p *poller) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(p.done)
-	base := max(p.d.t.cfg.PollIdle, 0)
+	base := p.d.t.cfg.PollIdle
 	nap := unix.NsecToTimespec(p.d.t.cfg.PollNap.Nanoseconds())
 	if p.d.t.cfg.PollNap > 0 {
 		// Naps of microseconds need the thread's timer slack (50us by default) cut.

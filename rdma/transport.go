@@ -45,8 +45,8 @@ type Config struct {
 	// Pollers is the number of completion pollers (CQs) per device.
 	Pollers int
 	// PollIdle is how long a poller busy-polls an idle CQ before it
-	// sleeps on the completion channel, at least (the window adapts). 0 is
-	// the default, 200us; negative never busy-polls.
+	// sleeps on the completion channel, at least (the window adapts). 0
+	// never busy-polls.
 	PollIdle time.Duration
 	// PollNap pauses the poller between empty polls within that window, so
 	// the CPU serves other threads (or, in a virtual machine, the host)
@@ -81,9 +81,6 @@ func (c *Config) setDefaults() {
 	if c.Pollers == 0 {
 		c.Pollers = 1
 	}
-	if c.PollIdle == 0 {
-		c.PollIdle = 200 * time.Microsecond
-	}
 	if c.SendWithInvalidate == "" {
 		c.SendWithInvalidate = "auto"
 	}
@@ -108,6 +105,9 @@ func (c *Config) validate() error {
 	}
 	if c.BufferPoolSize < uint64(c.MDTS) {
 		errs = append(errs, fmt.Errorf("buffer pool %d: smaller than mdts %d", c.BufferPoolSize, c.MDTS))
+	}
+	if c.PollIdle < 0 || c.PollNap < 0 {
+		errs = append(errs, fmt.Errorf("poll idle %v, poll nap %v: want durations >= 0", c.PollIdle, c.PollNap))
 	}
 	switch c.SendWithInvalidate {
 	case "auto", "on", "off":

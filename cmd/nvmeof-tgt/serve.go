@@ -104,7 +104,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 					IOUnitSize:         uint32(cfg.RDMA.IOUnitSize),
 					BufferPoolSize:     uint64(cfg.RDMA.BufferPoolSize),
 					Pollers:            cfg.RDMA.Pollers,
-					PollIdle:           pollIdle(cfg.RDMA.PollIdle),
+					PollIdle:           cfg.RDMA.PollIdle,
 					PollNap:            cfg.RDMA.PollNap,
 					SendWithInvalidate: cfg.RDMA.SendWithInvalidate,
 					Logger:             log,
@@ -288,13 +288,4 @@ func openBackend(nc config.Namespace, log *slog.Logger) (blockdev.Device, int, e
 	}
 	d, err := blockdev.Open(o)
 	return d, fileWorkers, err
-}
-
-// pollIdle maps the configuration's poll_idle, where 0 turns busy-polling
-// off, to rdma.Config's, where 0 is the default.
-func pollIdle(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }
