@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,13 +174,13 @@ func (k *kernelTarget) backingDevice(ns Namespace) (string, error) {
 	case BackendFile, BackendBlock:
 		if k.nativeFile && ns.Backend == BackendFile {
 			return ns.Path, nil
-		} // nvmet's file backend is not used: both go through a loop device
-		out, err := runOut(30*time.Second, "losetup", "-f", "--show", "-b", strconv.Itoa(ns.LBASize()), ns.Path)
-		if err != nil {
-			return "", fmt.Errorf("losetup %s: %w", ns.Path, err)
 		}
-		dev := strings.TrimSpace(out)
-		k.push("losetup -d "+dev, func() error { return runQuiet(30*time.Second, "losetup", "-d", dev) })
+		// Otherwise a file namespace goes through a loop device too (see kernelTarget).
+		dev, detach, err := attachLoop(ns)
+		if err != nil {
+			return "", err
+		}
+		k.push("losetup -d "+dev, detach)
 		return dev, nil
 	case BackendMemory:
 		if err := resetNullBlk(); err != nil {

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // target is a running NVMe-oF target under test.
@@ -157,4 +160,15 @@ func createImages(t *testing.T, spec Spec) {
 			t.Cleanup(func() { os.Remove(p) })
 		}
 	}
+}
+
+// attachLoop puts ns's image on a free loop device with the namespace's logical block size, and
+// returns the device and how to detach it.
+func attachLoop(ns Namespace) (dev string, detach func() error, err error) {
+	out, err := runOut(30*time.Second, "losetup", "-f", "--show", "-b", strconv.Itoa(ns.LBASize()), ns.Path)
+	if err != nil {
+		return "", nil, fmt.Errorf("losetup %s: %w", ns.Path, err)
+	}
+	dev = strings.TrimSpace(out)
+	return dev, func() error { return runQuiet(30*time.Second, "losetup", "-d", dev) }, nil
 }

@@ -212,17 +212,16 @@ func (p *tgtProcess) attachLoops(t *testing.T, spec Spec) {
 			if ns.Backend != BackendBlock || p.loops[ns.Path] != "" {
 				continue
 			}
-			out, err := runOut(30*time.Second, "losetup", "-f", "--show", "-b", strconv.Itoa(ns.LBASize()), ns.Path)
+			dev, detach, err := attachLoop(ns)
 			if err != nil {
-				t.Fatalf("losetup %s: %v", ns.Path, err)
+				t.Fatal(err)
 			}
-			dev := strings.TrimSpace(out)
 			if p.loops == nil {
 				p.loops = map[string]string{}
 			}
 			p.loops[ns.Path] = dev
 			t.Cleanup(func() {
-				if err := runQuiet(30*time.Second, "losetup", "-d", dev); err != nil {
+				if err := detach(); err != nil {
 					t.Errorf("losetup -d %s: %v", dev, err)
 				}
 			})
