@@ -40,6 +40,17 @@ type Device interface {
 	Close() error
 }
 
+// Queuer is a Device whose reads, writes and flushes can also be queued on
+// a Ring, to complete later without blocking the caller (files and block
+// devices; memory never blocks). A method that returns ErrNotQueued did
+// nothing: the caller uses the blocking method instead. Any other error is
+// the operation's result.
+type Queuer interface {
+	QueueRead(r *Ring, p []byte, off int64, tag uint64) error
+	QueueWrite(r *Ring, p []byte, off int64, durable bool, tag uint64) error
+	QueueFlush(r *Ring, tag uint64) error
+}
+
 // Options selects and configures a backend for Open.
 type Options struct {
 	// Path is a regular file or a block device; empty selects memory.
@@ -77,6 +88,9 @@ var (
 	ErrNotSupported = errors.New("not supported")
 	// ErrClosed reports a call on a closed device.
 	ErrClosed = errors.New("device closed")
+	// ErrNotQueued reports that an operation could not be queued on a Ring
+	// (full, or a buffer O_DIRECT would refuse); nothing was done.
+	ErrNotQueued = errors.New("not queued")
 )
 
 // DefaultBlockSize is used when Options.BlockSize is 0.

@@ -3,6 +3,8 @@ package blockdev
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,6 +30,9 @@ type fdDev struct {
 	readOnly bool
 	direct   bool
 	memAlign uintptr // O_DIRECT buffer address alignment
+	// inflight counts operations queued on a Ring and not yet reaped; Close
+	// waits for them, so the fd stays valid under them.
+	inflight atomic.Int64
 }
 
 func (d *fdDev) Size() int64       { return d.size }
@@ -118,11 +123,63 @@ func (d *fdDev) Flush() error {
 	}
 }
 
+// QueueRead queues a read of p at off on r. It returns ErrNotQueued when
+// the ring is full or p is not aligned for O_DIRECT: the caller then uses
+// ReadAt.
+func (d *fdDev) QueueRead(r *Ring, p []byte, off int64, tag uint64) error {
+	if err := checkRange("read", d.path, off, int64(len(p)), d.size, d.bs); err != nil {
+		return err
+	}
+	return d.queue(r, ringOp{opc: iouringOpRead, p: p, off: off, tag: tag})
+}
+
+// QueueWrite queues a write of p at off on r, durable at completion
+// (RWF_DSYNC) when durable is set. ErrNotQueued as for QueueRead.
+func (d *fdDev) QueueWrite(r *Ring, p []byte, off int64, durable bool, tag uint64) error {
+	if err := d.checkModify("write", off, int64(len(p))); err != nil {
+		return err
+	}
+	op := ringOp{opc: iouringOpWrite, p: p, off: off, tag: tag}
+	if durable {
+		op.flags = unix.RWF_DSYNC
+	}
+	return d.queue(r, op)
+}
+
+// QueueFlush queues an fdatasync on r.
+func (d *fdDev) QueueFlush(r *Ring, tag uint64) error {
+	return d.queue(r, ringOp{opc: iouringOpFsync, flags: iouringFsyncDatasync, tag: tag})
+}
+
+func (d *fdDev) queue(r *Ring, op ringOp) error {
+	if len(op.p) > 0 && d.direct && !aligned(op.p, d.memAlign) {
+		return ErrNotQueued
+	}
+	defer d.mu.rlock(ioHint(op.p, op.off)).RUnlock()
+	if d.fd < 0 {
+		return fmt.Errorf("queue on %s: %w", d.path, ErrClosed)
+	}
+	op.dev = d
+	d.inflight.Add(1)
+	if err := r.queue(op); err != nil {
+		d.inflight.Add(-1)
+		return err
+	}
+	return nil
+}
+
+// closeWait bounds how long Close waits for queued operations whose ring
+// nobody reaps any more.
+const closeWait = time.Minute
+
 func (d *fdDev) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.fd < 0 {
 		return fmt.Errorf("close %s: %w", d.path, ErrClosed)
+	}
+	for start := time.Now(); d.inflight.Load() > 0 && time.Since(start) < closeWait; {
+		time.Sleep(time.Millisecond)
 	}
 	err := unix.Close(d.fd)
 	d.fd = -1

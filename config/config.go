@@ -99,6 +99,7 @@ type RDMA struct {
 	PollIdle           time.Duration `mapstructure:"poll_idle"`            // busy-poll at least this long before sleeping (adapts up to 2ms), default 200us, 0..1s
 	PollNap            time.Duration `mapstructure:"poll_nap"`             // pause between empty polls, default 20us, 0 (spin) ..1ms
 	SendWithInvalidate string        `mapstructure:"send_with_invalidate"` // "auto" (default), "on" or "off"
+	IOUring            string        `mapstructure:"io_uring"`             // file/block I/O on the pollers' io_uring: "auto" (default), "on" or "off"
 }
 
 // Controller bounds per-controller behaviour.
@@ -150,6 +151,7 @@ var scalarDefaults = []struct {
 	{"rdma.poll_idle", 200 * time.Microsecond},
 	{"rdma.poll_nap", 20 * time.Microsecond},
 	{"rdma.send_with_invalidate", SendWithInvalidateAuto},
+	{"rdma.io_uring", "auto"},
 	{"controller.kato_max", 2 * time.Minute},
 	{"metrics.listen", "127.0.0.1:9771"},
 	{"metrics.pprof", false},

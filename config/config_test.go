@@ -49,6 +49,7 @@ var wantDefaults = struct {
 		PollIdle:           200 * time.Microsecond,
 		PollNap:            20 * time.Microsecond,
 		SendWithInvalidate: "auto",
+		IOUring:            "auto",
 	},
 	Controller: Controller{KeepAliveTimeoutMax: 2 * time.Minute},
 	Metrics:    Metrics{Listen: "127.0.0.1:9771"},
@@ -121,6 +122,7 @@ rdma:
   poll_idle: 0
   poll_nap: 1ms
   send_with_invalidate: off
+  io_uring: off
 controller: {kato_max: 30s}
 metrics: {listen: ""}
 log: {level: DEBUG, format: json}
@@ -140,6 +142,7 @@ log: {level: DEBUG, format: json}
 		PollIdle:           0,
 		PollNap:            time.Millisecond,
 		SendWithInvalidate: "off",
+		IOUring:            "off",
 	}
 	if c.RDMA != want {
 		t.Errorf("rdma = %+v, want %+v", c.RDMA, want)

@@ -266,6 +266,11 @@ func (r RDMA) validate(p *problems) {
 	default:
 		p.add("rdma.send_with_invalidate", "%q: want auto, on or off", r.SendWithInvalidate)
 	}
+	switch r.IOUring {
+	case "auto", "on", "off":
+	default:
+		p.add("rdma.io_uring", "%q: want auto, on or off", r.IOUring)
+	}
 }
 
 func checkRange(p *problems, key string, v, lo, hi int) {

@@ -154,6 +154,7 @@ func TestValidateRejects(t *testing.T) {
 		{"poll nap negative", func(c *Config) { c.RDMA.PollNap = -time.Microsecond }, "rdma.poll_nap", ""},
 		{"poll nap long", func(c *Config) { c.RDMA.PollNap = 2 * time.Millisecond }, "rdma.poll_nap", ""},
 		{"send with invalidate", func(c *Config) { c.RDMA.SendWithInvalidate = "yes" }, "rdma.send_with_invalidate", ""},
+		{"io_uring", func(c *Config) { c.RDMA.IOUring = "maybe" }, "rdma.io_uring", ""},
 
 		// Controller, metrics, log.
 		{"kato_max short", func(c *Config) { c.Controller.KeepAliveTimeoutMax = 500 * time.Millisecond }, "controller.kato_max", ""},

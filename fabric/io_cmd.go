@@ -87,9 +87,26 @@ func (ns *Namespace) worker() {
 	}
 }
 
-func handleRead(r *Request) nvme.Status  { return r.ns.submit(r, doRead) }
-func handleWrite(r *Request) nvme.Status { return r.ns.submit(r, doWrite) }
-func handleFlush(r *Request) nvme.Status { return r.ns.submit(r, doFlush) }
+func handleRead(r *Request) nvme.Status {
+	if st, ok := r.ns.queueIO(r, nvme.OpRead); ok {
+		return st
+	}
+	return r.ns.submit(r, doRead)
+}
+
+func handleWrite(r *Request) nvme.Status {
+	if st, ok := r.ns.queueIO(r, nvme.OpWrite); ok {
+		return st
+	}
+	return r.ns.submit(r, doWrite)
+}
+
+func handleFlush(r *Request) nvme.Status {
+	if st, ok := r.ns.queueIO(r, nvme.OpFlush); ok {
+		return st
+	}
+	return r.ns.submit(r, doFlush)
+}
 func handleWriteZeroes(r *Request) nvme.Status {
 	return r.ns.submit(r, doWriteZeroes)
 }

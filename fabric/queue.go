@@ -17,6 +17,8 @@ type Queue struct {
 	conn Conn
 	hint QueueHint
 	log  *slog.Logger
+	// io, when set, runs this queue's file and block I/O (see IOContext).
+	io *IOContext
 
 	// ctrl is nil until Connect; qid is written before ctrl is published.
 	ctrl atomic.Pointer[Controller]

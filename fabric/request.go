@@ -48,6 +48,11 @@ type Request struct {
 	ns     *Namespace
 	handle handler
 	io     handler // backend work run by a namespace worker
+	// I/O queued on the queue's IOContext: the operation, how many parts
+	// are still in flight, and the first error.
+	ioOp   uint8
+	ioLeft int
+	ioErr  error
 	state  reqState
 	errLoc uint16 // parameter error location for the error log
 	errLBA uint64

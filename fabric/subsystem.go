@@ -101,6 +101,7 @@ type Namespace struct {
 	blockShift uint
 	nblocks    uint64
 	work       chan *Request
+	queuer     blockdev.Queuer // the backend, when it can queue I/O on an IOContext
 	wg         sync.WaitGroup
 	workers    int
 	lastErrLog atomic.Int64 // unix seconds of the last logged backend error
@@ -130,6 +131,7 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 		nsid: c.NSID, dev: c.Device, uuid: c.UUID, nguid: c.NGUID, readOnly: c.ReadOnly,
 		blockShift: uint(bits.TrailingZeros32(bs)),
 	}
+	ns.queuer, _ = c.Device.(blockdev.Queuer)
 	ns.nblocks = uint64(c.Device.Size()) >> ns.blockShift
 	if ns.nblocks == 0 {
 		return nil, fmt.Errorf("add namespace %d: device is smaller than one block", c.NSID)

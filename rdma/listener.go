@@ -232,6 +232,10 @@ func (l *listener) accept(ev *verbs.CMEvent) error {
 		local = host
 	}
 	q.fq = l.tgt.NewQueue(l.port, q, fabric.QueueHint{QID: qid, Depth: depth, Remote: ev.ID.PeerAddr(), LocalIP: local})
+	if p.io != nil {
+		// Before the poller sees the queue (exec below): no command yet.
+		q.fq.UseIOContext(p.io)
+	}
 	added := false
 	p.exec(func() {
 		if added = p.addQueue(q); added {

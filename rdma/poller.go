@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
 )
 
@@ -44,6 +45,9 @@ type poller struct {
 	cq  *verbs.CQ
 	// evfd wakes the poller from its sleep in ch.Wait (an eventfd).
 	evfd int
+	// io runs file and block I/O of the poller's queues on an io_uring
+	// this goroutine reaps; nil leaves it to the namespace workers.
+	io *fabric.IOContext
 
 	// guarded by d.mu
 	cqBudget int
@@ -87,6 +91,21 @@ func newPoller(d *device, idx, firstChunk, nchunks int) (*poller, error) {
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
 	maxReqs := cfg.MaxQueues * 2 * d.depth
+	if cfg.IOUring != "off" {
+		p.io, err = fabric.NewIOContext(ioRingDepth, p.evfd)
+		if err != nil {
+			if cfg.IOUring == "on" {
+				unix.Close(p.evfd)
+				p.cq.Destroy()
+				p.ch.Close()
+				return nil, fmt.Errorf("io_uring for file and block I/O: %w", err)
+			}
+			p.log.Warn("io_uring unavailable: file and block I/O goes to namespace workers", "err", err)
+			p.io = nil
+		} else {
+			p.io.CountInto(&d.t.stats.IOUringRequests)
+		}
+	}
 	p.queues = make([]*queue, cfg.MaxQueues)
 	p.gens = make([]uint16, cfg.MaxQueues)
 	p.freeChunks = make([]int32, 0, nchunks)
@@ -104,6 +123,10 @@ func newPoller(d *device, idx, firstChunk, nchunks int) (*poller, error) {
 	go p.run()
 	return p, nil
 }
+
+// ioRingDepth is how many file and block operations a poller keeps in
+// flight on its io_uring; more wait for the namespace workers.
+const ioRingDepth = 1024
 
 // pollWindowMax caps how long the poller busy-polls an idle CQ before it
 // sleeps, however short its recent sleeps were.
@@ -139,6 +162,11 @@ func (p *poller) run() {
 	for {
 		n := p.poll()
 		m := p.drain()
+		if p.io != nil {
+			// Submits what the completions above queued, and completes
+			// finished backend I/O (handed over through mbox).
+			m += p.io.Poll()
+		}
 		if n > 0 || m > 0 {
 			lastWork = time.Now()
 			continue
@@ -399,6 +427,11 @@ func (p *poller) close() error {
 	}
 	p.wakeUp()
 	<-p.done
+	if p.io != nil {
+		if err := p.io.Close(); err != nil {
+			p.log.Warn("close io_uring", "err", err)
+		}
+	}
 	unix.Close(p.evfd)
 	if err := p.cq.Destroy(); err != nil {
 		return err

@@ -55,6 +55,10 @@ type Config struct {
 	PollNap time.Duration
 	// SendWithInvalidate is "auto", "on" or "off".
 	SendWithInvalidate string
+	// IOUring runs file and block-device I/O on an io_uring per poller,
+	// reaped by the poller itself: "auto" (where the kernel allows it),
+	// "on" (fail without it) or "off" (namespace workers).
+	IOUring string
 	// Logger receives the transport's log; nil discards.
 	Logger *slog.Logger
 }
@@ -83,6 +87,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SendWithInvalidate == "" {
 		c.SendWithInvalidate = "auto"
+	}
+	if c.IOUring == "" {
+		c.IOUring = "auto"
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -114,6 +121,11 @@ func (c *Config) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("send_with_invalidate %q: want auto, on or off", c.SendWithInvalidate))
 	}
+	switch c.IOUring {
+	case "auto", "on", "off":
+	default:
+		errs = append(errs, fmt.Errorf("io_uring %q: want auto, on or off", c.IOUring))
+	}
 	return errors.Join(errs...)
 }
 
@@ -136,6 +148,7 @@ type Stats struct {
 	BufferWaits, SendWaits, ReadWaits atomic.Uint64 // requests that had to queue for a resource
 	PollSleeps, PollWakeups           atomic.Uint64
 	CompletionErrors                  atomic.Uint64
+	IOUringRequests                   atomic.Uint64 // file and block requests run on a poller's io_uring
 	SendWithInvalidate                atomic.Uint64
 }
 

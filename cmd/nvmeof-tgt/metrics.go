@@ -19,7 +19,7 @@ type collector struct {
 	connects, rejects, cmdErrors, kaExpired    *prometheus.Desc
 	nsOps, nsBytes, nsErrors                   *prometheus.Desc
 	rdmaConns, rdmaQueues, rdmaWaits, rdmaPoll *prometheus.Desc
-	rdmaCompErrors, rdmaSendInv                *prometheus.Desc
+	rdmaCompErrors, rdmaSendInv, rdmaIOUring   *prometheus.Desc
 }
 
 func newCollector(tgt *fabric.Target, rt *rdma.Transport) *collector {
@@ -43,6 +43,7 @@ func newCollector(tgt *fabric.Target, rt *rdma.Transport) *collector {
 		rdmaPoll:       d("rdma_poller_sleeps_total", "Times a poller slept on its completion channel."),
 		rdmaCompErrors: d("rdma_completion_errors_total", "Work completions with an error other than flush."),
 		rdmaSendInv:    d("rdma_send_with_invalidate_total", "Responses sent with remote invalidation."),
+		rdmaIOUring:    d("rdma_io_uring_requests_total", "File and block-device requests run on a poller's io_uring."),
 	}
 }
 
@@ -90,4 +91,5 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ct(c.rdmaPoll, r.PollSleeps.Load())
 	ct(c.rdmaCompErrors, r.CompletionErrors.Load())
 	ct(c.rdmaSendInv, r.SendWithInvalidate.Load())
+	ct(c.rdmaIOUring, r.IOUringRequests.Load())
 }

@@ -107,6 +107,7 @@ func serve(ctx context.Context, cfg *config.Config) error {
 					PollIdle:           cfg.RDMA.PollIdle,
 					PollNap:            cfg.RDMA.PollNap,
 					SendWithInvalidate: cfg.RDMA.SendWithInvalidate,
+					IOUring:            cfg.RDMA.IOUring,
 					Logger:             log,
 				})
 				if err != nil {

@@ -310,6 +310,19 @@ func TestData(t *testing.T) {
 			if v, ok := metricSum(m, "nvmeof_tgt_rdma_send_with_invalidate_total"); !ok || v == 0 {
 				t.Errorf("responses sent with invalidate = %v (found %v), want > 0", v, ok)
 			}
+			// File and block namespaces (nsid 1 and 3) run their I/O on the pollers' io_uring
+			// (rdma.io_uring defaults to auto, and the lab kernel has io_uring): at least every
+			// write of those rows went there: at least one per MDTS (1 MiB) fio wrote, however the
+			// host's block layer merged them.
+			var fdIOs float64
+			for _, r := range rows {
+				if r.nsid != 2 {
+					fdIOs += float64(r.size / mib)
+				}
+			}
+			if v, ok := metricSum(m, "nvmeof_tgt_rdma_io_uring_requests_total"); !ok || v < fdIOs {
+				t.Errorf("io_uring requests = %v (found %v), want at least %v (file and block writes)", v, ok, fdIOs)
+			}
 			if v, ok := metricSum(m, "nvmeof_tgt_rdma_queues_live"); !ok || v < 2 {
 				t.Errorf("rdma queues live = %v (found %v), want the admin queue and at least one I/O queue", v, ok)
 			}

@@ -1,0 +1,349 @@
+package blockdev
+
+import (
+	"fmt"
+	"io"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// io_uring ABI (include/uapi/linux/io_uring.h). golang.org/x/sys/unix has
+// only the system call numbers.
+const (
+	iouringOffSQRing = 0
+	iouringOffCQRing = 0x8000000
+	iouringOffSQEs   = 0x10000000
+
+	iouringFeatSingleMmap = 1 << 0
+
+	iouringOpFsync = 3
+	iouringOpRead  = 22
+	iouringOpWrite = 23
+
+	iouringFsyncDatasync   = 1
+	iouringEnterGetEvents  = 1
+	iouringRegisterEventFD = 4
+)
+
+type iouringSQE struct {
+	opcode   uint8
+	flags    uint8
+	ioprio   uint16
+	fd       int32
+	off      uint64
+	addr     uint64
+	len      uint32
+	opFlags  uint32 // rw_flags, fsync_flags
+	userData uint64
+	_        [3]uint64
+}
+
+type iouringCQE struct {
+	userData uint64
+	res      int32
+	flags    uint32
+}
+
+type iouringSQOffsets struct {
+	head, tail, ringMask, ringEntries, flags, dropped, array, resv1 uint32
+	userAddr                                                        uint64
+}
+
+type iouringCQOffsets struct {
+	head, tail, ringMask, ringEntries, overflow, cqes, flags, resv1 uint32
+	userAddr                                                        uint64
+}
+
+type iouringParams struct {
+	sqEntries, cqEntries, flags, sqThreadCPU, sqThreadIdle, features, wqFD uint32
+	resv                                                                   [3]uint32
+	sqOff                                                                  iouringSQOffsets
+	cqOff                                                                  iouringCQOffsets
+}
+
+// Ring is an io_uring instance: reads, writes and flushes of files and
+// block devices queued without blocking the caller, their completions
+// collected by polling shared memory. One goroutine owns a Ring; none of its
+// methods is safe for concurrent use. Completions come back tagged with a
+// caller's value, never a pointer.
+type Ring struct {
+	fd      int
+	sqMem   []byte
+	cqMem   []byte
+	sqeMem  []byte
+	sqHead  *atomic.Uint32
+	sqTail  *atomic.Uint32
+	sqMask  uint32
+	sqArray []uint32
+	sqes    []iouringSQE
+	cqHead  *atomic.Uint32
+	cqTail  *atomic.Uint32
+	cqMask  uint32
+	cqes    []iouringCQE
+
+	tail    uint32 // next SQE to fill; published to sqTail by Submit
+	unsent  uint32 // SQEs filled and not yet taken by the kernel
+	ops     []ringOp
+	free    []uint32
+	pending int // operations queued and not yet reaped
+}
+
+// ringOp is one queued operation. A short transfer is continued from done.
+type ringOp struct {
+	dev   *fdDev
+	opc   uint8
+	flags uint32
+	p     []byte
+	off   int64
+	done  int
+	tag   uint64
+}
+
+// Completion is one finished queued operation.
+type Completion struct {
+	Tag uint64
+	// Err is nil when the whole transfer (or the flush) succeeded.
+	Err error
+}
+
+// NewRing sets up an io_uring for up to entries operations in flight (a power
+// of two is used, at least entries). It fails with the kernel's error where
+// io_uring is missing or forbidden (ENOSYS, EPERM), so callers can fall back
+// to blocking calls.
+func NewRing(entries int) (*Ring, error) {
+	if entries < 1 || entries > 32768 {
+		return nil, fmt.Errorf("io_uring: %d entries: %w", entries, ErrInvalidArgument)
+	}
+	var p iouringParams
+	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+	if errno != 0 {
+		return nil, fmt.Errorf("io_uring_setup: %w", errno)
+	}
+	r := &Ring{fd: int(fd)}
+	if err := r.mapRings(&p); err != nil {
+		r.unmap()
+		unix.Close(r.fd)
+		return nil, err
+	}
+	n := int(p.sqEntries)
+	r.ops = make([]ringOp, n)
+	r.free = make([]uint32, n)
+	for i := range r.free {
+		r.free[i] = uint32(n - 1 - i)
+	}
+	return r, nil
+}
+
+func (r *Ring) mapRings(p *iouringParams) error {
+	if p.features&iouringFeatSingleMmap == 0 {
+		return fmt.Errorf("io_uring: kernel too old (no single mmap): %w", ErrNotSupported)
+	}
+	sqSize := int(p.sqOff.array) + int(p.sqEntries)*4
+	cqSize := int(p.cqOff.cqes) + int(p.cqEntries)*int(unsafe.Sizeof(iouringCQE{}))
+	size := max(sqSize, cqSize)
+	var err error
+	flags := unix.MAP_SHARED | unix.MAP_POPULATE
+	if r.sqMem, err = unix.Mmap(r.fd, iouringOffSQRing, size, unix.PROT_READ|unix.PROT_WRITE, flags); err != nil {
+		return fmt.Errorf("io_uring: mmap rings: %w", err)
+	}
+	r.cqMem = r.sqMem
+	sqeBytes := int(p.sqEntries) * int(unsafe.Sizeof(iouringSQE{}))
+	if r.sqeMem, err = unix.Mmap(r.fd, iouringOffSQEs, sqeBytes, unix.PROT_READ|unix.PROT_WRITE, flags); err != nil {
+		return fmt.Errorf("io_uring: mmap SQEs: %w", err)
+	}
+	u32 := func(mem []byte, off uint32) *atomic.Uint32 {
+		return (*atomic.Uint32)(unsafe.Pointer(&mem[off]))
+	}
+	r.sqHead, r.sqTail = u32(r.sqMem, p.sqOff.head), u32(r.sqMem, p.sqOff.tail)
+	r.sqMask = *(*uint32)(unsafe.Pointer(&r.sqMem[p.sqOff.ringMask]))
+	r.sqArray = unsafe.Slice((*uint32)(unsafe.Pointer(&r.sqMem[p.sqOff.array])), p.sqEntries)
+	r.sqes = unsafe.Slice((*iouringSQE)(unsafe.Pointer(&r.sqeMem[0])), p.sqEntries)
+	r.cqHead, r.cqTail = u32(r.cqMem, p.cqOff.head), u32(r.cqMem, p.cqOff.tail)
+	r.cqMask = *(*uint32)(unsafe.Pointer(&r.cqMem[p.cqOff.ringMask]))
+	r.cqes = unsafe.Slice((*iouringCQE)(unsafe.Pointer(&r.cqMem[p.cqOff.cqes])), p.cqEntries)
+	r.tail = r.sqTail.Load()
+	return nil
+}
+
+func (r *Ring) unmap() {
+	if r.sqeMem != nil {
+		unix.Munmap(r.sqeMem)
+		r.sqeMem = nil
+	}
+	if r.sqMem != nil {
+		unix.Munmap(r.sqMem)
+		r.sqMem, r.cqMem = nil, nil
+	}
+}
+
+// RegisterEventFD makes the kernel signal fd (an eventfd) on every
+// completion, so the owner can sleep in poll(2) until one arrives.
+func (r *Ring) RegisterEventFD(fd int) error {
+	v := int32(fd)
+	if _, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), iouringRegisterEventFD, uintptr(unsafe.Pointer(&v)), 1, 0, 0); errno != 0 {
+		return fmt.Errorf("io_uring register eventfd: %w", errno)
+	}
+	return nil
+}
+
+// Space is how many more operations can be queued now.
+func (r *Ring) Space() int { return len(r.free) }
+
+// Pending is the number of operations queued and not yet reaped.
+func (r *Ring) Pending() int { return r.pending }
+
+// queue takes a slot and fills an SQE for op. It fails with ErrNotQueued
+// when the ring is full.
+func (r *Ring) queue(op ringOp) error {
+	if len(r.free) == 0 {
+		return ErrNotQueued
+	}
+	slot := r.free[len(r.free)-1]
+	r.free = r.free[:len(r.free)-1]
+	r.ops[slot] = op
+	r.pending++
+	r.fill(slot)
+	return nil
+}
+
+// fill writes the SQE for the rest of the operation in slot.
+func (r *Ring) fill(slot uint32) {
+	op := &r.ops[slot]
+	idx := r.tail & r.sqMask
+	sqe := &r.sqes[idx]
+	*sqe = iouringSQE{opcode: op.opc, fd: int32(op.dev.fd), opFlags: op.flags, userData: uint64(slot)}
+	if rest := op.p[op.done:]; len(rest) > 0 {
+		sqe.addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(rest))))
+		sqe.len = uint32(len(rest))
+		sqe.off = uint64(op.off) + uint64(op.done)
+	}
+	r.sqArray[idx] = idx
+	r.tail++
+	r.unsent++
+}
+
+// Submit hands the queued operations to the kernel. Operations it could not
+// take now (EAGAIN, EBUSY) stay queued for the next Submit.
+func (r *Ring) Submit() error {
+	if r.unsent == 0 {
+		return nil
+	}
+	r.sqTail.Store(r.tail)
+	for {
+		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(r.unsent), 0, 0, 0, 0)
+		switch errno {
+		case 0:
+			r.unsent -= uint32(n)
+			return nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN, unix.EBUSY:
+			return nil
+		}
+		return fmt.Errorf("io_uring_enter: %w", errno)
+	}
+}
+
+// Reap collects up to len(out) finished operations without blocking. A
+// short transfer is continued rather than reported.
+func (r *Ring) Reap(out []Completion) int {
+	n := 0
+	head := r.cqHead.Load()
+	tail := r.cqTail.Load()
+	for head != tail && n < len(out) {
+		cqe := r.cqes[head&r.cqMask]
+		head++
+		slot := uint32(cqe.userData)
+		if int(slot) >= len(r.ops) {
+			continue
+		}
+		op := &r.ops[slot]
+		if err := op.result(cqe.res); err == errContinue {
+			r.fill(slot)
+			continue
+		} else {
+			out[n] = Completion{Tag: op.tag, Err: err}
+		}
+		n++
+		op.dev.inflight.Add(-1)
+		*op = ringOp{}
+		r.free = append(r.free, slot)
+		r.pending--
+	}
+	r.cqHead.Store(head)
+	return n
+}
+
+// errContinue marks a short transfer whose rest was queued again.
+var errContinue = fmt.Errorf("continue")
+
+// result accounts a completion of op; errContinue means the rest must be
+// queued.
+func (op *ringOp) result(res int32) error {
+	name := "read"
+	switch op.opc {
+	case iouringOpWrite:
+		name = "write"
+	case iouringOpFsync:
+		if res < 0 {
+			return fmt.Errorf("flush %s: %w", op.dev.path, unix.Errno(-res))
+		}
+		return nil
+	}
+	switch {
+	case res == -int32(unix.EINTR) || res == -int32(unix.EAGAIN):
+		return errContinue
+	case res < 0:
+		return fmt.Errorf("%s %s at %d: %w", name, op.dev.path, op.off+int64(op.done), unix.Errno(-res))
+	case res == 0:
+		if op.opc == iouringOpWrite {
+			return fmt.Errorf("%s %s at %d: %w", name, op.dev.path, op.off+int64(op.done), io.ErrShortWrite)
+		}
+		// The file shrank under us.
+		return fmt.Errorf("%s %s at %d: %w", name, op.dev.path, op.off+int64(op.done), io.ErrUnexpectedEOF)
+	}
+	op.done += int(res)
+	if op.done < len(op.p) {
+		return errContinue
+	}
+	return nil
+}
+
+// Close waits for the operations in flight, then releases the ring. Their
+// completions are dropped.
+func (r *Ring) Close() error {
+	if r.fd < 0 {
+		return fmt.Errorf("close io_uring: %w", ErrClosed)
+	}
+	var out [64]Completion
+	for r.pending > 0 {
+		if err := r.Submit(); err != nil {
+			break
+		}
+		if r.Reap(out[:]) > 0 {
+			continue
+		}
+		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 0, 1, iouringEnterGetEvents, 0, 0)
+		if errno != 0 && errno != unix.EINTR {
+			break
+		}
+	}
+	// Whatever could not be waited for is abandoned: the kernel holds its own
+	// file references, and the devices must not wait for it forever.
+	for i := range r.ops {
+		if op := &r.ops[i]; op.dev != nil {
+			op.dev.inflight.Add(-1)
+			*op = ringOp{}
+		}
+	}
+	r.pending = 0
+	r.unmap()
+	err := unix.Close(r.fd)
+	r.fd = -1
+	if err != nil {
+		return fmt.Errorf("close io_uring: %w", err)
+	}
+	return nil
+}
