@@ -88,6 +88,8 @@ type Ring struct {
 	ops     []ringOp
 	free    []uint32
 	pending int // operations queued and not yet reaped
+	// failed holds operations the kernel refused to take, for Reap.
+	failed []Completion
 }
 
 // ringOp is one queued operation. A short transfer is continued from done.
@@ -225,7 +227,9 @@ func (r *Ring) fill(slot uint32) {
 }
 
 // Submit hands the queued operations to the kernel. Operations it could not
-// take now (EAGAIN, EBUSY) stay queued for the next Submit.
+// take now (EAGAIN, EBUSY) stay queued for the next Submit. When the kernel
+// refuses the ring itself, Submit returns the error and the operations not
+// taken complete with it, through Reap: none is left waiting forever.
 func (r *Ring) Submit() error {
 	if r.unsent == 0 {
 		return nil
@@ -242,14 +246,38 @@ func (r *Ring) Submit() error {
 		case unix.EAGAIN, unix.EBUSY:
 			return nil
 		}
-		return fmt.Errorf("io_uring_enter: %w", errno)
+		err := fmt.Errorf("io_uring_enter: %w", errno)
+		r.abandonUnsent(err)
+		return err
 	}
+}
+
+// abandonUnsent takes back the SQEs the kernel did not consume and fails
+// their operations with err.
+func (r *Ring) abandonUnsent(err error) {
+	for ; r.unsent > 0; r.unsent-- {
+		r.tail--
+		slot := uint32(r.sqes[r.tail&r.sqMask].userData)
+		op := &r.ops[slot]
+		r.failed = append(r.failed, Completion{Tag: op.tag, Err: fmt.Errorf("%s: %w", op.dev.path, err)})
+		r.finish(slot)
+	}
+	r.sqTail.Store(r.tail)
+}
+
+// finish releases the slot of an operation that is over.
+func (r *Ring) finish(slot uint32) {
+	r.ops[slot].dev.inflight.Add(-1)
+	r.ops[slot] = ringOp{}
+	r.free = append(r.free, slot)
+	r.pending--
 }
 
 // Reap collects up to len(out) finished operations without blocking. A
 // short transfer is continued rather than reported.
 func (r *Ring) Reap(out []Completion) int {
-	n := 0
+	n := copy(out, r.failed)
+	r.failed = r.failed[:copy(r.failed, r.failed[n:])]
 	head := r.cqHead.Load()
 	tail := r.cqTail.Load()
 	for head != tail && n < len(out) {
@@ -267,10 +295,7 @@ func (r *Ring) Reap(out []Completion) int {
 			out[n] = Completion{Tag: op.tag, Err: err}
 		}
 		n++
-		op.dev.inflight.Add(-1)
-		*op = ringOp{}
-		r.free = append(r.free, slot)
-		r.pending--
+		r.finish(slot)
 	}
 	r.cqHead.Store(head)
 	return n

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func newTestRing(t *testing.T, entries int) *Ring {
@@ -167,5 +169,55 @@ func TestRingCloseWaitsForInflight(t *testing.T) {
 	}
 	if err := d.(Queuer).QueueRead(r, p, 0, 2); !errors.Is(err, ErrClosed) {
 		t.Fatalf("QueueRead after Close: %v, want ErrClosed", err)
+	}
+}
+
+// When the kernel refuses the ring itself, the operations it did not take
+// complete with that error instead of waiting forever, and the device can
+// still close.
+func TestRingSubmitFailure(t *testing.T) {
+	d := fileKind("file", func(t *testing.T) string { return t.TempDir() }, false).open(t, 1<<20, 512)
+	r := newTestRing(t, 4)
+	for i := uint64(0); i < 2; i++ {
+		if err := d.(Queuer).QueueRead(r, mmapBuf(t, 4096), int64(i)*4096, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fd := r.fd
+	r.fd = -1 // io_uring_enter fails with EBADF
+	err := r.Submit()
+	r.fd = fd
+	if !errors.Is(err, unix.EBADF) {
+		t.Fatalf("Submit on a bad ring: %v, want EBADF", err)
+	}
+	out := make([]Completion, 4)
+	n := r.Reap(out)
+	if n != 2 {
+		t.Fatalf("Reap returned %d completions, want the 2 operations not taken", n)
+	}
+	for _, c := range out[:n] {
+		if !errors.Is(c.Err, unix.EBADF) {
+			t.Fatalf("completion %d: %v, want EBADF", c.Tag, c.Err)
+		}
+	}
+	if r.Pending() != 0 || r.Space() != 4 {
+		t.Fatalf("pending %d, space %d after the failures", r.Pending(), r.Space())
+	}
+	// The ring still works, and nothing holds the device open.
+	if err := d.(Queuer).QueueFlush(r, 9); err != nil {
+		t.Fatal(err)
+	}
+	if got := reapAll(t, r, 1); got[0].Err != nil || got[0].Tag != 9 {
+		t.Fatalf("flush after the failure: %+v", got[0])
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waits for operations that failed")
 	}
 }
