@@ -66,7 +66,17 @@ type request struct {
 	inv     bool
 	credits int // send-queue slots held
 	reads   int // RDMA READs outstanding
+	// inline tells QueueResponse whether the poller is inside the core's
+	// Execute or Fail for this request (see toCore).
+	inline atomic.Uint32
 }
+
+// request.inline values.
+const (
+	inlineIdle    = iota
+	inlineRunning // the poller is in Execute/Fail: a response now is taken by it
+	inlineDone    // the core responded before Execute/Fail returned
+)
 
 // queue is one NVMe/RDMA queue pair.
 type queue struct {
@@ -126,8 +136,36 @@ func newQueue(l *listener, d *device, p *poller, id verbs.CMID, block, cqes, hos
 	return q
 }
 
-// QueueResponse implements fabric.Conn.
-func (q *queue) QueueResponse(fr *fabric.Request) { q.p.post(&q.reqs[fr.Tag]) }
+// QueueResponse implements fabric.Conn. A response given while the poller
+// is still inside Execute or Fail for the request is left to the poller;
+// any other goes through its mailbox.
+func (q *queue) QueueResponse(fr *fabric.Request) {
+	r := &q.reqs[fr.Tag]
+	if r.inline.CompareAndSwap(inlineRunning, inlineDone) {
+		return
+	}
+	q.p.post(r)
+}
+
+// toCore hands r to the core: Execute, or Fail with st when it is not
+// success. It reports whether the core responded before returning (a backend
+// that never blocks, most admin commands, every failure), in which case r
+// is rsExecuted and the caller goes on, with no trip through the mailbox.
+func (q *queue) toCore(r *request, st nvme.Status) bool {
+	r.state = rsExecuting
+	r.inline.Store(inlineRunning)
+	if st.IsSuccess() {
+		q.fq.Execute(&r.fr)
+	} else {
+		q.fq.Fail(&r.fr, st)
+	}
+	if r.inline.CompareAndSwap(inlineRunning, inlineIdle) {
+		return false // the response comes later, through the mailbox
+	}
+	r.inline.Store(inlineIdle)
+	r.state = rsExecuted
+	return true
+}
 
 // Disconnect implements fabric.Conn.
 func (q *queue) Disconnect() {
@@ -209,9 +247,7 @@ func (q *queue) advance(r *request) {
 			} else if st.IsSuccess() {
 				r.state = rsReady
 			}
-			if !st.IsSuccess() {
-				r.state = rsExecuting
-				q.fq.Fail(&r.fr, st)
+			if !st.IsSuccess() && !q.toCore(r, st) {
 				return
 			}
 		case rsNeedBuffer:
@@ -232,9 +268,9 @@ func (q *queue) advance(r *request) {
 				return
 			}
 		case rsReady:
-			r.state = rsExecuting
-			q.fq.Execute(&r.fr)
-			return
+			if !q.toCore(r, nvme.StatusSuccess) {
+				return
+			}
 		case rsExecuted:
 			if q.state != qsLive {
 				r.state = rsDone
