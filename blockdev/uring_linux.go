@@ -12,9 +12,8 @@ import (
 // io_uring ABI (include/uapi/linux/io_uring.h). golang.org/x/sys/unix has
 // only the system call numbers.
 const (
-	iouringOffSQRing = 0
-	iouringOffCQRing = 0x8000000
-	iouringOffSQEs   = 0x10000000
+	iouringOffRings = 0 // SQ and CQ rings in one mapping (IORING_FEAT_SINGLE_MMAP)
+	iouringOffSQEs  = 0x10000000
 
 	iouringFeatSingleMmap = 1 << 0
 
@@ -70,10 +69,8 @@ type iouringParams struct {
 // caller's value, never a pointer.
 type Ring struct {
 	fd      int
-	sqMem   []byte
-	cqMem   []byte
+	ringMem []byte // the SQ and CQ rings
 	sqeMem  []byte
-	sqHead  *atomic.Uint32
 	sqTail  *atomic.Uint32
 	sqMask  uint32
 	sqArray []uint32
@@ -147,24 +144,21 @@ func (r *Ring) mapRings(p *iouringParams) error {
 	size := max(sqSize, cqSize)
 	var err error
 	flags := unix.MAP_SHARED | unix.MAP_POPULATE
-	if r.sqMem, err = unix.Mmap(r.fd, iouringOffSQRing, size, unix.PROT_READ|unix.PROT_WRITE, flags); err != nil {
+	if r.ringMem, err = unix.Mmap(r.fd, iouringOffRings, size, unix.PROT_READ|unix.PROT_WRITE, flags); err != nil {
 		return fmt.Errorf("io_uring: mmap rings: %w", err)
 	}
-	r.cqMem = r.sqMem
 	sqeBytes := int(p.sqEntries) * int(unsafe.Sizeof(iouringSQE{}))
 	if r.sqeMem, err = unix.Mmap(r.fd, iouringOffSQEs, sqeBytes, unix.PROT_READ|unix.PROT_WRITE, flags); err != nil {
 		return fmt.Errorf("io_uring: mmap SQEs: %w", err)
 	}
-	u32 := func(mem []byte, off uint32) *atomic.Uint32 {
-		return (*atomic.Uint32)(unsafe.Pointer(&mem[off]))
-	}
-	r.sqHead, r.sqTail = u32(r.sqMem, p.sqOff.head), u32(r.sqMem, p.sqOff.tail)
-	r.sqMask = *(*uint32)(unsafe.Pointer(&r.sqMem[p.sqOff.ringMask]))
-	r.sqArray = unsafe.Slice((*uint32)(unsafe.Pointer(&r.sqMem[p.sqOff.array])), p.sqEntries)
+	at := func(off uint32) unsafe.Pointer { return unsafe.Pointer(&r.ringMem[off]) }
+	r.sqTail = (*atomic.Uint32)(at(p.sqOff.tail))
+	r.sqMask = *(*uint32)(at(p.sqOff.ringMask))
+	r.sqArray = unsafe.Slice((*uint32)(at(p.sqOff.array)), p.sqEntries)
 	r.sqes = unsafe.Slice((*iouringSQE)(unsafe.Pointer(&r.sqeMem[0])), p.sqEntries)
-	r.cqHead, r.cqTail = u32(r.cqMem, p.cqOff.head), u32(r.cqMem, p.cqOff.tail)
-	r.cqMask = *(*uint32)(unsafe.Pointer(&r.cqMem[p.cqOff.ringMask]))
-	r.cqes = unsafe.Slice((*iouringCQE)(unsafe.Pointer(&r.cqMem[p.cqOff.cqes])), p.cqEntries)
+	r.cqHead, r.cqTail = (*atomic.Uint32)(at(p.cqOff.head)), (*atomic.Uint32)(at(p.cqOff.tail))
+	r.cqMask = *(*uint32)(at(p.cqOff.ringMask))
+	r.cqes = unsafe.Slice((*iouringCQE)(at(p.cqOff.cqes)), p.cqEntries)
 	r.tail = r.sqTail.Load()
 	return nil
 }
@@ -174,9 +168,9 @@ func (r *Ring) unmap() {
 		unix.Munmap(r.sqeMem)
 		r.sqeMem = nil
 	}
-	if r.sqMem != nil {
-		unix.Munmap(r.sqMem)
-		r.sqMem, r.cqMem = nil, nil
+	if r.ringMem != nil {
+		unix.Munmap(r.ringMem)
+		r.ringMem = nil
 	}
 }
 
@@ -288,12 +282,12 @@ func (r *Ring) Reap(out []Completion) int {
 			continue
 		}
 		op := &r.ops[slot]
-		if err := op.result(cqe.res); err == errContinue {
+		err := op.result(cqe.res)
+		if err == errContinue {
 			r.fill(slot)
 			continue
-		} else {
-			out[n] = Completion{Tag: op.tag, Err: err}
 		}
+		out[n] = Completion{Tag: op.tag, Err: err}
 		n++
 		r.finish(slot)
 	}
@@ -317,17 +311,19 @@ func (op *ringOp) result(res int32) error {
 		}
 		return nil
 	}
+	var err error
 	switch {
 	case res == -int32(unix.EINTR) || res == -int32(unix.EAGAIN):
 		return errContinue
 	case res < 0:
-		return fmt.Errorf("%s %s at %d: %w", name, op.dev.path, op.off+int64(op.done), unix.Errno(-res))
+		err = unix.Errno(-res)
+	case res == 0 && op.opc == iouringOpWrite:
+		err = io.ErrShortWrite
 	case res == 0:
-		if op.opc == iouringOpWrite {
-			return fmt.Errorf("%s %s at %d: %w", name, op.dev.path, op.off+int64(op.done), io.ErrShortWrite)
-		}
-		// The file shrank under us.
-		return fmt.Errorf("%s %s at %d: %w", name, op.dev.path, op.off+int64(op.done), io.ErrUnexpectedEOF)
+		err = io.ErrUnexpectedEOF // the file shrank under us
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s at %d: %w", name, op.dev.path, op.off+int64(op.done), err)
 	}
 	op.done += int(res)
 	if op.done < len(op.p) {
@@ -358,12 +354,10 @@ func (r *Ring) Close() error {
 	// Whatever could not be waited for is abandoned: the kernel holds its own
 	// file references, and the devices must not wait for it forever.
 	for i := range r.ops {
-		if op := &r.ops[i]; op.dev != nil {
-			op.dev.inflight.Add(-1)
-			*op = ringOp{}
+		if r.ops[i].dev != nil {
+			r.finish(uint32(i))
 		}
 	}
-	r.pending = 0
 	r.unmap()
 	err := unix.Close(r.fd)
 	r.fd = -1

@@ -45,6 +45,27 @@ func reapAll(t *testing.T, r *Ring, want int) []Completion {
 	return got
 }
 
+// closeAsync runs d.Close on another goroutine and returns its result.
+func closeAsync(d Device) <-chan error {
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close() }()
+	return closed
+}
+
+// wantClosed fails unless Close returns nil within 5 s; why says what it
+// would be waiting for.
+func wantClosed(t *testing.T, closed <-chan error, why string) {
+	t.Helper()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close still waiting " + why)
+	}
+}
+
 // The queued path must leave the same bytes as the blocking one, on every
 // fd-backed kind, buffered or not, for any mix of sizes and flags.
 func TestRingReadWrite(t *testing.T) {
@@ -149,8 +170,7 @@ func TestRingCloseWaitsForInflight(t *testing.T) {
 	if err := d.(Queuer).QueueWrite(r, p, 0, true, 1); err != nil {
 		t.Fatal(err)
 	}
-	closed := make(chan error, 1)
-	go func() { closed <- d.Close() }()
+	closed := closeAsync(d)
 	select {
 	case err := <-closed:
 		t.Fatalf("Close returned (%v) with an operation queued and not reaped", err)
@@ -159,14 +179,7 @@ func TestRingCloseWaitsForInflight(t *testing.T) {
 	if got := reapAll(t, r, 1); got[0].Err != nil {
 		t.Fatalf("write: %v", got[0].Err)
 	}
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close still waiting after the completion was reaped")
-	}
+	wantClosed(t, closed, "after the completion was reaped")
 	if err := d.(Queuer).QueueRead(r, p, 0, 2); !errors.Is(err, ErrClosed) {
 		t.Fatalf("QueueRead after Close: %v, want ErrClosed", err)
 	}
@@ -210,14 +223,5 @@ func TestRingSubmitFailure(t *testing.T) {
 	if got := reapAll(t, r, 1); got[0].Err != nil || got[0].Tag != 9 {
 		t.Fatalf("flush after the failure: %+v", got[0])
 	}
-	done := make(chan error, 1)
-	go func() { done <- d.Close() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close waits for operations that failed")
-	}
+	wantClosed(t, closeAsync(d), "for operations that failed")
 }
