@@ -87,26 +87,18 @@ func (ns *Namespace) worker() {
 	}
 }
 
-func handleRead(r *Request) nvme.Status {
-	if st, ok := r.ns.queueIO(r, nvme.OpRead); ok {
+// submitQueued puts a read, write or flush on the queue's IOContext when it
+// can, and otherwise submits fn.
+func (ns *Namespace) submitQueued(r *Request, op uint8, fn handler) nvme.Status {
+	if st, ok := ns.queueIO(r, op); ok {
 		return st
 	}
-	return r.ns.submit(r, doRead)
+	return ns.submit(r, fn)
 }
 
-func handleWrite(r *Request) nvme.Status {
-	if st, ok := r.ns.queueIO(r, nvme.OpWrite); ok {
-		return st
-	}
-	return r.ns.submit(r, doWrite)
-}
-
-func handleFlush(r *Request) nvme.Status {
-	if st, ok := r.ns.queueIO(r, nvme.OpFlush); ok {
-		return st
-	}
-	return r.ns.submit(r, doFlush)
-}
+func handleRead(r *Request) nvme.Status  { return r.ns.submitQueued(r, nvme.OpRead, doRead) }
+func handleWrite(r *Request) nvme.Status { return r.ns.submitQueued(r, nvme.OpWrite, doWrite) }
+func handleFlush(r *Request) nvme.Status { return r.ns.submitQueued(r, nvme.OpFlush, doFlush) }
 func handleWriteZeroes(r *Request) nvme.Status {
 	return r.ns.submit(r, doWriteZeroes)
 }
@@ -121,9 +113,7 @@ func doRead(r *Request) nvme.Status {
 		}
 		off += int64(len(seg))
 	}
-	sh := ns.stats.shard(r)
-	sh.readOps.Add(1)
-	sh.readBytes.Add(uint64(r.DataLen))
+	ns.stats.count(r, nvme.OpRead)
 	return nvme.StatusSuccess
 }
 
@@ -143,15 +133,13 @@ func doWrite(r *Request) nvme.Status {
 			return ns.fail(r, nvme.OpFlush, err)
 		}
 	}
-	sh := ns.stats.shard(r)
-	sh.writeOps.Add(1)
-	sh.writeBytes.Add(uint64(r.DataLen))
+	ns.stats.count(r, nvme.OpWrite)
 	return nvme.StatusSuccess
 }
 
 func doFlush(r *Request) nvme.Status {
 	ns := r.ns
-	ns.stats.shard(r).flushOps.Add(1)
+	ns.stats.count(r, nvme.OpFlush)
 	if err := ns.dev.Flush(); err != nil {
 		return ns.fail(r, nvme.OpFlush, err)
 	}

@@ -115,7 +115,7 @@ func (ns *Namespace) queueIO(r *Request, op uint8) (nvme.Status, bool) {
 	switch op {
 	case nvme.OpFlush:
 		if err = ns.queuer.QueueFlush(c.ring, tag); err == nil {
-			ns.stats.shard(r).flushOps.Add(1)
+			ns.stats.count(r, nvme.OpFlush)
 			r.ioLeft++
 		}
 	case nvme.OpRead, nvme.OpWrite:
@@ -180,14 +180,8 @@ func (ns *Namespace) ioDone(r *Request) nvme.Status {
 		r.ioErr = nil
 		return ns.fail(r, r.ioOp, err)
 	}
-	sh := ns.stats.shard(r)
-	switch r.ioOp {
-	case nvme.OpRead:
-		sh.readOps.Add(1)
-		sh.readBytes.Add(uint64(r.DataLen))
-	case nvme.OpWrite:
-		sh.writeOps.Add(1)
-		sh.writeBytes.Add(uint64(r.DataLen))
+	if r.ioOp != nvme.OpFlush { // counted when queued
+		ns.stats.count(r, r.ioOp)
 	}
 	return nvme.StatusSuccess
 }

@@ -1,6 +1,10 @@
 package fabric
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
 
 // statShards spreads a namespace's counters over cache lines by queue, so
 // that queues running on different cores do not fight over one line on every
@@ -30,6 +34,21 @@ type nsShard struct {
 // shard is the shard of the queue r arrived on.
 func (c *nsCounters) shard(r *Request) *nsShard {
 	return &c.shards[int(r.q.qid)&(statShards-1)]
+}
+
+// count records one read, write (with its bytes) or flush of r.
+func (c *nsCounters) count(r *Request, op uint8) {
+	sh := c.shard(r)
+	switch op {
+	case nvme.OpRead:
+		sh.readOps.Add(1)
+		sh.readBytes.Add(uint64(r.DataLen))
+	case nvme.OpWrite:
+		sh.writeOps.Add(1)
+		sh.writeBytes.Add(uint64(r.DataLen))
+	case nvme.OpFlush:
+		sh.flushOps.Add(1)
+	}
 }
 
 func (c *nsCounters) snapshot() NamespaceStats {
