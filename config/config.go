@@ -79,11 +79,11 @@ type Namespace struct {
 	BufferedIO bool   `mapstructure:"buffered_io"`
 }
 
-// Send With Invalidate modes.
+// Values of the auto/on/off keys (rdma.send_with_invalidate, rdma.io_uring).
 const (
-	SendWithInvalidateAuto = "auto"
-	SendWithInvalidateOn   = "on"
-	SendWithInvalidateOff  = "off"
+	ModeAuto = "auto"
+	ModeOn   = "on"
+	ModeOff  = "off"
 )
 
 // RDMA sizes the RDMA transport.
@@ -150,8 +150,8 @@ var scalarDefaults = []struct {
 	{"rdma.pollers", 1},
 	{"rdma.poll_idle", 200 * time.Microsecond},
 	{"rdma.poll_nap", 20 * time.Microsecond},
-	{"rdma.send_with_invalidate", SendWithInvalidateAuto},
-	{"rdma.io_uring", "auto"},
+	{"rdma.send_with_invalidate", ModeAuto},
+	{"rdma.io_uring", ModeAuto},
 	{"controller.kato_max", 2 * time.Minute},
 	{"metrics.listen", "127.0.0.1:9771"},
 	{"metrics.pprof", false},

@@ -261,15 +261,16 @@ func (r RDMA) validate(p *problems) {
 	if r.PollNap < 0 || r.PollNap > time.Millisecond {
 		p.add("rdma.poll_nap", "%s: want 0..1ms", r.PollNap)
 	}
-	switch r.SendWithInvalidate {
-	case SendWithInvalidateAuto, SendWithInvalidateOn, SendWithInvalidateOff:
+	checkMode(p, "rdma.send_with_invalidate", r.SendWithInvalidate)
+	checkMode(p, "rdma.io_uring", r.IOUring)
+}
+
+// checkMode validates an auto/on/off key.
+func checkMode(p *problems, key, v string) {
+	switch v {
+	case ModeAuto, ModeOn, ModeOff:
 	default:
-		p.add("rdma.send_with_invalidate", "%q: want auto, on or off", r.SendWithInvalidate)
-	}
-	switch r.IOUring {
-	case "auto", "on", "off":
-	default:
-		p.add("rdma.io_uring", "%q: want auto, on or off", r.IOUring)
+		p.add(key, "%q: want auto, on or off", v)
 	}
 }
 

@@ -116,15 +116,12 @@ func (c *Config) validate() error {
 	if c.PollIdle < 0 || c.PollNap < 0 {
 		errs = append(errs, fmt.Errorf("poll idle %v, poll nap %v: want durations >= 0", c.PollIdle, c.PollNap))
 	}
-	switch c.SendWithInvalidate {
-	case "auto", "on", "off":
-	default:
-		errs = append(errs, fmt.Errorf("send_with_invalidate %q: want auto, on or off", c.SendWithInvalidate))
-	}
-	switch c.IOUring {
-	case "auto", "on", "off":
-	default:
-		errs = append(errs, fmt.Errorf("io_uring %q: want auto, on or off", c.IOUring))
+	for _, m := range []struct{ key, v string }{{"send_with_invalidate", c.SendWithInvalidate}, {"io_uring", c.IOUring}} {
+		switch m.v {
+		case "auto", "on", "off":
+		default:
+			errs = append(errs, fmt.Errorf("%s %q: want auto, on or off", m.key, m.v))
+		}
 	}
 	return errors.Join(errs...)
 }
