@@ -69,10 +69,14 @@ type poller struct {
 	done     chan struct{}
 }
 
-func newPoller(d *device, idx, firstChunk, nchunks int) (*poller, error) {
+func newPoller(d *device, idx, firstChunk, nchunks int) (_ *poller, err error) {
 	cfg := &d.t.cfg
-	p := &poller{d: d, idx: idx, log: d.log.With("poller", idx)}
-	var err error
+	p := &poller{d: d, idx: idx, log: d.log.With("poller", idx), evfd: -1}
+	defer func() {
+		if err != nil {
+			p.undoSetup()
+		}
+	}()
 	if p.ch, err = d.ctx.NewCompChannel(); err != nil {
 		return nil, err
 	}
@@ -81,13 +85,11 @@ func newPoller(d *device, idx, firstChunk, nchunks int) (*poller, error) {
 		cqSize = 65536
 	}
 	if p.cq, err = d.ctx.CreateCQ(cqSize, p.ch); err != nil {
-		p.ch.Close()
 		return nil, err
 	}
 	p.cqBudget = cqSize
 	if p.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-		p.cq.Destroy()
-		p.ch.Close()
+		p.evfd = -1
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
 	maxReqs := cfg.MaxQueues * 2 * d.depth
@@ -95,13 +97,10 @@ func newPoller(d *device, idx, firstChunk, nchunks int) (*poller, error) {
 		p.io, err = fabric.NewIOContext(ioRingDepth, p.evfd)
 		if err != nil {
 			if cfg.IOUring == "on" {
-				unix.Close(p.evfd)
-				p.cq.Destroy()
-				p.ch.Close()
 				return nil, fmt.Errorf("io_uring for file and block I/O: %w", err)
 			}
 			p.log.Warn("io_uring unavailable: file and block I/O goes to namespace workers", "err", err)
-			p.io = nil
+			p.io, err = nil, nil
 		} else {
 			p.io.CountInto(&d.t.stats.IOUringRequests)
 		}
@@ -122,6 +121,19 @@ func newPoller(d *device, idx, firstChunk, nchunks int) (*poller, error) {
 	p.done = make(chan struct{})
 	go p.run()
 	return p, nil
+}
+
+// undoSetup releases what a newPoller that failed had set up.
+func (p *poller) undoSetup() {
+	if p.evfd >= 0 {
+		unix.Close(p.evfd)
+	}
+	if p.cq != nil {
+		p.cq.Destroy()
+	}
+	if p.ch != nil {
+		p.ch.Close()
+	}
 }
 
 // ioRingDepth is how many file and block operations a poller keeps in
