@@ -236,33 +236,37 @@ func (l *listener) accept(ev *verbs.CMEvent) error {
 		// Before the poller sees the queue (exec below): no command yet.
 		q.fq.UseIOContext(p.io)
 	}
+	// From here the queue counts as live: if posting its receives fails, the
+	// poller tears it down like any other, and queueGone finishes with it.
+	l.conns[ev.ID.Handle()] = q
+	l.live.Add(1)
+	l.t.stats.QueuesLive.Add(1)
 	added := false
 	p.exec(func() {
 		if added = p.addQueue(q); added {
-			slots := make([]int, depth)
-			for i := range slots {
-				slots[i] = i
+			for s := 0; s < depth; s++ {
+				q.postRecv(s)
 			}
-			q.postRecvs(slots...)
+			p.flush()
 		}
 	})
-	if !added || q.state != qsLive {
-		// The QP never carried traffic: undo by hand.
-		p.exec(func() {
-			if added {
-				p.removeQueue(q)
-			}
-		})
+	if !added {
+		// The poller never saw the queue: undo by hand.
+		delete(l.conns, ev.ID.Handle())
+		l.live.Done()
+		l.t.stats.QueuesLive.Add(-1)
 		q.fq.Destroy()
 		ev.ID.DestroyQP()
 		d.freeBlock(block, p, cqes)
 		return l.reject(ev, nvme.RDMACMRejectNoResources, "queue setup failed")
 	}
+	if q.state != qsLive {
+		// Torn down by the poller, which destroys the ID once drained.
+		l.reject(ev, nvme.RDMACMRejectNoResources, "posting receives failed")
+		return nil
+	}
 	pd := make([]byte, nvme.RDMACMAcceptSize)
 	nvme.PutRDMACMAccept(pd, uint16(depth))
-	l.conns[ev.ID.Handle()] = q
-	l.live.Add(1)
-	l.t.stats.QueuesLive.Add(1)
 	if err := ev.ID.Accept(verbs.ConnParam{PrivateData: pd, ResponderResources: uint8(ird), InitiatorDepth: uint8(ord), RNRRetryCount: 7}); err != nil {
 		q.log.Warn("rdma_accept failed", "err", err)
 		p.ctlAsync(func() { q.teardown("accept failed") })

@@ -59,8 +59,9 @@ type poller struct {
 	freeChunks []int32
 	bufWait    ring[*request]
 	wcs        []verbs.WC
-	sendWRs    []verbs.SendWR
-	recvWRs    []verbs.RecvWR
+	// batch collects the work requests of a round; flush posts them.
+	batch  *verbs.Batch
+	batchQ []*queue // the queue of each of batch's groups
 
 	mbox     chan *request
 	ctl      chan func()
@@ -113,8 +114,10 @@ func newPoller(d *device, idx, firstChunk, nchunks int) (_ *poller, err error) {
 	}
 	p.bufWait = newRing[*request](maxReqs)
 	p.wcs = make([]verbs.WC, pollBatch)
-	p.sendWRs = make([]verbs.SendWR, verbs.MaxBatch)
-	p.recvWRs = make([]verbs.RecvWR, verbs.MaxBatch)
+	// The largest request (MDTS in one response or one fetch) must fit.
+	perReq := 1 + (int(cfg.MDTS)/d.ioUnit+d.sgePerWR-1)/d.sgePerWR
+	p.batch = verbs.NewBatch(max(batchSends, perReq), batchRecvs, batchGroups)
+	p.batchQ = make([]*queue, 0, batchGroups)
 	p.mbox = make(chan *request, maxReqs)
 	p.ctl = make(chan func(), 1024)
 	p.stop = make(chan struct{})
@@ -139,6 +142,14 @@ func (p *poller) undoSetup() {
 // ioRingDepth is how many file and block operations a poller keeps in
 // flight on its io_uring; more wait for the namespace workers.
 const ioRingDepth = 1024
+
+// A poller's batch holds at most this many send and receive work requests
+// and QP groups; a round that stages more posts in several calls.
+const (
+	batchSends  = 256
+	batchRecvs  = 256
+	batchGroups = 64
+)
 
 // pollWindowMax caps how long the poller busy-polls an idle CQ before it
 // sleeps, however short its recent sleeps were.
@@ -179,6 +190,8 @@ func (p *poller) run() {
 			// finished backend I/O (handed over through mbox).
 			m += p.io.Poll()
 		}
+		// Everything the round staged goes out in one call.
+		p.flush()
 		if n > 0 || m > 0 {
 			lastWork = time.Now()
 			continue
@@ -251,6 +264,7 @@ func (p *poller) sleep() {
 	}
 	// A completion that arrived before arming raises no event: poll once more.
 	if p.poll() > 0 {
+		p.flush()
 		return
 	}
 	p.sleeping.Store(true)
@@ -338,14 +352,79 @@ func (p *poller) complete(wc *verbs.WC) {
 	case kindRecv:
 		q.recvDone(int(idx), wc)
 	case kindSend:
-		q.sendDone(&q.reqs[idx], wc)
+		// A request whose post failed is already released; the rest of its
+		// chain that did go in still flushes.
+		if r := &q.reqs[idx]; r.state == rsSending {
+			q.sendDone(r, wc)
+		}
 	case kindRead:
-		q.readDone(&q.reqs[idx], wc)
+		if r := &q.reqs[idx]; r.state == rsReading {
+			q.readDone(r, wc)
+		}
 	case kindWrite:
 		// Unsignaled; seen only when flushed. The SEND after it decides.
 		if wc.Status != verbs.WCSuccess {
 			q.teardown("RDMA WRITE failed")
 		}
+	}
+}
+
+// stageSend adds a send work request for q to the round's batch; the
+// caller has made room with q.reserve.
+func (p *poller) stageSend(q *queue) *verbs.SendWR {
+	w := p.batch.Send(q.qp)
+	p.noteGroup(q)
+	return w
+}
+
+// stageRecv adds a receive work request for q, like stageSend.
+func (p *poller) stageRecv(q *queue) *verbs.RecvWR {
+	w := p.batch.Recv(q.qp)
+	p.noteGroup(q)
+	return w
+}
+
+func (p *poller) noteGroup(q *queue) {
+	if p.batch.Groups() > len(p.batchQ) {
+		p.batchQ = append(p.batchQ, q)
+	}
+}
+
+// postFailure is a queue whose share of a batch did not all go in.
+type postFailure struct {
+	q        *queue
+	err      error
+	unposted []uint64 // wr_ids of the sends that were not posted
+}
+
+// flush posts the round's batch: every queue's receives and sends, each
+// queue's as one chain, in one call. A queue whose post failed is torn
+// down and the requests whose work did not go in are released.
+func (p *poller) flush() {
+	if p.batch.Groups() == 0 {
+		return
+	}
+	p.d.t.stats.PostCalls.Add(1)
+	p.d.t.stats.WorkRequests.Add(uint64(p.batch.Len()))
+	p.batch.Post()
+	var failed []postFailure // allocated only when a post fails
+	for i, q := range p.batchQ {
+		recvs, unposted, err := p.batch.Result(i)
+		q.recvPosted += recvs
+		if err != nil {
+			f := postFailure{q: q, err: err}
+			for _, w := range unposted {
+				f.unposted = append(f.unposted, w.WRID)
+			}
+			failed = append(failed, f)
+		}
+	}
+	// Empty before handling failures: that may stage (and flush) more.
+	p.batch.Reset()
+	clear(p.batchQ)
+	p.batchQ = p.batchQ[:0]
+	for _, f := range failed {
+		f.q.postFailed(f.err, f.unposted)
 	}
 }
 

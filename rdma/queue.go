@@ -172,30 +172,57 @@ func (q *queue) Disconnect() {
 	q.p.ctlAsync(func() { q.teardown("disconnect requested by the target") })
 }
 
-// postRecvs posts receive buffers for the given slots in chains.
-func (q *queue) postRecvs(slots ...int) {
+// reserve makes room in the poller's batch for q's next work requests,
+// posting what is staged when it is full. It reports whether q is still
+// live: a failed post tears its queue down.
+func (q *queue) reserve(sends, recvs int) bool {
+	for !q.p.batch.Room(sends, recvs) {
+		q.p.flush()
+	}
+	return q.state == qsLive
+}
+
+// postRecv gives receive slot s back to the QP, with the poller's next flush.
+func (q *queue) postRecv(s int) {
+	if q.reserve(0, 1) {
+		q.stageRecv(s)
+	}
+}
+
+// stageRecv stages the receive of slot s; the caller has reserved room.
+func (q *queue) stageRecv(s int) {
 	d := q.d
-	for len(slots) > 0 {
-		n := min(len(slots), len(q.p.recvWRs))
-		for i := 0; i < n; i++ {
-			s := slots[i]
-			w := &q.p.recvWRs[i]
-			w.WRID = wrID(kindRecv, q.qidx, q.gen, uint16(s))
-			w.SGE[0] = verbs.SGE{Addr: d.addr(d.cmdOff + (q.block*d.depth+s)*64), Length: 64, LKey: d.lkey}
-			w.NumSGE = 1
-			if q.icd > 0 {
-				w.SGE[1] = verbs.SGE{Addr: d.addr(d.icdOff + (q.block*d.depth+s)*d.icd), Length: uint32(q.icd), LKey: d.lkey}
-				w.NumSGE = 2
-			}
+	w := q.p.stageRecv(q)
+	w.WRID = wrID(kindRecv, q.qidx, q.gen, uint16(s))
+	w.SGE[0] = verbs.SGE{Addr: d.addr(d.cmdOff + (q.block*d.depth+s)*64), Length: 64, LKey: d.lkey}
+	w.NumSGE = 1
+	if q.icd > 0 {
+		w.SGE[1] = verbs.SGE{Addr: d.addr(d.icdOff + (q.block*d.depth+s)*d.icd), Length: uint32(q.icd), LKey: d.lkey}
+		w.NumSGE = 2
+	}
+}
+
+// postFailed handles a batch post that did not take all of q's work: the
+// queue is torn down, and the requests whose READs or SEND did not go in
+// are released (what did go in flushes as usual).
+func (q *queue) postFailed(err error, unposted []uint64) {
+	q.log.Error("post work requests", "err", err)
+	q.teardown("post failed")
+	for _, id := range unposted {
+		kind, _, _, idx := splitWRID(id)
+		r := &q.reqs[idx]
+		switch {
+		case kind == kindRead && r.state == rsReading:
+			q.readsOut -= r.reads
+			r.reads = 0
+		case kind == kindSend && r.state == rsSending:
+		default:
+			continue // an unsignaled part of a chain, or a request already released
 		}
-		posted, err := q.qp.PostRecv(q.p.recvWRs[:n])
-		q.recvPosted += posted
-		if err != nil {
-			q.log.Error("post receive", "err", err)
-			q.teardown("post receive failed")
-			return
-		}
-		slots = slots[n:]
+		q.sqCredits += r.credits
+		r.credits = 0
+		r.state = rsDone
+		q.advance(r)
 	}
 }
 
@@ -309,14 +336,14 @@ func (q *queue) mapSGL(r *request) nvme.Status {
 	return st
 }
 
-// buildRDMA fills WRs that move r's segments to or from the host's
-// contiguous buffer, up to sgePerWR segments each.
-func (q *queue) buildRDMA(r *request, op verbs.WROpcode, kind int, wrs []verbs.SendWR) int {
+// stageRDMA stages the WRs that move r's segments to or from the host's
+// contiguous buffer, up to sgePerWR segments each, and returns the last.
+func (q *queue) stageRDMA(r *request, op verbs.WROpcode, kind int) *verbs.SendWR {
 	per := q.d.sgePerWR
-	n := 0
 	raddr := r.raddr
+	var w *verbs.SendWR
 	for i := 0; i < len(r.segs); i += per {
-		w := &wrs[n]
+		w = q.p.stageSend(q)
 		*w = verbs.SendWR{WRID: wrID(kind, q.qidx, q.gen, r.idx), Opcode: op, RemoteAddr: raddr, RKey: r.rkey}
 		for j := i; j < len(r.segs) && j < i+per; j++ {
 			seg := r.segs[j]
@@ -324,9 +351,8 @@ func (q *queue) buildRDMA(r *request, op verbs.WROpcode, kind int, wrs []verbs.S
 			w.NumSGE++
 			raddr += uint64(len(seg))
 		}
-		n++
 	}
-	return n
+	return w
 }
 
 // wrsFor is how many RDMA operations move r's data.
@@ -359,24 +385,17 @@ func (q *queue) postReads(r *request) bool {
 	if !q.takeCredits(&q.readWait, r, ok, &q.d.t.stats.ReadWaits) {
 		return false
 	}
-	wrs := q.p.sendWRs
-	k := q.buildRDMA(r, verbs.WRRDMARead, kindRead, wrs)
+	if !q.reserve(n, 0) {
+		r.state = rsDone
+		return true
+	}
 	// Only the last READ is signaled: completions of one send queue are
 	// reported in order, so it covers the others.
-	wrs[k-1].Flags = verbs.SendSignaled
-	r.reads, r.credits = k, k
-	q.readsOut += k
-	q.sqCredits -= k
+	q.stageRDMA(r, verbs.WRRDMARead, kindRead).Flags = verbs.SendSignaled
+	r.reads, r.credits = n, n
+	q.readsOut += n
+	q.sqCredits -= n
 	r.state = rsReading
-	if _, err := q.qp.PostSend(wrs[:k]); err != nil {
-		q.log.Error("post RDMA READ", "err", err)
-		q.readsOut -= k
-		q.sqCredits += k
-		r.reads, r.credits = 0, 0
-		r.state = rsDone
-		q.teardown("post send failed")
-		q.advance(r)
-	}
 	return true
 }
 
@@ -405,12 +424,21 @@ func (q *queue) postResponse(r *request) bool {
 	if !q.takeCredits(&q.sendWait, r, q.sqCredits >= n, &q.d.t.stats.SendWaits) {
 		return false
 	}
-	wrs := q.p.sendWRs
-	k := 0
-	if withData {
-		k = q.buildRDMA(r, verbs.WRRDMAWrite, kindWrite, wrs)
+	if !q.reserve(n, 1) {
+		r.state = rsDone
+		return true
 	}
-	w := &wrs[k]
+	// The capsule is consumed: its receive buffer goes back with the
+	// response (a batch posts receives first), so the host's next command
+	// finds it posted.
+	if r.recv >= 0 {
+		q.stageRecv(r.recv)
+		r.recv = -1
+	}
+	if withData {
+		q.stageRDMA(r, verbs.WRRDMAWrite, kindWrite)
+	}
+	w := q.p.stageSend(q)
 	*w = verbs.SendWR{WRID: wrID(kindSend, q.qidx, q.gen, r.idx), Opcode: verbs.WRSend, Flags: verbs.SendSignaled, NumSGE: 1}
 	w.SGE[0] = verbs.SGE{Addr: r.rspAddr, Length: nvme.CompletionSize, LKey: q.d.lkey}
 	if r.inv && q.d.sendInv {
@@ -418,25 +446,9 @@ func (q *queue) postResponse(r *request) bool {
 		w.InvRKey = r.rkey
 		q.d.t.stats.SendWithInvalidate.Add(1)
 	}
-	k++
-	// The capsule is consumed: give its receive buffer back before the
-	// response, so the host's next command finds it posted.
-	if r.recv >= 0 {
-		slot := r.recv
-		r.recv = -1
-		q.postRecvs(slot)
-	}
-	r.credits = k
-	q.sqCredits -= k
+	r.credits = n
+	q.sqCredits -= n
 	r.state = rsSending
-	if _, err := q.qp.PostSend(wrs[:k]); err != nil {
-		q.log.Error("post response", "err", err)
-		q.sqCredits += k
-		r.credits = 0
-		r.state = rsDone
-		q.teardown("post send failed")
-		q.advance(r)
-	}
 	return true
 }
 
@@ -484,7 +496,7 @@ func (q *queue) release(r *request) {
 		slot := r.recv
 		r.recv = -1
 		if q.state == qsLive {
-			q.postRecvs(slot)
+			q.postRecv(slot)
 		}
 	}
 	r.state = rsFree
@@ -504,6 +516,12 @@ func (q *queue) release(r *request) {
 func (q *queue) teardown(reason string) {
 	if q.state != qsLive {
 		return
+	}
+	// Work this round staged goes in first, so that it flushes with the
+	// rest and no request waits for a completion that never comes.
+	q.p.flush()
+	if q.state != qsLive {
+		return // that post failed for q and tore it down
 	}
 	q.state = qsDraining
 	q.reason = reason

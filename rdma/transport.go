@@ -147,6 +147,9 @@ type Stats struct {
 	CompletionErrors                  atomic.Uint64
 	IOUringRequests                   atomic.Uint64 // file and block requests run on a poller's io_uring
 	SendWithInvalidate                atomic.Uint64
+	// PostCalls counts the calls that posted a poller round's work
+	// requests; WorkRequests the work requests they carried.
+	PostCalls, WorkRequests atomic.Uint64
 }
 
 // New creates the transport; devices are opened when a port is listened on.

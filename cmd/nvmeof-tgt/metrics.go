@@ -20,6 +20,7 @@ type collector struct {
 	nsOps, nsBytes, nsErrors                   *prometheus.Desc
 	rdmaConns, rdmaQueues, rdmaWaits, rdmaPoll *prometheus.Desc
 	rdmaCompErrors, rdmaSendInv, rdmaIOUring   *prometheus.Desc
+	rdmaPostCalls, rdmaWRs                     *prometheus.Desc
 }
 
 func newCollector(tgt *fabric.Target, rt *rdma.Transport) *collector {
@@ -44,6 +45,8 @@ func newCollector(tgt *fabric.Target, rt *rdma.Transport) *collector {
 		rdmaCompErrors: d("rdma_completion_errors_total", "Work completions with an error other than flush."),
 		rdmaSendInv:    d("rdma_send_with_invalidate_total", "Responses sent with remote invalidation."),
 		rdmaIOUring:    d("rdma_io_uring_requests_total", "File and block-device requests run on a poller's io_uring."),
+		rdmaPostCalls:  d("rdma_post_calls_total", "Calls that posted a poller round's work requests, for all its queues at once."),
+		rdmaWRs:        d("rdma_work_requests_total", "Work requests (sends and receives) posted."),
 	}
 }
 
@@ -92,4 +95,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ct(c.rdmaCompErrors, r.CompletionErrors.Load())
 	ct(c.rdmaSendInv, r.SendWithInvalidate.Load())
 	ct(c.rdmaIOUring, r.IOUringRequests.Load())
+	ct(c.rdmaPostCalls, r.PostCalls.Load())
+	ct(c.rdmaWRs, r.WorkRequests.Load())
 }

@@ -8,6 +8,9 @@
 #   e.g. tests/lab/ab.sh tests/out/ab "randread-4k-qd1 randwrite-4k-qd32" 3 8 \
 #          "def=" "spin=poll_nap: 0s" "ev=poll_idle: 0s"
 #
+# The key bin:PATH runs that variant with another build (an older commit's binary, for an A/B
+# of a code change); PATH must be inside the repository or OUTDIR, which the guest shares.
+#
 # AB_BACKEND=memory (default; the kernel gets memory-backed null_blk) or file (files on the
 # guest's scratch disk, the kernel's nvmet file backend). JOBs are deploy/fio/<JOB>.fio. Needs
 # python3 (to read fio's JSON) and what make test installs. Build bin/nvmeof-tgt first (make).
@@ -33,6 +36,8 @@ for v in "$@"; do
   else
     ns="        backend: memory"
   fi
+  bin=./bin/nvmeof-tgt
+  IFS=';' read -ra kvs <<<"$kv"
   {
     cat <<Y
 ports: [{transport: rdma, address: $LAB_ADDR, port: $((4420 + i))}]
@@ -47,10 +52,11 @@ metrics: {listen: "127.0.0.1:$((9500 + i))"}
 rdma:
   buffer_pool_size: 32MiB
 Y
-    IFS=';' read -ra kvs <<<"$kv"
-    for x in "${kvs[@]}"; do [[ -n $x ]] && echo "  $x"; done
+    for x in "${kvs[@]}"; do
+      if [[ $x == bin:* ]]; then bin=${x#bin:}; elif [[ -n $x ]]; then echo "  $x"; fi
+    done
   } >"/tmp/$name.yaml"
-  ./bin/nvmeof-tgt serve --config "/tmp/$name.yaml" >"$out/tgt-$name.log" 2>&1 &
+  "$bin" serve --config "/tmp/$name.yaml" >"$out/tgt-$name.log" 2>&1 &
   names+=("$name")
 done
 
@@ -103,7 +109,7 @@ done
 i=0
 for n in "${names[@]}"; do
   i=$((i + 1))
-  curl -s "127.0.0.1:$((9500 + i))/metrics" | grep -E '^(nvmeof_tgt_rdma_(poller_sleeps|io_uring_requests)_total|process_cpu_seconds_total)' | sed "s/^/$n /" >>"$out/metrics.txt"
+  curl -s "127.0.0.1:$((9500 + i))/metrics" | grep -E '^(nvmeof_tgt_rdma_(poller_sleeps|io_uring_requests|post_calls|work_requests)_total|process_cpu_seconds_total)' | sed "s/^/$n /" >>"$out/metrics.txt"
 done
 nvme disconnect-all >/dev/null
 kill $(jobs -p) 2>/dev/null; sleep 1

@@ -7,6 +7,7 @@ package verbs
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"unsafe"
 )
 
@@ -181,4 +182,105 @@ type QPInit struct {
 	MaxSendSGE     uint32
 	MaxRecvSGE     uint32
 	MaxInlineData  uint32
+}
+
+// postGroup is one QP's share of a Batch. Its layout matches nt_group in C:
+// the C side reads the first eight fields and writes the results.
+type postGroup struct {
+	qp                  uintptr // struct ibv_qp *, filled in by Post
+	sendOff, sends      uint32
+	recvOff, recvs      uint32
+	sendRC, sendsPosted int32
+	recvRC, recvsPosted int32
+}
+
+// Batch stages send and receive work requests for any number of QPs and
+// posts them all with one call (Post), so a poller pays for one cgo call
+// and, per QP, one doorbell per round however many responses it built. A
+// QP's requests are posted in the order they were staged, receives before
+// sends. A Batch is used by one goroutine; it is allocated once and holds no
+// Go pointers the C side sees.
+type Batch struct {
+	send   []SendWR
+	recv   []RecvWR
+	groups []postGroup
+	qps    []*QP // the QP of each group
+	ns, nr int
+}
+
+// NewBatch makes a batch with room for the given numbers of send and
+// receive work requests and of QP groups (each at least 1).
+func NewBatch(sends, recvs, groups int) *Batch {
+	return &Batch{
+		send:   make([]SendWR, max(sends, 1)),
+		recv:   make([]RecvWR, max(recvs, 1)),
+		groups: make([]postGroup, max(groups, 1)),
+		qps:    make([]*QP, 0, max(groups, 1)),
+	}
+}
+
+// Room reports whether sends more send and recvs more receive work requests
+// fit, for a QP that may need a new group.
+func (b *Batch) Room(sends, recvs int) bool {
+	return b.ns+sends <= len(b.send) && b.nr+recvs <= len(b.recv) && len(b.qps) < len(b.groups)
+}
+
+// Len is how many work requests are staged.
+func (b *Batch) Len() int { return b.ns + b.nr }
+
+// Groups is how many QP groups are staged.
+func (b *Batch) Groups() int { return len(b.qps) }
+
+// group returns the group qp's next request goes to: the last one when it
+// is qp's, else a new one (so each group's requests stay contiguous).
+func (b *Batch) group(qp *QP) *postGroup {
+	if n := len(b.qps); n > 0 && b.qps[n-1] == qp {
+		return &b.groups[n-1]
+	}
+	b.qps = append(b.qps, qp)
+	g := &b.groups[len(b.qps)-1]
+	*g = postGroup{sendOff: uint32(b.ns), recvOff: uint32(b.nr)}
+	return g
+}
+
+// Send stages a send work request for qp and returns it, zeroed, to fill
+// in. Check Room first.
+func (b *Batch) Send(qp *QP) *SendWR {
+	b.group(qp).sends++
+	w := &b.send[b.ns]
+	*w = SendWR{}
+	b.ns++
+	return w
+}
+
+// Recv stages a receive work request for qp and returns it, zeroed, to fill
+// in. Check Room first.
+func (b *Batch) Recv(qp *QP) *RecvWR {
+	b.group(qp).recvs++
+	w := &b.recv[b.nr]
+	*w = RecvWR{}
+	b.nr++
+	return w
+}
+
+// Result reports what Post did for group i: how many of its receives were
+// posted, and on failure the error and the send work requests that were not
+// posted (the failed one and every one after it).
+func (b *Batch) Result(i int) (recvs int, unposted []SendWR, err error) {
+	g := &b.groups[i]
+	if g.recvRC < 0 {
+		err = fmt.Errorf("ibv_post_recv: %w", syscall.Errno(-g.recvRC))
+	}
+	if g.sendRC < 0 {
+		unposted = b.send[g.sendOff+uint32(g.sendsPosted) : g.sendOff+g.sends]
+		err = errors.Join(err, fmt.Errorf("ibv_post_send: %w", syscall.Errno(-g.sendRC)))
+	}
+	return int(g.recvsPosted), unposted, err
+}
+
+// Reset empties the batch once its results are read.
+func (b *Batch) Reset() {
+	clear(b.qps)
+	b.qps = b.qps[:0]
+	b.ns, b.nr = 0, 0
 }

@@ -77,6 +77,36 @@ static int nt_post_recv(struct ibv_qp *qp, nt_recv_wr *w, int n, int *bad) {
 	return n;
 }
 
+typedef struct {
+	struct ibv_qp *qp;
+	uint32_t send_off, nsend, recv_off, nrecv;
+	int32_t send_rc, send_posted, recv_rc, recv_posted;
+} nt_group;
+
+// nt_post_batch posts every group's receives, then its sends, in chains of at
+// most NT_MAX_BATCH, and records per group how many went in and the first error.
+static void nt_post_batch(nt_group *g, int ng, nt_send_wr *s, nt_recv_wr *r) {
+	for (int i = 0; i < ng; i++) {
+		int bad = 0, rc;
+		g[i].recv_rc = 0; g[i].recv_posted = 0;
+		for (uint32_t off = 0; off < g[i].nrecv;) {
+			int n = g[i].nrecv - off < NT_MAX_BATCH ? (int)(g[i].nrecv - off) : NT_MAX_BATCH;
+			if ((rc = nt_post_recv(g[i].qp, r + g[i].recv_off + off, n, &bad)) < 0) {
+				g[i].recv_rc = rc; g[i].recv_posted += bad; break;
+			}
+			off += n; g[i].recv_posted += n;
+		}
+		g[i].send_rc = 0; g[i].send_posted = 0;
+		for (uint32_t off = 0; off < g[i].nsend;) {
+			int n = g[i].nsend - off < NT_MAX_BATCH ? (int)(g[i].nsend - off) : NT_MAX_BATCH;
+			if ((rc = nt_post_send(g[i].qp, s + g[i].send_off + off, n, &bad)) < 0) {
+				g[i].send_rc = rc; g[i].send_posted += bad; break;
+			}
+			off += n; g[i].send_posted += n;
+		}
+	}
+}
+
 static int nt_poll(struct ibv_cq *cq, nt_wc *out, int n) {
 	struct ibv_wc wc[NT_MAX_BATCH];
 	if (n > NT_MAX_BATCH) n = NT_MAX_BATCH;
@@ -206,6 +236,8 @@ var (
 	_ [MaxSendSGE - C.NT_MAX_SEND_SGE]byte
 	_ [C.NT_MAX_SEND_SGE - MaxSendSGE]byte
 	_ [MaxBatch - C.NT_MAX_BATCH]byte
+	_ [unsafe.Sizeof(postGroup{}) - C.sizeof_nt_group]byte
+	_ [C.sizeof_nt_group - unsafe.Sizeof(postGroup{})]byte
 )
 
 func errno(rc C.int) error {
@@ -577,40 +609,22 @@ func (cq *CQ) Destroy() error {
 }
 
 // QP is a reliable-connected queue pair created through rdma_cm.
-type QP struct {
-	p *C.struct_ibv_qp
-	// bad receives the index of a failed work request. A field, not a local: the address of a
-	// local handed to C would move it to the heap on every post. A QP is posted to by one
-	// goroutine at a time.
-	bad C.int
-}
+type QP struct{ p *C.struct_ibv_qp }
 
 // Num is the QP number.
 func (qp *QP) Num() uint32 { return uint32(qp.p.qp_num) }
 
-// PostSend posts wrs (at most MaxBatch) as one chain. On failure it returns the
-// number posted before the first failed request.
-func (qp *QP) PostSend(wrs []SendWR) (int, error) {
-	if len(wrs) == 0 {
-		return 0, nil
+// Post posts everything staged, each QP's work as one or more chains, in
+// one cgo call. Read the outcome with Result, then Reset.
+func (b *Batch) Post() {
+	if len(b.qps) == 0 {
+		return
 	}
-	rc := C.nt_post_send(qp.p, (*C.nt_send_wr)(unsafe.Pointer(&wrs[0])), C.int(len(wrs)), &qp.bad)
-	if rc < 0 {
-		return int(qp.bad), fmt.Errorf("ibv_post_send: %w", errno(rc))
+	for i, qp := range b.qps {
+		b.groups[i].qp = uintptr(unsafe.Pointer(qp.p))
 	}
-	return int(rc), nil
-}
-
-// PostRecv posts wrs (at most MaxBatch) as one chain.
-func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
-	if len(wrs) == 0 {
-		return 0, nil
-	}
-	rc := C.nt_post_recv(qp.p, (*C.nt_recv_wr)(unsafe.Pointer(&wrs[0])), C.int(len(wrs)), &qp.bad)
-	if rc < 0 {
-		return int(qp.bad), fmt.Errorf("ibv_post_recv: %w", errno(rc))
-	}
-	return int(rc), nil
+	C.nt_post_batch((*C.nt_group)(unsafe.Pointer(&b.groups[0])), C.int(len(b.qps)),
+		(*C.nt_send_wr)(unsafe.Pointer(&b.send[0])), (*C.nt_recv_wr)(unsafe.Pointer(&b.recv[0])))
 }
 
 // SetError moves the QP to the error state, flushing all outstanding work.

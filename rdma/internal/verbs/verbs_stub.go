@@ -2,7 +2,10 @@
 
 package verbs
 
-import "net"
+import (
+	"net"
+	"syscall"
+)
 
 func wcStatusString(s uint32) string { return "unknown" }
 
@@ -37,7 +40,7 @@ type CompChannel struct{}
 type CQ struct{}
 
 // QP is unavailable in this build.
-type QP struct{}
+type QP struct{ _ byte } // not zero-size: Batch tells QPs apart by address
 
 func NewEventChannel() (*EventChannel, error)            { return nil, ErrNotSupported }
 func (*EventChannel) Fd() int                            { return -1 }
@@ -73,10 +76,17 @@ func (*CQ) Poll([]WC) (int, error)                       { return 0, ErrNotSuppo
 func (*CQ) ReqNotify() error                             { return ErrNotSupported }
 func (*CQ) Ack(int)                                      {}
 func (*CQ) Destroy() error                               { return nil }
-func (*QP) PostSend([]SendWR) (int, error)               { return 0, ErrNotSupported }
-func (*QP) PostRecv([]RecvWR) (int, error)               { return 0, ErrNotSupported }
 func (*QP) Num() uint32                                  { return 0 }
 func (*QP) SetError() error                              { return ErrNotSupported }
+
+// Post fails every group: nothing can be posted in this build.
+func (b *Batch) Post() {
+	for i := range b.qps {
+		g := &b.groups[i]
+		g.recvRC, g.recvsPosted = -int32(syscall.ENOSYS), 0
+		g.sendRC, g.sendsPosted = -int32(syscall.ENOSYS), 0
+	}
+}
 
 // DeviceCount is always 0 in this build.
 func DeviceCount() (int, error) { return 0, ErrNotSupported }

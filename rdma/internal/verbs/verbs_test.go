@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"errors"
+	"syscall"
 	"testing"
 	"unsafe"
 )
@@ -65,5 +66,100 @@ func TestNoDevice(t *testing.T) {
 func TestEventNames(t *testing.T) {
 	if EventConnectRequest.String() != "CONNECT_REQUEST" || EventTimewaitExit.String() != "TIMEWAIT_EXIT" || EventType(99).String() != "EVENT_99" {
 		t.Fatal("event names drifted from librdmacm's order")
+	}
+}
+
+// TestBatchGroups: each QP's work stays contiguous and in order, a QP
+// staged again after another starts a new group, and Room counts groups.
+func TestBatchGroups(t *testing.T) {
+	a, b := new(QP), new(QP)
+	type op struct {
+		qp   *QP
+		send bool
+	}
+	tests := []struct {
+		name       string
+		ops        []op
+		wantGroups int
+		wantSends  []uint32 // per group
+		wantRecvs  []uint32
+	}{
+		{"one QP, sends and receives", []op{{a, false}, {a, true}, {a, true}}, 1, []uint32{2}, []uint32{1}},
+		{"two QPs", []op{{a, true}, {b, true}, {b, false}}, 2, []uint32{1, 1}, []uint32{0, 1}},
+		{"back to the first QP", []op{{a, true}, {b, true}, {a, true}}, 3, []uint32{1, 1, 1}, []uint32{0, 0, 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bt := NewBatch(4, 4, 3)
+			for i, o := range tc.ops {
+				if !bt.Room(1, 1) {
+					t.Fatalf("no room before op %d", i)
+				}
+				if o.send {
+					bt.Send(o.qp).WRID = uint64(i)
+				} else {
+					bt.Recv(o.qp).WRID = uint64(i)
+				}
+			}
+			if bt.Groups() != tc.wantGroups {
+				t.Fatalf("%d groups, want %d", bt.Groups(), tc.wantGroups)
+			}
+			for g := 0; g < tc.wantGroups; g++ {
+				gr := bt.groups[g]
+				if gr.sends != tc.wantSends[g] || gr.recvs != tc.wantRecvs[g] {
+					t.Errorf("group %d: %d sends %d recvs, want %d %d", g, gr.sends, gr.recvs, tc.wantSends[g], tc.wantRecvs[g])
+				}
+			}
+			// Staging order is posting order within each group.
+			last := -1
+			for _, w := range bt.send[:bt.ns] {
+				if int(w.WRID) <= last {
+					t.Errorf("sends out of order: %d after %d", w.WRID, last)
+				}
+				last = int(w.WRID)
+			}
+			bt.Reset()
+			if bt.Groups() != 0 || !bt.Room(4, 4) {
+				t.Fatal("Reset left work staged")
+			}
+		})
+	}
+}
+
+func TestBatchRoom(t *testing.T) {
+	a, b := new(QP), new(QP)
+	bt := NewBatch(2, 1, 2)
+	bt.Send(a)
+	if !bt.Room(1, 1) || bt.Room(2, 0) || bt.Room(0, 2) {
+		t.Fatal("Room miscounts work requests")
+	}
+	bt.Send(b)
+	if bt.Room(0, 0) {
+		t.Fatal("Room ignores the group limit")
+	}
+}
+
+// TestBatchResult: a failed post reports the sends that did not go in, from
+// the failed one on, and the receives that did.
+func TestBatchResult(t *testing.T) {
+	a := new(QP)
+	bt := NewBatch(4, 4, 1)
+	for i := 0; i < 3; i++ {
+		bt.Send(a).WRID = uint64(i)
+	}
+	bt.Recv(a)
+	bt.Recv(a)
+	g := &bt.groups[0]
+	g.sendRC, g.sendsPosted, g.recvRC, g.recvsPosted = 0, 3, 0, 2
+	if n, un, err := bt.Result(0); n != 2 || len(un) != 0 || err != nil {
+		t.Fatalf("clean post: %d receives, %d unposted, %v", n, len(un), err)
+	}
+	g.sendRC, g.sendsPosted, g.recvRC, g.recvsPosted = -int32(syscall.ENOMEM), 1, -int32(syscall.EINVAL), 1
+	n, un, err := bt.Result(0)
+	if n != 1 || len(un) != 2 || un[0].WRID != 1 || un[1].WRID != 2 {
+		t.Fatalf("failed post: %d receives, unposted %v", n, un)
+	}
+	if !errors.Is(err, syscall.ENOMEM) || !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("error %v lost an errno", err)
 	}
 }
