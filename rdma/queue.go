@@ -177,6 +177,12 @@ func (q *queue) Disconnect() {
 // live: a failed post tears its queue down.
 func (q *queue) reserve(sends, recvs int) bool {
 	for !q.p.batch.Room(sends, recvs) {
+		if q.p.batch.Groups() == 0 {
+			// Cannot happen with the batch sized from MDTS; never spin on it.
+			q.log.Error("work requests do not fit the poller's batch", "sends", sends, "recvs", recvs)
+			q.teardown("request too large to post")
+			return false
+		}
 		q.p.flush()
 	}
 	return q.state == qsLive
@@ -211,16 +217,10 @@ func (q *queue) postFailed(err error, unposted []uint64) {
 	for _, id := range unposted {
 		kind, _, _, idx := splitWRID(id)
 		r := &q.reqs[idx]
-		switch {
-		case kind == kindRead && r.state == rsReading:
-			q.readsOut -= r.reads
-			r.reads = 0
-		case kind == kindSend && r.state == rsSending:
-		default:
+		if !(kind == kindRead && r.state == rsReading || kind == kindSend && r.state == rsSending) {
 			continue // an unsignaled part of a chain, or a request already released
 		}
-		q.sqCredits += r.credits
-		r.credits = 0
+		q.unhold(r)
 		r.state = rsDone
 		q.advance(r)
 	}
@@ -385,24 +385,36 @@ func (q *queue) postReads(r *request) bool {
 	if !q.takeCredits(&q.readWait, r, ok, &q.d.t.stats.ReadWaits) {
 		return false
 	}
+	// Held before reserve: a flush in there can run other requests.
+	q.hold(r, n, n)
 	if !q.reserve(n, 0) {
+		q.unhold(r)
 		r.state = rsDone
 		return true
 	}
 	// Only the last READ is signaled: completions of one send queue are
 	// reported in order, so it covers the others.
 	q.stageRDMA(r, verbs.WRRDMARead, kindRead).Flags = verbs.SendSignaled
-	r.reads, r.credits = n, n
-	q.readsOut += n
-	q.sqCredits -= n
 	r.state = rsReading
 	return true
 }
 
-func (q *queue) readDone(r *request, wc *verbs.WC) {
-	q.readsOut -= r.reads
+// hold takes n send-queue slots for r, reads of them for RDMA READs.
+func (q *queue) hold(r *request, n, reads int) {
+	r.credits, r.reads = n, reads
+	q.sqCredits -= n
+	q.readsOut += reads
+}
+
+// unhold gives back what r holds.
+func (q *queue) unhold(r *request) {
 	q.sqCredits += r.credits
-	r.reads, r.credits = 0, 0
+	q.readsOut -= r.reads
+	r.credits, r.reads = 0, 0
+}
+
+func (q *queue) readDone(r *request, wc *verbs.WC) {
+	q.unhold(r)
 	if wc.Status != verbs.WCSuccess {
 		q.teardown("RDMA READ failed")
 		r.state = rsDone
@@ -424,7 +436,9 @@ func (q *queue) postResponse(r *request) bool {
 	if !q.takeCredits(&q.sendWait, r, q.sqCredits >= n, &q.d.t.stats.SendWaits) {
 		return false
 	}
+	q.hold(r, n, 0)
 	if !q.reserve(n, 1) {
+		q.unhold(r)
 		r.state = rsDone
 		return true
 	}
@@ -446,15 +460,12 @@ func (q *queue) postResponse(r *request) bool {
 		w.InvRKey = r.rkey
 		q.d.t.stats.SendWithInvalidate.Add(1)
 	}
-	r.credits = n
-	q.sqCredits -= n
 	r.state = rsSending
 	return true
 }
 
 func (q *queue) sendDone(r *request, wc *verbs.WC) {
-	q.sqCredits += r.credits
-	r.credits = 0
+	q.unhold(r)
 	if wc.Status != verbs.WCSuccess {
 		q.teardown("SEND failed")
 	}

@@ -185,7 +185,7 @@ type QPInit struct {
 }
 
 // postGroup is one QP's share of a Batch. Its layout matches nt_group in C:
-// the C side reads the first eight fields and writes the results.
+// the C side reads the first five fields and writes the last four.
 type postGroup struct {
 	qp                  uintptr // struct ibv_qp *, filled in by Post
 	sendOff, sends      uint32
