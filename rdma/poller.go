@@ -214,13 +214,12 @@ func (p *poller) run() {
 }
 
 // napFor pauses the poller's thread for ts without telling the Go scheduler.
-// Through the scheduler's syscall path, a nap longer than its 20us
-// threshold lets sysmon take the thread's P, and since the poller is often
-// the only running goroutine, the runtime wakes another thread to watch the
-// network each time: one futex wake-up per nap, measured at 15-20 % of a
-// vCPU in the test guest. A nap is short, and the poller's goroutine is
-// locked to its thread and has nothing to hand over, so it keeps its P.
-// A signal (preemption, GC) ends the nap early.
+// A nap through the scheduler's syscall path (entersyscall/exitsyscall) cost
+// a wake-up of another runtime thread each time: measured in the test guest
+// at QD32 as 1.5k futex wake-ups a second on that thread, 16 % of a vCPU,
+// and a fifth of the QD1 latency (bench/results/2026-11-23-experiments.md).
+// The poller's goroutine is locked to its thread and has nothing to hand
+// over, so it keeps its P; a signal (preemption, GC) ends the nap early.
 func napFor(ts *unix.Timespec) {
 	unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(ts)), 0, 0)
 }
