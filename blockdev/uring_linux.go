@@ -230,7 +230,12 @@ func (r *Ring) Submit() error {
 	}
 	r.sqTail.Store(r.tail)
 	for {
-		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(r.unsent), 0, 0, 0, 0)
+		// Raw: a submit without IORING_ENTER_GETEVENTS does not wait (the
+		// kernel issues what it can without blocking and hands the rest to
+		// its workers), so the caller keeps its P through it; through the
+		// scheduler's syscall path a caller that is a busy poller paid a
+		// wake-up of another runtime thread per call.
+		n, _, errno := unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(r.unsent), 0, 0, 0, 0)
 		switch errno {
 		case 0:
 			r.unsent -= uint32(n)
