@@ -14,6 +14,7 @@ package verbs
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 
 #define NT_MAX_SEND_SGE 8
 #define NT_MAX_RECV_SGE 2
@@ -106,6 +107,20 @@ static void nt_post_batch(nt_group *g, int ng, nt_send_wr *s, nt_recv_wr *r) {
 		}
 	}
 }
+
+// Field offsets of the structures Go mirrors, in the order cFieldOffsets lists them.
+static const size_t nt_offsets[] = {
+	offsetof(nt_send_wr, wr_id), offsetof(nt_send_wr, remote_addr), offsetof(nt_send_wr, opcode),
+	offsetof(nt_send_wr, flags), offsetof(nt_send_wr, rkey), offsetof(nt_send_wr, inv_rkey),
+	offsetof(nt_send_wr, num_sge), offsetof(nt_send_wr, sge),
+	offsetof(nt_recv_wr, wr_id), offsetof(nt_recv_wr, num_sge), offsetof(nt_recv_wr, sge),
+	offsetof(nt_wc, wr_id), offsetof(nt_wc, status), offsetof(nt_wc, opcode), offsetof(nt_wc, byte_len),
+	offsetof(nt_wc, flags), offsetof(nt_wc, inv_rkey), offsetof(nt_wc, qp_num), offsetof(nt_wc, vendor_err),
+	offsetof(nt_group, qp), offsetof(nt_group, send_off), offsetof(nt_group, nsend), offsetof(nt_group, recv_off),
+	offsetof(nt_group, nrecv), offsetof(nt_group, send_rc), offsetof(nt_group, send_posted),
+	offsetof(nt_group, recv_rc), offsetof(nt_group, recv_posted),
+};
+static const size_t *nt_field_offsets(int *n) { *n = sizeof(nt_offsets) / sizeof(nt_offsets[0]); return nt_offsets; }
 
 static int nt_poll(struct ibv_cq *cq, nt_wc *out, int n) {
 	struct ibv_wc wc[NT_MAX_BATCH];
@@ -239,6 +254,18 @@ var (
 	_ [unsafe.Sizeof(postGroup{}) - C.sizeof_nt_group]byte
 	_ [C.sizeof_nt_group - unsafe.Sizeof(postGroup{})]byte
 )
+
+// cFieldOffsets returns the C offsets of the mirrored structures' fields,
+// for the layout test.
+func cFieldOffsets() []uintptr {
+	var n C.int
+	p := C.nt_field_offsets(&n)
+	out := make([]uintptr, int(n))
+	for i, o := range unsafe.Slice(p, int(n)) {
+		out[i] = uintptr(o)
+	}
+	return out
+}
 
 func errno(rc C.int) error {
 	if rc >= 0 {
