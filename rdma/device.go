@@ -42,6 +42,9 @@ type device struct {
 	chunks   int
 	sendInv  bool
 	sgePerWR int
+	// wrsPerReq is the most send-queue work requests one request needs:
+	// its RDMA operations for MDTS bytes plus the response SEND.
+	wrsPerReq int
 
 	mu         sync.Mutex
 	freeBlocks []int
@@ -75,6 +78,7 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 	if attr.MaxSGERd > 0 {
 		d.sgePerWR = min(d.sgePerWR, attr.MaxSGERd)
 	}
+	d.wrsPerReq = 1 + (int(cfg.MDTS)/d.ioUnit+d.sgePerWR-1)/d.sgePerWR
 	switch cfg.SendWithInvalidate {
 	case "on":
 		d.sendInv = true

@@ -209,9 +209,7 @@ func (l *listener) accept(ev *verbs.CMEvent) error {
 		return l.reject(ev, nvme.RDMACMRejectInvalidORD, "host offers no RDMA READ resources")
 	}
 	ird := min(int(ev.ResponderResources), d.attr.MaxQPRdAtom)
-	// Each request needs at most one SEND plus its RDMA operations.
-	perReq := 1 + (int(l.t.cfg.MDTS)/d.ioUnit+d.sgePerWR-1)/d.sgePerWR
-	sqSize := min(depth*perReq, d.attr.MaxQPWR)
+	sqSize := min(depth*d.wrsPerReq, d.attr.MaxQPWR)
 	cqes := sqSize + depth
 	block, p, ok := d.allocBlock(cqes)
 	if !ok {

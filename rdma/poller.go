@@ -116,8 +116,7 @@ func newPoller(d *device, idx, firstChunk, nchunks int) (_ *poller, err error) {
 	p.bufWait = newRing[*request](maxReqs)
 	p.wcs = make([]verbs.WC, pollBatch)
 	// The largest request (MDTS in one response or one fetch) must fit.
-	perReq := 1 + (int(cfg.MDTS)/d.ioUnit+d.sgePerWR-1)/d.sgePerWR
-	p.batch = verbs.NewBatch(max(batchSends, perReq), batchRecvs, batchGroups)
+	p.batch = verbs.NewBatch(max(batchSends, d.wrsPerReq), batchRecvs, batchGroups)
 	p.batchQ = make([]*queue, 0, batchGroups)
 	p.mbox = make(chan *request, maxReqs)
 	p.ctl = make(chan func(), 1024)
