@@ -117,6 +117,12 @@ func doRead(r *Request) nvme.Status {
 	return nvme.StatusSuccess
 }
 
+// durable reports whether write r must be durable before its completion:
+// Force Unit Access, or a host that turned the volatile write cache off.
+func (r *Request) durable() bool {
+	return r.Cmd.FUA() || !r.q.ctrl.Load().wce.Load()
+}
+
 func doWrite(r *Request) nvme.Status {
 	ns := r.ns
 	off := int64(r.Cmd.SLBA() << ns.blockShift)
@@ -126,9 +132,7 @@ func doWrite(r *Request) nvme.Status {
 		}
 		off += int64(len(seg))
 	}
-	// Force Unit Access, or a host that turned the volatile write cache
-	// off, needs the data durable before the completion.
-	if r.Cmd.FUA() || !r.q.ctrl.Load().wce.Load() {
+	if r.durable() {
 		if err := ns.dev.Flush(); err != nil {
 			return ns.fail(r, nvme.OpFlush, err)
 		}

@@ -119,9 +119,7 @@ func (ns *Namespace) queueIO(r *Request, op uint8) (nvme.Status, bool) {
 			r.ioLeft++
 		}
 	case nvme.OpRead, nvme.OpWrite:
-		// Force Unit Access, or a host that turned the volatile write cache
-		// off, needs each write durable at its completion.
-		durable := op == nvme.OpWrite && (r.Cmd.FUA() || !r.q.ctrl.Load().wce.Load())
+		durable := op == nvme.OpWrite && r.durable()
 		for _, seg := range r.Data {
 			if op == nvme.OpRead {
 				err = ns.queuer.QueueRead(c.ring, seg, off, tag)
