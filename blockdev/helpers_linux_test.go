@@ -66,12 +66,17 @@ func shmDir(t *testing.T) string {
 	return dir
 }
 
+// directFileKind is an O_DIRECT file in the test's temporary directory.
+func directFileKind() kind {
+	return fileKind("file", func(t *testing.T) string { return t.TempDir() }, false)
+}
+
 // kinds lists every backend. Block devices need a loop device.
 func kinds(t *testing.T) []kind {
 	t.Helper()
 	ks := []kind{
 		memoryKind(),
-		fileKind("file", func(t *testing.T) string { return t.TempDir() }, false),
+		directFileKind(),
 		fileKind("file-buffered", func(t *testing.T) string { return t.TempDir() }, true),
 	}
 	if shmDir(t) != "" {

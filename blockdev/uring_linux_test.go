@@ -151,7 +151,7 @@ func TestRingRefusals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := fileKind("file", func(t *testing.T) string { return t.TempDir() }, false).open(t, size, 512)
+			d := directFileKind().open(t, size, 512)
 			r := newTestRing(t, tc.entries)
 			err := tc.queue(d.(Queuer), r)
 			if !errors.Is(err, tc.want) {
@@ -163,7 +163,7 @@ func TestRingRefusals(t *testing.T) {
 
 // Close must wait for queued operations: the fd stays valid under them.
 func TestRingCloseWaitsForInflight(t *testing.T) {
-	d := fileKind("file", func(t *testing.T) string { return t.TempDir() }, false).open(t, 1<<20, 512)
+	d := directFileKind().open(t, 1<<20, 512)
 	r := newTestRing(t, 4)
 	p := mmapBuf(t, 4096)
 	pattern(p, 0, 7)
@@ -189,7 +189,7 @@ func TestRingCloseWaitsForInflight(t *testing.T) {
 // complete with that error instead of waiting forever, and the device can
 // still close.
 func TestRingSubmitFailure(t *testing.T) {
-	d := fileKind("file", func(t *testing.T) string { return t.TempDir() }, false).open(t, 1<<20, 512)
+	d := directFileKind().open(t, 1<<20, 512)
 	r := newTestRing(t, 4)
 	for i := uint64(0); i < 2; i++ {
 		if err := d.(Queuer).QueueRead(r, mmapBuf(t, 4096), int64(i)*4096, i); err != nil {
