@@ -130,7 +130,7 @@ func runFio(t *testing.T, dev, outDir string, c fioCase) {
 		"--ioengine=libaio", "--direct=1",
 		"--rw=" + c.rw, "--bs=" + strconv.Itoa(c.bs), "--iodepth=" + strconv.Itoa(c.iodepth),
 		"--size=" + strconv.FormatInt(c.size, 10), "--offset=0",
-		"--verify=crc32c", "--do_verify=1", "--verify_fatal=1",
+		"--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0",
 		"--output-format=json", "--output=" + report,
 	}
 	r := run(t, fioTimeout, "fio", args...)

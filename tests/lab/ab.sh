@@ -11,7 +11,7 @@
 # The key bin:PATH runs that variant with another build (an older commit's binary, for an A/B
 # of a code change); PATH must be inside the repository or OUTDIR, which the guest shares.
 #
-# AB_BACKEND=memory (default; the kernel gets memory-backed null_blk) or file (files on the
+# AB_CPUS sets the guest's vCPUs (default 4). AB_BACKEND=memory (default; the kernel gets memory-backed null_blk) or file (files on the
 # guest's scratch disk, the kernel's nvmet file backend). JOBs are deploy/fio/<JOB>.fio. Needs
 # python3 (to read fio's JSON) and what make test installs. Build bin/nvmeof-tgt first (make).
 set -uo pipefail
@@ -20,7 +20,7 @@ if [[ ${1:-} != --guest ]]; then
   repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
   out=$(realpath -m "$1"); mkdir -p "$out"
   # labvm runs a copy of this script in the guest: tell it where the repository is.
-  exec "$repo/tests/lab/labvm" --share "$repo" --share "$out" --cpus 4 --mem 4096 --scratch-size 4G \
+  exec "$repo/tests/lab/labvm" --share "$repo" --share "$out" --cpus "${AB_CPUS:-4}" --mem 4096 --scratch-size 4G \
     --timeout 3600 "$repo/tests/lab/ab.sh" --guest "$repo" "${AB_BACKEND:-memory}" "$out" "${@:2}"
 fi
 

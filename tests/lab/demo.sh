@@ -40,7 +40,7 @@ done
 nvme list
 echo "== fio on \$dev (4 KiB random write + crc32c verify, then 4 KiB random read)"
 fio --name=demo-verify --filename=\$dev --direct=1 --ioengine=libaio --rw=randwrite --bs=4k --iodepth=16 \
-  --size=32M --verify=crc32c --do_verify=1 --group_reporting | grep -E "IOPS|err=|verify"
+  --size=32M --verify=crc32c --do_verify=1 --verify_state_save=0 --group_reporting | grep -E "IOPS|err=|verify"
 fio --name=demo-randread --filename=\$dev --direct=1 --ioengine=libaio --rw=randread --bs=4k --iodepth=32 \
   --runtime=10 --time_based --size=128M --group_reporting | grep -E "IOPS|lat \(usec\)|err="
 nvme disconnect -n nqn.2026-11.io.nvmeof-tgt:demo
