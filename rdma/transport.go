@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -157,6 +158,9 @@ func New(cfg Config) (*Transport, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("rdma config: %w", err)
+	}
+	if verbs.FaultInjection {
+		cfg.Logger.Warn("test build: batch posts fail on purpose", "env", verbs.FaultEnv, "value", os.Getenv(verbs.FaultEnv))
 	}
 	return &Transport{cfg: cfg, log: cfg.Logger, devices: map[uintptr]*device{}, listeners: map[*listener]struct{}{}}, nil
 }

@@ -27,7 +27,8 @@ const (
 // notify protocol (a READY=1 datagram on $NOTIFY_SOCKET).
 type tgtProcess struct {
 	bin string
-	dir string // config and log go here
+	dir string   // config and log go here
+	env []string // added to the target's environment
 
 	spec      Spec
 	cfgPath   string
@@ -81,6 +82,7 @@ func (p *tgtProcess) Start(t *testing.T, spec Spec) {
 
 	p.cmd = exec.Command(p.bin, "serve", "--config", p.cfgPath)
 	p.cmd.Env = append(withoutEnv(os.Environ(), "NOTIFY_SOCKET"), "NOTIFY_SOCKET="+sock)
+	p.cmd.Env = append(p.cmd.Env, p.env...)
 	p.cmd.Stdout = logf
 	p.cmd.Stderr = logf
 	// If the test binary dies, the target goes with it.

@@ -18,6 +18,9 @@ export PATH=$PATH:/usr/local/go/bin
 
 cd "$repo"
 go test -c -tags "${E2E_TAGS:-e2e}" -o bin/e2e.test ./tests/e2e
+# TestPostFailure's target: batch posts fail on purpose (rdma/internal/verbs/fault.go), and the
+# race detector watches the failure path. Never install this binary.
+go build -race -tags faultinject -o bin/nvmeof-tgt-faultinject ./cmd/nvmeof-tgt
 rm -rf "$out" && mkdir -p "$out"
 
 inner=$(mktemp "${TMPDIR:-/tmp}/e2e-inner.XXXXXX")
@@ -30,6 +33,7 @@ set -o pipefail
 repo=$1 target=$2; shift 2
 cd "$repo" || exit 1
 export E2E_TARGET=$target NVMEOF_TGT_BIN=$repo/bin/nvmeof-tgt E2E_RESULTS=$repo/tests/out
+export NVMEOF_TGT_FAULT_BIN=$repo/bin/nvmeof-tgt-faultinject
 ./bin/e2e.test -test.v -test.timeout 20m "$@" 2>&1 | tee "$E2E_RESULTS/e2e.log"
 INNER
 

@@ -650,8 +650,10 @@ func (b *Batch) Post() {
 	for i, qp := range b.qps {
 		b.groups[i].qp = uintptr(unsafe.Pointer(qp.p))
 	}
+	cut := postFault(b.groups[:len(b.qps)]) // nothing, unless built with faultinject
 	C.nt_post_batch((*C.nt_group)(unsafe.Pointer(&b.groups[0])), C.int(len(b.qps)),
 		(*C.nt_send_wr)(unsafe.Pointer(&b.send[0])), (*C.nt_recv_wr)(unsafe.Pointer(&b.recv[0])))
+	cut.apply(b.groups[:len(b.qps)])
 }
 
 // SetError moves the QP to the error state, flushing all outstanding work.

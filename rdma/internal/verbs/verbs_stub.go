@@ -90,3 +90,6 @@ func (b *Batch) Post() {
 
 // DeviceCount is always 0 in this build.
 func DeviceCount() (int, error) { return 0, ErrNotSupported }
+
+// FaultInjection reports whether this binary was built to inject faults.
+const FaultInjection = false

@@ -1,0 +1,117 @@
+package verbs
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// FaultEnv names the variable that, in a binary built with the faultinject
+// tag, makes some batch posts fail part-way. It exists to test the failure
+// path of a post (the queue's teardown and the release of exactly the
+// requests whose work did not go in) end to end on a real device, which
+// otherwise never fails a post. Production builds ignore it.
+//
+// The value is EVERY or EVERY:TIMES: every EVERYth Post that stages work
+// fails, at most TIMES times (default 1). Failures alternate between a
+// QP's sends and its receives, starting with sends: the first half of that
+// QP's requests of the kind go in and the rest fail with ENOMEM, as when a
+// provider's queue is full.
+const FaultEnv = "NVMEOF_TGT_FAULT_POST"
+
+// faultPlan decides which posts fail. Pollers post concurrently: mu guards
+// the counters.
+type faultPlan struct {
+	mu           sync.Mutex
+	every, times int
+	posts, fired int
+}
+
+// parseFaultPlan parses FaultEnv's value; "" means no faults (nil).
+func parseFaultPlan(s string) (*faultPlan, error) {
+	if s == "" {
+		return nil, nil
+	}
+	everyS, timesS, hasTimes := strings.Cut(s, ":")
+	every, err := strconv.Atoi(everyS)
+	if err != nil || every < 1 {
+		return nil, fmt.Errorf("%s=%q: want EVERY[:TIMES], integers >= 1", FaultEnv, s)
+	}
+	times := 1
+	if hasTimes {
+		if times, err = strconv.Atoi(timesS); err != nil || times < 1 {
+			return nil, fmt.Errorf("%s=%q: want EVERY[:TIMES], integers >= 1", FaultEnv, s)
+		}
+	}
+	return &faultPlan{every: every, times: times}, nil
+}
+
+// faultCut is one planned failure: group's sends (or receives) are cut to
+// keep before the post, and apply reports the rest as failed after it. The
+// zero value does nothing.
+type faultCut struct {
+	on          bool
+	recv        bool
+	group       int
+	keep, total uint32
+}
+
+// cut plans this post's failure, if it is due, and truncates the chosen
+// group so that only keep of its requests of that kind are posted.
+func (f *faultPlan) cut(g []postGroup) faultCut {
+	if f == nil {
+		return faultCut{}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fired >= f.times {
+		return faultCut{}
+	}
+	f.posts++
+	if f.posts < f.every {
+		return faultCut{}
+	}
+	recv := f.fired%2 == 1
+	for i := range g {
+		n := g[i].sends
+		if recv {
+			n = g[i].recvs
+		}
+		if n == 0 {
+			continue
+		}
+		f.posts = 0
+		f.fired++
+		c := faultCut{on: true, recv: recv, group: i, keep: n / 2, total: n}
+		if recv {
+			g[i].recvs = c.keep
+		} else {
+			g[i].sends = c.keep
+		}
+		return c
+	}
+	return faultCut{} // nothing of that kind staged: the next post tries again
+}
+
+// apply restores the group's count and reports its requests past keep as
+// not posted, unless the real post had already failed before them.
+func (c faultCut) apply(g []postGroup) {
+	if !c.on {
+		return
+	}
+	gr := &g[c.group]
+	enomem := -int32(syscall.ENOMEM)
+	if c.recv {
+		gr.recvs = c.total
+		if gr.recvRC == 0 {
+			gr.recvRC, gr.recvsPosted = enomem, int32(c.keep)
+		}
+		return
+	}
+	gr.sends = c.total
+	if gr.sendRC == 0 {
+		gr.sendRC, gr.sendsPosted = enomem, int32(c.keep)
+	}
+}
