@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -49,6 +51,11 @@ type device struct {
 	mu         sync.Mutex
 	freeBlocks []int
 	pollers    []*poller
+
+	// events waits for the device's asynchronous events (a duplicate of its
+	// descriptor); eventsDone closes when readAsyncEvents returns.
+	events     *os.File
+	eventsDone chan struct{}
 }
 
 func alignUp(n, a int) int { return (n + a - 1) / a * a }
@@ -116,6 +123,16 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 		}
 		d.pollers = append(d.pollers, p)
 	}
+	// Every asynchronous event must be read and acknowledged: a QP with an
+	// unacknowledged event cannot be destroyed (the poller would hang in
+	// ibv_destroy_qp), and a fatal one must tear its queue down.
+	fd, err := ctx.AsyncEventFD()
+	if err != nil {
+		return fail(err)
+	}
+	d.events = os.NewFile(uintptr(fd), "rdma-async-events")
+	d.eventsDone = make(chan struct{})
+	go d.readAsyncEvents(append([]*poller(nil), d.pollers...))
 	d.log.Info("RDMA device ready", "registered_bytes", size, "queue_blocks", blocks, "depth", d.depth,
 		"in_capsule", d.icd, "io_unit", d.ioUnit, "chunks", d.chunks, "pollers", cfg.Pollers,
 		"send_with_invalidate", d.sendInv, "max_sge", d.sgePerWR, "max_qp_init_rd_atom", attr.MaxQPInitRdAtom)
@@ -177,8 +194,58 @@ func (d *device) freeBlock(b int, p *poller, cqes int) {
 	p.nqueues--
 }
 
+// readAsyncEvents logs and acknowledges the device's asynchronous events
+// until d.events is closed, and tears down the queue of a QP that failed.
+func (d *device) readAsyncEvents(pollers []*poller) {
+	defer close(d.eventsDone)
+	rc, err := d.events.SyscallConn()
+	if err != nil {
+		d.log.Error("async events", "err", err)
+		return
+	}
+	for {
+		var ev verbs.AsyncEvent
+		var gerr error
+		err := rc.Read(func(uintptr) bool {
+			ev, gerr = d.ctx.GetAsyncEvent()
+			return !errors.Is(gerr, syscall.EAGAIN)
+		})
+		if err != nil {
+			return // closed
+		}
+		if gerr != nil {
+			d.log.Error("async events", "err", gerr)
+			return
+		}
+		d.t.stats.AsyncEvents.Add(1)
+		if !ev.Fatal() {
+			d.log.Debug("async event", "event", ev.String(), "qp_num", ev.QPNum)
+			continue
+		}
+		d.log.Warn("async event", "event", ev.String(), "qp_num", ev.QPNum)
+		if !ev.HasQP {
+			continue
+		}
+		reason := "async event: " + ev.String()
+		for _, p := range pollers {
+			p.ctlAsync(func() {
+				for _, q := range p.queues {
+					if q != nil && q.qp != nil && q.qp.Num() == ev.QPNum {
+						q.teardown(reason)
+					}
+				}
+			})
+		}
+	}
+}
+
 func (d *device) close() error {
 	var errs []error
+	if d.events != nil {
+		d.events.Close()
+		<-d.eventsDone
+		d.events = nil
+	}
 	for _, p := range d.pollers {
 		if err := p.close(); err != nil {
 			errs = append(errs, err)

@@ -18,6 +18,14 @@ import (
 // closeTimeout bounds how long closing a listener waits for its queues.
 const closeTimeout = 15 * time.Second
 
+// stuckLogWait is how long Close lets pollers log the queues that did not
+// drain before it goes on.
+const stuckLogWait = 500 * time.Millisecond
+
+// drainWarnAfter is how long a queue may take to drain before its state is
+// logged as a warning.
+const drainWarnAfter = 10 * time.Second
+
 // listener is one rdma_cm listening ID with its event channel. All rdma_cm
 // calls for the port and its connections run on its goroutine.
 type listener struct {
@@ -119,8 +127,16 @@ func (l *listener) readEvents() {
 
 func (l *listener) run() {
 	defer close(l.done)
+	watch := time.NewTicker(drainWarnAfter / 2)
+	defer watch.Stop()
 	for {
 		select {
+		case <-watch.C:
+			// A queue that does not drain keeps its host from connecting
+			// again: say what it waits for.
+			for _, q := range l.conns {
+				q.p.ctlAsync(q.checkStuck)
+			}
 		case ev := <-l.events:
 			destroy := l.handle(ev)
 			ev.Ack()
@@ -239,13 +255,16 @@ func (l *listener) accept(ev *verbs.CMEvent) error {
 	l.conns[ev.ID.Handle()] = q
 	l.live.Add(1)
 	l.t.stats.QueuesLive.Add(1)
-	added := false
+	added, live := false, false
 	p.exec(func() {
 		if added = p.addQueue(q); added {
 			for s := 0; s < depth; s++ {
 				q.postRecv(s)
 			}
 			p.flush()
+			// Read here: once exec returns, the poller may already be
+			// finishing a torn-down queue.
+			live = q.state == qsLive
 		}
 	})
 	if !added {
@@ -258,7 +277,7 @@ func (l *listener) accept(ev *verbs.CMEvent) error {
 		d.freeBlock(block, p, cqes)
 		return l.reject(ev, nvme.RDMACMRejectNoResources, "queue setup failed")
 	}
-	if q.state != qsLive {
+	if !live {
 		// Torn down by the poller, which destroys the ID once drained.
 		l.reject(ev, nvme.RDMACMRejectNoResources, "posting receives failed")
 		return nil
@@ -279,11 +298,17 @@ func (l *listener) accept(ev *verbs.CMEvent) error {
 func (l *listener) queueGone(q *queue) {
 	fn := func() {
 		delete(l.conns, q.id.Handle())
-		if err := q.id.Destroy(); err != nil {
-			q.log.Debug("rdma_destroy_id", "err", err)
-		}
-		q.log.Debug("queue destroyed", "reason", q.reason)
-		l.live.Done()
+		// rdma_destroy_id waits until every event of the ID is acknowledged,
+		// and one (DISCONNECTED, TIMEWAIT_EXIT) may be on its way to this
+		// goroutine, which acknowledges it: destroying here would deadlock
+		// the listener. Its events find no queue now and are just acked.
+		go func() {
+			if err := q.id.Destroy(); err != nil {
+				q.log.Debug("rdma_destroy_id", "err", err)
+			}
+			q.log.Debug("queue destroyed", "reason", q.reason)
+			l.live.Done()
+		}()
 	}
 	select {
 	case l.ctl <- fn:
@@ -312,6 +337,13 @@ func (l *listener) Close() error {
 		case <-drained:
 		case <-time.After(closeTimeout):
 			err = fmt.Errorf("rdma listener %s:%s: queues still draining after %v", l.port.Address, l.port.Service, closeTimeout)
+			// Say what each one waits for, as far as its poller still runs.
+			l.ctl <- func() {
+				for _, q := range l.conns {
+					q.p.ctlAsync(q.logStuck)
+				}
+			}
+			time.Sleep(stuckLogWait)
 		}
 		close(l.stop)
 		<-l.done

@@ -500,12 +500,20 @@ func (p *poller) putBuffers(r *request) {
 	if len(r.chunks) == 0 {
 		return
 	}
-	for _, c := range r.chunks {
-		p.freeChunks = append(p.freeChunks, c)
-	}
+	chunks := r.chunks
 	r.chunks = r.chunks[:0]
 	r.segs = r.segs[:0]
 	r.fr.Data = nil
+	p.returnChunks(chunks)
+}
+
+// returnChunks gives data buffers back to the pool and lets waiting
+// requests take them.
+func (p *poller) returnChunks(chunks []int32) {
+	if len(chunks) == 0 {
+		return
+	}
+	p.freeChunks = append(p.freeChunks, chunks...)
 	for {
 		h, ok := p.bufWait.peek()
 		if !ok {

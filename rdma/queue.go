@@ -1,8 +1,11 @@
 package rdma
 
 import (
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -37,7 +40,36 @@ const (
 	rsSending
 	// rsDone: finished or abandoned; release its resources.
 	rsDone
+	rsCount // number of states
 )
+
+var reqStateNames = [rsCount]string{"free", "new", "need_buffer", "need_read", "reading", "ready",
+	"executing", "executed", "need_send", "sending", "done"}
+
+// checkStuck logs, once, a queue that has been draining for longer than
+// drainWarnAfter.
+func (q *queue) checkStuck() {
+	if q.state == qsDraining && !q.stuckLogged && time.Since(q.drainSince) > drainWarnAfter {
+		q.stuckLogged = true
+		q.logStuck()
+	}
+}
+
+// logStuck says what a queue that does not drain still waits for.
+func (q *queue) logStuck() {
+	var n [rsCount]int
+	for i := range q.reqs {
+		n[q.reqs[i].state]++
+	}
+	var by []string
+	for st, c := range n {
+		if c > 0 && reqState(st) != rsFree {
+			by = append(by, fmt.Sprintf("%s=%d", reqStateNames[st], c))
+		}
+	}
+	q.log.Warn("queue not drained", "state", q.state, "reason", q.reason, "receives_posted", q.recvPosted,
+		"requests_out", len(q.reqs)-len(q.free), "by_state", strings.Join(by, " "))
+}
 
 type qState uint8
 
@@ -106,6 +138,14 @@ type queue struct {
 	sendWait   ring[*request]
 	recvWait   ring[int]
 	reason     string
+	// held are data buffers of requests released after a failed post:
+	// part of their work may have gone in, so the device may still move
+	// data through them until the QP is destroyed (checkDrained).
+	held []int32
+	// drainSince is when teardown began; stuckLogged once checkStuck
+	// has reported the queue.
+	drainSince  time.Time
+	stuckLogged bool
 }
 
 func newQueue(l *listener, d *device, p *poller, id verbs.CMID, block, cqes, hostQID, depth, sqSize, ord int) *queue {
@@ -220,6 +260,11 @@ func (q *queue) postFailed(err error, unposted []uint64) {
 		if !(kind == kindRead && r.state == rsReading || kind == kindSend && r.state == rsSending) {
 			continue // an unsignaled part of a chain, or a request already released
 		}
+		// The front of r's chain (READs, or WRITEs before the SEND) may have
+		// gone in, and nothing signaled will report when it is done: its
+		// buffers wait for the QP's destruction, not for the pool.
+		q.held = append(q.held, r.chunks...)
+		r.chunks = r.chunks[:0]
 		q.unhold(r)
 		r.state = rsDone
 		q.advance(r)
@@ -498,6 +543,12 @@ func (q *queue) kick(w *ring[*request]) {
 
 // release returns r to the free list with all it holds.
 func (q *queue) release(r *request) {
+	if r.state == rsFree {
+		// A second release would put r twice on the free list, and a queue
+		// could then be destroyed under a request still in use.
+		q.log.Error("request released twice: ignored", "idx", r.idx)
+		return
+	}
 	q.p.putBuffers(r)
 	r.segs = r.segs[:0]
 	r.fr.Data = nil
@@ -536,6 +587,7 @@ func (q *queue) teardown(reason string) {
 	}
 	q.state = qsDraining
 	q.reason = reason
+	q.drainSince = time.Now()
 	q.log.Info("queue disconnecting", "reason", reason)
 	q.id.Disconnect()
 	if err := q.qp.SetError(); err != nil {
@@ -573,6 +625,9 @@ func (q *queue) checkDrained() {
 	}
 	q.state = qsDead
 	q.id.DestroyQP()
+	// The device no longer touches anything of this QP's.
+	q.p.returnChunks(q.held)
+	q.held = nil
 	q.p.removeQueue(q)
 	q.d.freeBlock(q.block, q.p, q.cqes)
 	q.d.t.stats.QueuesLive.Add(-1)

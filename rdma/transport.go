@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -151,6 +150,9 @@ type Stats struct {
 	// PostCalls counts the calls that posted a poller round's work
 	// requests; WorkRequests the work requests they carried.
 	PostCalls, WorkRequests atomic.Uint64
+	// AsyncEvents counts the devices' asynchronous events (QP and port
+	// errors, established connections, ...).
+	AsyncEvents atomic.Uint64
 }
 
 // New creates the transport; devices are opened when a port is listened on.
@@ -159,8 +161,12 @@ func New(cfg Config) (*Transport, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("rdma config: %w", err)
 	}
-	if verbs.FaultInjection {
-		cfg.Logger.Warn("test build: batch posts fail on purpose", "env", verbs.FaultEnv, "value", os.Getenv(verbs.FaultEnv))
+	plan, err := verbs.SetupFaults()
+	if err != nil {
+		return nil, fmt.Errorf("rdma: %w", err)
+	}
+	if plan != "" {
+		cfg.Logger.Warn("test build: batch posts fail on purpose", "env", verbs.FaultEnv, "value", plan)
 	}
 	return &Transport{cfg: cfg, log: cfg.Logger, devices: map[uintptr]*device{}, listeners: map[*listener]struct{}{}}, nil
 }

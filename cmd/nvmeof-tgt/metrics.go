@@ -21,6 +21,7 @@ type collector struct {
 	rdmaConns, rdmaQueues, rdmaWaits, rdmaPoll *prometheus.Desc
 	rdmaCompErrors, rdmaSendInv, rdmaIOUring   *prometheus.Desc
 	rdmaPostCalls, rdmaWRs                     *prometheus.Desc
+	rdmaAsyncEvents                            *prometheus.Desc
 }
 
 func newCollector(tgt *fabric.Target, rt *rdma.Transport) *collector {
@@ -29,24 +30,25 @@ func newCollector(tgt *fabric.Target, rt *rdma.Transport) *collector {
 	}
 	return &collector{
 		tgt: tgt, rt: rt,
-		queues:         d("queues", "Host queues connected."),
-		controllers:    d("controllers", "Controllers (admin queues) live."),
-		connects:       d("connects_total", "Successful Fabrics Connect commands."),
-		rejects:        d("connect_rejects_total", "Refused Fabrics Connect commands."),
-		cmdErrors:      d("command_errors_total", "Commands completed with an error status."),
-		kaExpired:      d("keepalive_expired_total", "Controllers deleted by keep-alive expiry."),
-		nsOps:          d("namespace_ops_total", "Namespace commands by operation.", "subnqn", "nsid", "op"),
-		nsBytes:        d("namespace_bytes_total", "Namespace data moved by direction.", "subnqn", "nsid", "op"),
-		nsErrors:       d("namespace_errors_total", "Backend errors.", "subnqn", "nsid"),
-		rdmaConns:      d("rdma_connections_total", "RDMA connection events.", "event"),
-		rdmaQueues:     d("rdma_queues_live", "RDMA queue pairs live."),
-		rdmaWaits:      d("rdma_resource_waits_total", "Requests that queued for a resource.", "resource"),
-		rdmaPoll:       d("rdma_poller_sleeps_total", "Times a poller slept on its completion channel."),
-		rdmaCompErrors: d("rdma_completion_errors_total", "Work completions with an error other than flush."),
-		rdmaSendInv:    d("rdma_send_with_invalidate_total", "Responses sent with remote invalidation."),
-		rdmaIOUring:    d("rdma_io_uring_requests_total", "File and block-device requests run on a poller's io_uring."),
-		rdmaPostCalls:  d("rdma_post_calls_total", "Calls that posted a poller round's work requests, for all its queues at once."),
-		rdmaWRs:        d("rdma_work_requests_total", "Work requests (sends and receives) posted."),
+		queues:          d("queues", "Host queues connected."),
+		controllers:     d("controllers", "Controllers (admin queues) live."),
+		connects:        d("connects_total", "Successful Fabrics Connect commands."),
+		rejects:         d("connect_rejects_total", "Refused Fabrics Connect commands."),
+		cmdErrors:       d("command_errors_total", "Commands completed with an error status."),
+		kaExpired:       d("keepalive_expired_total", "Controllers deleted by keep-alive expiry."),
+		nsOps:           d("namespace_ops_total", "Namespace commands by operation.", "subnqn", "nsid", "op"),
+		nsBytes:         d("namespace_bytes_total", "Namespace data moved by direction.", "subnqn", "nsid", "op"),
+		nsErrors:        d("namespace_errors_total", "Backend errors.", "subnqn", "nsid"),
+		rdmaConns:       d("rdma_connections_total", "RDMA connection events.", "event"),
+		rdmaQueues:      d("rdma_queues_live", "RDMA queue pairs live."),
+		rdmaWaits:       d("rdma_resource_waits_total", "Requests that queued for a resource.", "resource"),
+		rdmaPoll:        d("rdma_poller_sleeps_total", "Times a poller slept on its completion channel."),
+		rdmaCompErrors:  d("rdma_completion_errors_total", "Work completions with an error other than flush."),
+		rdmaSendInv:     d("rdma_send_with_invalidate_total", "Responses sent with remote invalidation."),
+		rdmaIOUring:     d("rdma_io_uring_requests_total", "File and block-device requests run on a poller's io_uring."),
+		rdmaPostCalls:   d("rdma_post_calls_total", "Calls that posted a poller round's work requests, for all its queues at once."),
+		rdmaWRs:         d("rdma_work_requests_total", "Work requests (sends and receives) posted."),
+		rdmaAsyncEvents: d("rdma_async_events_total", "Asynchronous events of the RDMA devices (QP and port errors, ...)."),
 	}
 }
 
@@ -97,4 +99,5 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ct(c.rdmaIOUring, r.IOUringRequests.Load())
 	ct(c.rdmaPostCalls, r.PostCalls.Load())
 	ct(c.rdmaWRs, r.WorkRequests.Load())
+	ct(c.rdmaAsyncEvents, r.AsyncEvents.Load())
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -14,19 +14,20 @@ import (
 // requests whose work did not go in) end to end on a real device, which
 // otherwise never fails a post. Production builds ignore it.
 //
-// The value is EVERY or EVERY:TIMES: every EVERYth Post that stages work
-// fails, at most TIMES times (default 1). Failures alternate between a
+// The value is EVERY or EVERY:TIMES: every EVERYth Post of a Batch (a
+// poller's) that stages work fails, at most TIMES times in all (default 1). Failures alternate between a
 // QP's sends and its receives, starting with sends: the first half of that
 // QP's requests of the kind go in and the rest fail with ENOMEM, as when a
 // provider's queue is full.
 const FaultEnv = "NVMEOF_TGT_FAULT_POST"
 
-// faultPlan decides which posts fail. Pollers post concurrently: mu guards
-// the counters.
+// faultPlan decides which posts fail. Each Batch counts its own posts (a
+// Batch has one user), so pollers share only the budget of failures, and
+// only when one is due: the plan adds no synchronization between pollers
+// that could hide a data race from the race detector.
 type faultPlan struct {
-	mu           sync.Mutex
 	every, times int
-	posts, fired int
+	fired        atomic.Int64
 }
 
 // parseFaultPlan parses FaultEnv's value; "" means no faults (nil).
@@ -59,21 +60,21 @@ type faultCut struct {
 }
 
 // cut plans this post's failure, if it is due, and truncates the chosen
-// group so that only keep of its requests of that kind are posted.
-func (f *faultPlan) cut(g []postGroup) faultCut {
-	if f == nil {
+// group so that only keep of its requests of that kind are posted. posts is
+// the calling Batch's own count of posts (-1 once the plan is spent).
+func (f *faultPlan) cut(g []postGroup, posts *int) faultCut {
+	if f == nil || *posts < 0 {
 		return faultCut{}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fired >= f.times {
+	if *posts++; *posts < f.every {
 		return faultCut{}
 	}
-	f.posts++
-	if f.posts < f.every {
+	done := f.fired.Load()
+	if done >= int64(f.times) {
+		*posts = -1
 		return faultCut{}
 	}
-	recv := f.fired%2 == 1
+	recv := done%2 == 1
 	for i := range g {
 		n := g[i].sends
 		if recv {
@@ -82,8 +83,10 @@ func (f *faultPlan) cut(g []postGroup) faultCut {
 		if n == 0 {
 			continue
 		}
-		f.posts = 0
-		f.fired++
+		if !f.fired.CompareAndSwap(done, done+1) {
+			return faultCut{} // another poller injected this one; try again next post
+		}
+		*posts = 0
 		c := faultCut{on: true, recv: recv, group: i, keep: n / 2, total: n}
 		if recv {
 			g[i].recvs = c.keep

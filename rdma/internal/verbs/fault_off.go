@@ -2,7 +2,7 @@
 
 package verbs
 
-// FaultInjection reports whether this binary was built to inject faults.
-const FaultInjection = false
+// SetupFaults does nothing: this build has no fault injection.
+func SetupFaults() (string, error) { return "", nil }
 
-func postFault([]postGroup) faultCut { return faultCut{} }
+func postFault(*Batch) faultCut { return faultCut{} }

@@ -2,23 +2,21 @@
 
 package verbs
 
-import (
-	"fmt"
-	"os"
-)
+import "os"
 
-// postFaults is read once at start; a bad value stops the binary at once,
-// since a fault test that injects nothing would pass for the wrong reason.
-var postFaults = func() *faultPlan {
-	f, err := parseFaultPlan(os.Getenv(FaultEnv))
+// postFaults is set by SetupFaults, before any poller posts.
+var postFaults *faultPlan
+
+// SetupFaults reads FaultEnv and returns its value when faults are planned.
+// Call it before anything posts.
+func SetupFaults() (string, error) {
+	v := os.Getenv(FaultEnv)
+	f, err := parseFaultPlan(v)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "verbs:", err)
-		os.Exit(2)
+		return "", err
 	}
-	return f
-}()
+	postFaults = f
+	return v, nil
+}
 
-// FaultInjection reports whether this binary was built to inject faults.
-const FaultInjection = true
-
-func postFault(g []postGroup) faultCut { return postFaults.cut(g) }
+func postFault(b *Batch) faultCut { return postFaults.cut(b.groups[:len(b.qps)], &b.faultPosts) }

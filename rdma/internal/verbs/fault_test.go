@@ -44,17 +44,23 @@ func TestParseFaultPlan(t *testing.T) {
 // TestFaultPlanCuts drives a plan through a sequence of posts and checks
 // which post fails, in which group, of which kind, and what Post reports.
 func TestFaultPlanCuts(t *testing.T) {
-	enomem := -int32(syscall.ENOMEM)
-	type post struct {
-		groups []postGroup // sends and recvs staged
-		// want after the post: per group, the count passed to C during it,
-		// and the result fields after apply.
-		cSends, cRecvs []uint32
-		sendRC, recvRC []int32
-		sendsPosted    []int32
-		recvsPosted    []int32
+	enomem, einval := -int32(syscall.ENOMEM), -int32(syscall.EINVAL)
+	// res is one group's counts and results: staged before the post, seen
+	// by C during it, or reported after it.
+	type res struct {
+		sends, recvs        uint32
+		sendRC, sendsPosted int32
+		recvRC, recvsPosted int32
 	}
-	g := func(sends, recvs uint32) postGroup { return postGroup{sends: sends, recvs: recvs} }
+	type post struct {
+		staged []res // sends and recvs
+		inC    []res // sends and recvs C is asked to post
+		// real, when set, is what C reports for group 0 (a real failure);
+		// otherwise C posts everything it is asked to.
+		real *res
+		want []res // results after apply
+	}
+	ok := func(s, r uint32) res { return res{sends: s, recvs: r, sendsPosted: int32(s), recvsPosted: int32(r)} }
 	tests := []struct {
 		name  string
 		plan  string
@@ -64,40 +70,41 @@ func TestFaultPlanCuts(t *testing.T) {
 			name: "every second post, twice: sends then receives",
 			plan: "2:2",
 			posts: []post{
-				{groups: []postGroup{g(4, 4)}, cSends: []uint32{4}, cRecvs: []uint32{4},
-					sendRC: []int32{0}, recvRC: []int32{0}, sendsPosted: []int32{4}, recvsPosted: []int32{4}},
-				{groups: []postGroup{g(0, 2), g(5, 3)}, cSends: []uint32{0, 2}, cRecvs: []uint32{2, 3},
-					sendRC: []int32{0, enomem}, recvRC: []int32{0, 0}, sendsPosted: []int32{0, 2}, recvsPosted: []int32{2, 3}},
-				{groups: []postGroup{g(1, 1)}, cSends: []uint32{1}, cRecvs: []uint32{1},
-					sendRC: []int32{0}, recvRC: []int32{0}, sendsPosted: []int32{1}, recvsPosted: []int32{1}},
-				{groups: []postGroup{g(3, 3)}, cSends: []uint32{3}, cRecvs: []uint32{1},
-					sendRC: []int32{0}, recvRC: []int32{enomem}, sendsPosted: []int32{3}, recvsPosted: []int32{1}},
+				{staged: []res{ok(4, 4)}, inC: []res{ok(4, 4)}, want: []res{ok(4, 4)}},
+				{staged: []res{ok(0, 2), ok(5, 3)}, inC: []res{ok(0, 2), ok(2, 3)},
+					want: []res{ok(0, 2), {sends: 5, recvs: 3, sendRC: enomem, sendsPosted: 2, recvsPosted: 3}}},
+				{staged: []res{ok(1, 1)}, inC: []res{ok(1, 1)}, want: []res{ok(1, 1)}},
+				{staged: []res{ok(3, 3)}, inC: []res{ok(3, 1)},
+					want: []res{{sends: 3, recvs: 3, sendsPosted: 3, recvRC: enomem, recvsPosted: 1}}},
 				// Spent: nothing more fails.
-				{groups: []postGroup{g(3, 3)}, cSends: []uint32{3}, cRecvs: []uint32{3},
-					sendRC: []int32{0}, recvRC: []int32{0}, sendsPosted: []int32{3}, recvsPosted: []int32{3}},
-				{groups: []postGroup{g(3, 3)}, cSends: []uint32{3}, cRecvs: []uint32{3},
-					sendRC: []int32{0}, recvRC: []int32{0}, sendsPosted: []int32{3}, recvsPosted: []int32{3}},
+				{staged: []res{ok(3, 3)}, inC: []res{ok(3, 3)}, want: []res{ok(3, 3)}},
+				{staged: []res{ok(3, 3)}, inC: []res{ok(3, 3)}, want: []res{ok(3, 3)}},
 			},
 		},
 		{
 			name: "a due receive fault waits for a post with receives",
 			plan: "1:2",
 			posts: []post{
-				{groups: []postGroup{g(1, 0)}, cSends: []uint32{0}, cRecvs: []uint32{0},
-					sendRC: []int32{enomem}, recvRC: []int32{0}, sendsPosted: []int32{0}, recvsPosted: []int32{0}},
-				{groups: []postGroup{g(2, 0)}, cSends: []uint32{2}, cRecvs: []uint32{0},
-					sendRC: []int32{0}, recvRC: []int32{0}, sendsPosted: []int32{2}, recvsPosted: []int32{0}},
-				{groups: []postGroup{g(2, 5)}, cSends: []uint32{2}, cRecvs: []uint32{2},
-					sendRC: []int32{0}, recvRC: []int32{enomem}, sendsPosted: []int32{2}, recvsPosted: []int32{2}},
+				{staged: []res{ok(1, 0)}, inC: []res{ok(0, 0)},
+					want: []res{{sends: 1, sendRC: enomem}}},
+				{staged: []res{ok(2, 0)}, inC: []res{ok(2, 0)}, want: []res{ok(2, 0)}},
+				{staged: []res{ok(2, 5)}, inC: []res{ok(2, 2)},
+					want: []res{{sends: 2, recvs: 5, sendsPosted: 2, recvRC: enomem, recvsPosted: 2}}},
 			},
 		},
 		{
-			name: "no plan",
-			plan: "",
+			name: "a real failure before the cut is what Post reports",
+			plan: "1",
 			posts: []post{
-				{groups: []postGroup{g(2, 2)}, cSends: []uint32{2}, cRecvs: []uint32{2},
-					sendRC: []int32{0}, recvRC: []int32{0}, sendsPosted: []int32{2}, recvsPosted: []int32{2}},
+				{staged: []res{ok(6, 0)}, inC: []res{ok(3, 0)},
+					real: &res{sendRC: einval, sendsPosted: 1},
+					want: []res{{sends: 6, sendRC: einval, sendsPosted: 1}}},
 			},
+		},
+		{
+			name:  "no plan",
+			plan:  "",
+			posts: []post{{staged: []res{ok(2, 2)}, inC: []res{ok(2, 2)}, want: []res{ok(2, 2)}}},
 		},
 	}
 	for _, tc := range tests {
@@ -106,27 +113,30 @@ func TestFaultPlanCuts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			posts := 0 // the Batch's own count
 			for n, p := range tc.posts {
-				gs := append([]postGroup(nil), p.groups...)
-				c := f.cut(gs)
-				// What C sees, then what a successful C post writes back.
-				for i := range gs {
-					if gs[i].sends != p.cSends[i] || gs[i].recvs != p.cRecvs[i] {
+				gs := make([]postGroup, len(p.staged))
+				for i, r := range p.staged {
+					gs[i] = postGroup{sends: r.sends, recvs: r.recvs}
+				}
+				c := f.cut(gs, &posts)
+				for i := range gs { // what C sees, then what it writes back
+					if gs[i].sends != p.inC[i].sends || gs[i].recvs != p.inC[i].recvs {
 						t.Fatalf("post %d group %d: C posts %d sends %d recvs, want %d %d",
-							n, i, gs[i].sends, gs[i].recvs, p.cSends[i], p.cRecvs[i])
+							n, i, gs[i].sends, gs[i].recvs, p.inC[i].sends, p.inC[i].recvs)
 					}
 					gs[i].sendRC, gs[i].sendsPosted = 0, int32(gs[i].sends)
 					gs[i].recvRC, gs[i].recvsPosted = 0, int32(gs[i].recvs)
 				}
+				if p.real != nil {
+					gs[0].sendRC, gs[0].sendsPosted = p.real.sendRC, p.real.sendsPosted
+					gs[0].recvRC, gs[0].recvsPosted = p.real.recvRC, p.real.recvsPosted
+				}
 				c.apply(gs)
-				for i := range gs {
-					if gs[i].sends != p.groups[i].sends || gs[i].recvs != p.groups[i].recvs {
-						t.Errorf("post %d group %d: counts not restored: %+v", n, i, gs[i])
-					}
-					if gs[i].sendRC != p.sendRC[i] || gs[i].recvRC != p.recvRC[i] ||
-						gs[i].sendsPosted != p.sendsPosted[i] || gs[i].recvsPosted != p.recvsPosted[i] {
-						t.Errorf("post %d group %d: got %+v, want send rc %d posted %d, recv rc %d posted %d",
-							n, i, gs[i], p.sendRC[i], p.sendsPosted[i], p.recvRC[i], p.recvsPosted[i])
+				for i, g := range gs {
+					got := res{g.sends, g.recvs, g.sendRC, g.sendsPosted, g.recvRC, g.recvsPosted}
+					if got != p.want[i] {
+						t.Errorf("post %d group %d: got %+v, want %+v", n, i, got, p.want[i])
 					}
 				}
 			}
@@ -134,18 +144,19 @@ func TestFaultPlanCuts(t *testing.T) {
 	}
 }
 
-// TestFaultApplyKeepsRealFailure: when the real post failed earlier in the
-// group than the cut, that failure is what Post reports.
-func TestFaultApplyKeepsRealFailure(t *testing.T) {
-	f, _ := parseFaultPlan("1")
-	gs := []postGroup{{sends: 6}}
-	c := f.cut(gs)
-	if gs[0].sends != 3 {
-		t.Fatalf("C posts %d sends, want 3", gs[0].sends)
+// TestFaultPlanShared: pollers share the budget; each counts its own posts.
+func TestFaultPlanShared(t *testing.T) {
+	f, _ := parseFaultPlan("2:3")
+	var a, b int
+	fired := 0
+	for i := 0; i < 20; i++ {
+		for _, posts := range []*int{&a, &b} {
+			if f.cut([]postGroup{{sends: 2, recvs: 2}}, posts).on {
+				fired++
+			}
+		}
 	}
-	gs[0].sendRC, gs[0].sendsPosted = -int32(syscall.EINVAL), 1
-	c.apply(gs)
-	if gs[0].sends != 6 || gs[0].sendRC != -int32(syscall.EINVAL) || gs[0].sendsPosted != 1 {
-		t.Fatalf("got %+v, want the real failure (EINVAL after 1) and 6 sends", gs[0])
+	if fired != 3 {
+		t.Fatalf("%d failures injected, want the 3 planned", fired)
 	}
 }

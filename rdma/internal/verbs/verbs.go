@@ -184,6 +184,14 @@ type QPInit struct {
 	MaxInlineData  uint32
 }
 
+// AsyncEvent is an asynchronous event of a device (ibv_async_event), already
+// acknowledged. QPNum is set when HasQP: the event is about that QP.
+type AsyncEvent struct {
+	Type  int
+	QPNum uint32
+	HasQP bool
+}
+
 // postGroup is one QP's share of a Batch. Its layout matches nt_group in C:
 // the C side reads the first five fields and writes the last four.
 type postGroup struct {
@@ -206,6 +214,8 @@ type Batch struct {
 	groups []postGroup
 	qps    []*QP // the QP of each group
 	ns, nr int
+
+	faultPosts int // posts counted by a fault plan (faultinject builds)
 }
 
 // NewBatch makes a batch with room for the given numbers of send and

@@ -199,6 +199,28 @@ static int nt_qp_error(struct ibv_qp *qp) {
 	return rc > 0 ? -rc : rc;
 }
 
+// nt_get_async_event reads one asynchronous event, copies out its type and,
+// for a QP's event, the QP number, and acknowledges it at once: a QP or CQ
+// cannot be destroyed while an event reported for it is unacknowledged.
+static int nt_get_async_event(struct ibv_context *c, int *type, uint32_t *qpn, int *has_qp) {
+	struct ibv_async_event ev;
+	if (ibv_get_async_event(c, &ev)) return -errno;
+	*type = ev.event_type;
+	*has_qp = 0;
+	switch (ev.event_type) {
+	case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED:
+		*qpn = ev.element.qp->qp_num;
+		*has_qp = 1;
+		break;
+	default:
+		break;
+	}
+	ibv_ack_async_event(&ev);
+	return 0;
+}
+
 static int nt_get_cq_event(struct ibv_comp_channel *ch) {
 	struct ibv_cq *cq; void *ctx;
 	if (ibv_get_cq_event(ch, &cq, &ctx)) return -errno;
@@ -488,6 +510,47 @@ type Context struct{ p *C.struct_ibv_context }
 // Handle is a stable key for the device.
 func (c *Context) Handle() uintptr { return uintptr(unsafe.Pointer(c.p)) }
 
+// AsyncEventFD makes the device's asynchronous event descriptor non-blocking
+// and returns a duplicate of it, to wait on for readability; closing the
+// duplicate leaves the device alone.
+func (c *Context) AsyncEventFD() (int, error) {
+	fd := int(c.p.async_fd)
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		return -1, fmt.Errorf("async event fd: %w", err)
+	}
+	dup, err := syscall.Dup(fd)
+	if err != nil {
+		return -1, fmt.Errorf("async event fd: %w", err)
+	}
+	return dup, nil
+}
+
+// GetAsyncEvent reads and acknowledges one asynchronous event; EAGAIN when
+// there is none (see AsyncEventFD).
+func (c *Context) GetAsyncEvent() (AsyncEvent, error) {
+	var typ, hasQP C.int
+	var qpn C.uint32_t
+	if rc := C.nt_get_async_event(c.p, &typ, &qpn, &hasQP); rc < 0 {
+		return AsyncEvent{}, fmt.Errorf("ibv_get_async_event: %w", errno(rc))
+	}
+	return AsyncEvent{Type: int(typ), QPNum: uint32(qpn), HasQP: hasQP != 0}, nil
+}
+
+func (e AsyncEvent) String() string {
+	return C.GoString(C.ibv_event_type_str(C.enum_ibv_event_type(e.Type)))
+}
+
+// Fatal reports whether the event means the QP (or the whole device, port
+// or a CQ) can no longer be used.
+func (e AsyncEvent) Fatal() bool {
+	switch e.Type {
+	case C.IBV_EVENT_QP_FATAL, C.IBV_EVENT_QP_REQ_ERR, C.IBV_EVENT_QP_ACCESS_ERR, C.IBV_EVENT_CQ_ERR,
+		C.IBV_EVENT_PATH_MIG_ERR, C.IBV_EVENT_DEVICE_FATAL, C.IBV_EVENT_PORT_ERR:
+		return true
+	}
+	return false
+}
+
 // Query reads the device limits.
 func (c *Context) Query() (DeviceAttr, error) {
 	var a C.struct_ibv_device_attr
@@ -650,7 +713,7 @@ func (b *Batch) Post() {
 	for i, qp := range b.qps {
 		b.groups[i].qp = uintptr(unsafe.Pointer(qp.p))
 	}
-	cut := postFault(b.groups[:len(b.qps)]) // nothing, unless built with faultinject
+	cut := postFault(b) // nothing, unless built with faultinject
 	C.nt_post_batch((*C.nt_group)(unsafe.Pointer(&b.groups[0])), C.int(len(b.qps)),
 		(*C.nt_send_wr)(unsafe.Pointer(&b.send[0])), (*C.nt_recv_wr)(unsafe.Pointer(&b.recv[0])))
 	cut.apply(b.groups[:len(b.qps)])

@@ -63,6 +63,10 @@ func (CMID) PeerAddr() string                            { return "" }
 func (CMID) LocalAddr() string                           { return "" }
 func (*Context) Handle() uintptr                         { return 0 }
 func (*Context) Query() (DeviceAttr, error)              { return DeviceAttr{}, ErrNotSupported }
+func (*Context) AsyncEventFD() (int, error)              { return -1, ErrNotSupported }
+func (*Context) GetAsyncEvent() (AsyncEvent, error)      { return AsyncEvent{}, ErrNotSupported }
+func (AsyncEvent) String() string                        { return "unknown" }
+func (AsyncEvent) Fatal() bool                           { return false }
 func (*Context) AllocPD() (*PD, error)                   { return nil, ErrNotSupported }
 func (*Context) NewCompChannel() (*CompChannel, error)   { return nil, ErrNotSupported }
 func (*Context) CreateCQ(int, *CompChannel) (*CQ, error) { return nil, ErrNotSupported }
@@ -91,5 +95,5 @@ func (b *Batch) Post() {
 // DeviceCount is always 0 in this build.
 func DeviceCount() (int, error) { return 0, ErrNotSupported }
 
-// FaultInjection reports whether this binary was built to inject faults.
-const FaultInjection = false
+// SetupFaults does nothing: this build has no fault injection.
+func SetupFaults() (string, error) { return "", nil }
