@@ -3,15 +3,18 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // faultPosts is how many batch posts the fault build fails: alternately a QP's sends and its
 // receives, half of them going in, as a full queue on a NIC would (verbs.FaultEnv).
-const faultPosts = 4
+const faultPosts = 8
 
 // TestPostFailure runs nvmeof-tgt built with the faultinject tag and the race detector
 // (NVMEOF_TGT_FAULT_BIN, built by tests/lab/e2e.sh), whose batch posts fail part-way on
@@ -20,7 +23,12 @@ const faultPosts = 4
 // rest drained through their flushed completions. The kernel initiator then reconnects and
 // retries, so fio's writes and crc32c verify must still succeed, and after the host leaves
 // every queue must be gone (which needs every request back in its queue's free list) and the
-// target must stop cleanly, with no data race reported.
+// target must stop cleanly, with no data race and no request released twice.
+//
+// The fio runs cycle through 1 MiB (two READs per write, so a cut can fall inside one
+// request's READ chain), 128 KiB (writes fetched with one RDMA READ, reads answered with
+// WRITE+SEND chains) and 4 KiB (in-capsule writes), on a file and a memory namespace, with two
+// pollers posting concurrently. Which requests a cut hits is up to timing.
 func TestPostFailure(t *testing.T) {
 	if targetKind == kindKernel {
 		t.Skip("nvmeof-tgt only: the kernel target has no fault injection")
@@ -39,47 +47,97 @@ func TestPostFailure(t *testing.T) {
 	dir := testDir(t)
 	dumpDmesgOnFailure(t, dir)
 	p := &tgtProcess{bin: bin, dir: dir, env: []string{
-		fmt.Sprintf("NVMEOF_TGT_FAULT_POST=250:%d", faultPosts),
+		fmt.Sprintf("NVMEOF_TGT_FAULT_POST=20:%d", faultPosts),
+		"NVMEOF_TGT_RDMA_POLLERS=2",
 		"GORACE=halt_on_error=1 exitcode=66",
 	}}
-	p.Start(t, spec)
+	// The log is appended to (a -count run reuses the directory): read only this run's part.
+	var logStart int64
+	if st, err := os.Stat(filepath.Join(dir, "nvmeof-tgt.log")); err == nil {
+		logStart = st.Size()
+	}
 	logText := func() string {
 		b, err := os.ReadFile(p.logPath)
 		if err != nil {
 			t.Fatalf("target log: %v", err)
 		}
-		return string(b)
+		return string(b[min(logStart, int64(len(b))):])
 	}
+	// A race halts the target at once, so the test fails in fio first: say why.
+	t.Cleanup(func() {
+		if t.Failed() && strings.Contains(logText(), "DATA RACE") {
+			t.Errorf("the race detector reported a data race (see %s)", p.logPath)
+		}
+	})
+	p.Start(t, spec)
 	if !strings.Contains(logText(), "batch posts fail on purpose") {
 		t.Fatalf("%s does not announce fault injection: not a faultinject build?", bin)
 	}
 	failed := func() int { return strings.Count(logText(), `msg="post work requests"`) }
 
+	// A queue lost while the host sets a controller up again is noticed only when the admin
+	// command on it times out (60 s by default): shorten that for this controller.
+	shortAdminTimeout(t, 5)
 	c := h.mustConnect(t, sub, 1, 2)
-	// Write and verify until every planned fault has fired; each run must pass on its own.
-	const maxRuns = 8
-	for run := 0; failed() < faultPosts; run++ {
+	// Write and verify, every block size at least once, until every planned fault has fired;
+	// each run must pass on its own. Large requests first: they make few posts, and the small
+	// ones spend what is left of the plan.
+	const maxRuns = 12
+	sizes := []int{mib, 128 * kib, 4 * kib}
+	for run := 0; run < len(sizes) || failed() < faultPosts; run++ {
 		if run == maxRuns {
-			t.Fatalf("only %d of %d planned post failures after %d fio runs", failed(), faultPosts, maxRuns)
+			m := scrapeMetrics(t)
+			posts, _ := metricSum(m, "nvmeof_tgt_rdma_post_calls_total")
+			t.Fatalf("only %d of %d planned post failures after %d fio runs (%v batch posts)", failed(), faultPosts, maxRuns, posts)
 		}
-		nsid := uint32(1 + run%2)
-		runFio(t, c.blockDev(t, nsid), dir, fioCase{rw: "randwrite", bs: 4 * kib, iodepth: 32, size: 8 * mib})
-		t.Logf("fio run %d on nsid %d done; %d post failures so far", run+1, nsid, failed())
+		nsid, bs := uint32(1+run%2), sizes[run%len(sizes)]
+		runFio(t, c.blockDev(t, nsid), dir, fioCase{rw: "randwrite", bs: bs, iodepth: 32, size: 16 * mib})
+		t.Logf("fio run %d (nsid %d, %s) done; %d post failures so far", run+1, nsid, sizeName(int64(bs)), failed())
 	}
 	text := logText()
+	// Each injected failure must have torn down a live queue, on both kinds of work request.
+	torn := 0
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, `msg="queue disconnecting"`) && strings.Contains(line, `reason="post failed"`) {
+			torn++
+		}
+	}
+	if n := torn; n != faultPosts {
+		t.Errorf("%d queues torn down for a failed post, want %d (one per injected failure)", n, faultPosts)
+	}
 	for _, want := range []string{"ibv_post_send: cannot allocate memory", "ibv_post_recv: cannot allocate memory"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("target log has no %q: the plan alternates sends and receives", want)
 		}
 	}
-	if n := failed(); n != faultPosts {
-		t.Errorf("%d post failures logged, want exactly the %d planned", n, faultPosts)
-	}
 
 	c.disconnect(t)
 	waitTornDown(t)
 	p.Stop(t)
-	if strings.Contains(logText(), "DATA RACE") {
+	text = logText()
+	if strings.Contains(text, "released twice") {
+		t.Errorf("a request was released twice (see %s)", p.logPath)
+	}
+	if strings.Contains(text, "DATA RACE") {
 		t.Errorf("the race detector reported a data race (see %s)", p.logPath)
 	}
+}
+
+// shortAdminTimeout sets the host's admin command timeout (seconds) for controllers created
+// from now until the test ends.
+func shortAdminTimeout(t *testing.T, secs int) {
+	t.Helper()
+	const param = "/sys/module/nvme_core/parameters/admin_timeout"
+	old, err := os.ReadFile(param)
+	if err != nil {
+		t.Fatalf("admin timeout: %v", err)
+	}
+	if err := os.WriteFile(param, []byte(strconv.Itoa(secs)), 0o644); err != nil {
+		t.Fatalf("admin timeout: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(param, bytes.TrimSpace(old), 0o644); err != nil {
+			t.Errorf("restore admin timeout: %v", err)
+		}
+	})
 }

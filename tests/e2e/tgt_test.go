@@ -182,9 +182,15 @@ func (p *tgtProcess) Stop(t *testing.T) {
 	select {
 	case <-p.exited:
 	case <-time.After(tgtStopTimeout):
+		// SIGQUIT makes the Go runtime write every goroutine's stack to the log.
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.exited:
+		case <-time.After(5 * time.Second):
+		}
 		p.kill()
 		p.logTail(t)
-		t.Errorf("nvmeof-tgt did not exit within %v of SIGTERM; killed", tgtStopTimeout)
+		t.Errorf("nvmeof-tgt did not exit within %v of SIGTERM; stacks (SIGQUIT) in %s; killed", tgtStopTimeout, p.logPath)
 		return
 	}
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
