@@ -133,9 +133,14 @@ func (l *listener) run() {
 		select {
 		case <-watch.C:
 			// A queue that does not drain keeps its host from connecting
-			// again: say what it waits for.
+			// again: say what it waits for. One call per poller, so an idle
+			// target with many queues is woken rarely.
+			seen := map[*poller]bool{}
 			for _, q := range l.conns {
-				q.p.ctlAsync(q.checkStuck)
+				if !seen[q.p] {
+					seen[q.p] = true
+					q.p.ctlAsync(q.p.checkStuck)
+				}
 			}
 		case ev := <-l.events:
 			destroy := l.handle(ev)

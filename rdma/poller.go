@@ -401,6 +401,15 @@ func (p *poller) noteGroup(q *queue) {
 	}
 }
 
+// checkStuck logs the poller's queues that take too long to drain.
+func (p *poller) checkStuck() {
+	for _, q := range p.queues {
+		if q != nil {
+			q.checkStuck()
+		}
+	}
+}
+
 // postFailure is a queue whose share of a batch did not all go in.
 type postFailure struct {
 	q        *queue
