@@ -40,13 +40,15 @@ type listener struct {
 	events chan *verbs.CMEvent
 	ctl    chan func()
 	stop   chan struct{}
-	done   chan struct{}
+	done   chan struct{} // run returned
+	read   chan struct{} // readEvents returned
 
 	// listener goroutine only
 	conns   map[uintptr]*queue
 	closing bool
 
 	live      sync.WaitGroup
+	ids       sync.WaitGroup // destroyID goroutines
 	closeOnce sync.Once
 }
 
@@ -58,7 +60,8 @@ func (t *Transport) listen(tgt *fabric.Target, p *fabric.Port, ip net.IP, port i
 	l := &listener{
 		t: t, tgt: tgt, port: p, ec: ec, log: t.log.With("port", net.JoinHostPort(p.Address, p.Service)),
 		events: make(chan *verbs.CMEvent, 64), ctl: make(chan func(), 256),
-		stop: make(chan struct{}), done: make(chan struct{}), conns: map[uintptr]*queue{},
+		stop: make(chan struct{}), done: make(chan struct{}), read: make(chan struct{}),
+		conns: map[uintptr]*queue{},
 	}
 	if l.id, err = ec.CreateID(); err != nil {
 		ec.Close()
@@ -98,6 +101,7 @@ func (t *Transport) listen(tgt *fabric.Target, p *fabric.Port, ip net.IP, port i
 
 // readEvents waits for rdma_cm events in the Go runtime's poller.
 func (l *listener) readEvents() {
+	defer close(l.read)
 	rc, err := l.ecFile.SyscallConn()
 	if err != nil {
 		return
@@ -146,12 +150,41 @@ func (l *listener) run() {
 			destroy := l.handle(ev)
 			ev.Ack()
 			if destroy.Valid() {
-				destroy.Destroy()
+				l.destroyID(destroy)
 			}
 		case fn := <-l.ctl:
 			fn()
 		case <-l.stop:
 			return
+		}
+	}
+}
+
+// destroyID frees a connection's ID off this goroutine: rdma_destroy_id
+// waits until every event of the ID is acknowledged, and one may already be
+// on its way here (a host giving up sends a REJ). Close waits for it.
+func (l *listener) destroyID(id verbs.CMID) {
+	l.ids.Add(1)
+	go func() {
+		defer l.ids.Done()
+		if err := id.Destroy(); err != nil {
+			l.log.Debug("rdma_destroy_id", "err", err)
+		}
+	}()
+}
+
+// discard acknowledges an event read but never handled, refusing a
+// connection request, so that its ID and the listening ID can be destroyed.
+func (l *listener) discard(ev *verbs.CMEvent) {
+	var id verbs.CMID
+	if ev.Type == verbs.EventConnectRequest {
+		_ = l.reject(ev, nvme.RDMACMRejectNoResources, "port closing")
+		id = ev.ID
+	}
+	ev.Ack()
+	if id.Valid() {
+		if err := id.Destroy(); err != nil {
+			l.log.Debug("rdma_destroy_id", "err", err)
 		}
 	}
 }
@@ -342,17 +375,33 @@ func (l *listener) Close() error {
 		case <-drained:
 		case <-time.After(closeTimeout):
 			err = fmt.Errorf("rdma listener %s:%s: queues still draining after %v", l.port.Address, l.port.Service, closeTimeout)
-			// Say what each one waits for, as far as its poller still runs.
-			l.ctl <- func() {
+			// Say what each one waits for, as far as the listener and its
+			// pollers still run.
+			select {
+			case l.ctl <- func() {
 				for _, q := range l.conns {
 					q.p.ctlAsync(q.logStuck)
 				}
+			}:
+			case <-time.After(stuckLogWait):
 			}
 			time.Sleep(stuckLogWait)
 		}
 		close(l.stop)
 		<-l.done
 		l.ecFile.Close()
+		<-l.read
+		// Events read but never handled hold their IDs, and connection
+		// requests the listening ID, until acknowledged.
+		for drained := false; !drained; {
+			select {
+			case ev := <-l.events:
+				l.discard(ev)
+			default:
+				drained = true
+			}
+		}
+		l.ids.Wait()
 		if derr := l.id.Destroy(); derr != nil && err == nil {
 			err = derr
 		}

@@ -625,10 +625,10 @@ func (q *queue) checkDrained() {
 	}
 	q.state = qsDead
 	q.id.DestroyQP()
+	q.p.removeQueue(q)
 	// The device no longer touches anything of this QP's.
 	q.p.returnChunks(q.held)
 	q.held = nil
-	q.p.removeQueue(q)
 	q.d.freeBlock(q.block, q.p, q.cqes)
 	q.d.t.stats.QueuesLive.Add(-1)
 	q.d.t.stats.Disconnected.Add(1)
