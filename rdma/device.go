@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -204,17 +203,12 @@ func (d *device) readAsyncEvents(pollers []*poller) {
 		return
 	}
 	for {
-		var ev verbs.AsyncEvent
-		var gerr error
-		err := rc.Read(func(uintptr) bool {
-			ev, gerr = d.ctx.GetAsyncEvent()
-			return !errors.Is(gerr, syscall.EAGAIN)
-		})
-		if err != nil {
-			return // closed
+		ev, closed, err := readWhenReady(rc, d.ctx.GetAsyncEvent)
+		if closed {
+			return
 		}
-		if gerr != nil {
-			d.log.Error("async events", "err", gerr)
+		if err != nil {
+			d.log.Error("async events", "err", err)
 			return
 		}
 		d.t.stats.AsyncEvents.Add(1)

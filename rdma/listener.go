@@ -107,17 +107,12 @@ func (l *listener) readEvents() {
 		return
 	}
 	for {
-		var ev *verbs.CMEvent
-		var gerr error
-		err := rc.Read(func(uintptr) bool {
-			ev, gerr = l.ec.GetEvent()
-			return !errors.Is(gerr, syscall.EAGAIN)
-		})
-		if err != nil {
+		ev, closed, err := readWhenReady(rc, l.ec.GetEvent)
+		if closed {
 			return
 		}
-		if gerr != nil {
-			l.log.Error("rdma_get_cm_event", "err", gerr)
+		if err != nil {
+			l.log.Error("rdma_get_cm_event", "err", err)
 			return
 		}
 		select {
@@ -127,6 +122,20 @@ func (l *listener) readEvents() {
 			return
 		}
 	}
+}
+
+// readWhenReady waits in the Go runtime's poller until get, called each
+// time rc's descriptor is readable, returns something other than EAGAIN.
+// closed reports that the wait ended because the descriptor was closed.
+func readWhenReady[T any](rc syscall.RawConn, get func() (T, error)) (v T, closed bool, err error) {
+	rerr := rc.Read(func(uintptr) bool {
+		v, err = get()
+		return !errors.Is(err, syscall.EAGAIN)
+	})
+	if rerr != nil {
+		return v, true, nil
+	}
+	return v, false, err
 }
 
 func (l *listener) run() {
@@ -160,6 +169,13 @@ func (l *listener) run() {
 	}
 }
 
+// freeID destroys a connection's ID; only a debug message if that fails.
+func (l *listener) freeID(id verbs.CMID) {
+	if err := id.Destroy(); err != nil {
+		l.log.Debug("rdma_destroy_id", "err", err)
+	}
+}
+
 // destroyID frees a connection's ID off this goroutine: rdma_destroy_id
 // waits until every event of the ID is acknowledged, and one may already be
 // on its way here (a host giving up sends a REJ). Close waits for it.
@@ -167,9 +183,7 @@ func (l *listener) destroyID(id verbs.CMID) {
 	l.ids.Add(1)
 	go func() {
 		defer l.ids.Done()
-		if err := id.Destroy(); err != nil {
-			l.log.Debug("rdma_destroy_id", "err", err)
-		}
+		l.freeID(id)
 	}()
 }
 
@@ -183,9 +197,7 @@ func (l *listener) discard(ev *verbs.CMEvent) {
 	}
 	ev.Ack()
 	if id.Valid() {
-		if err := id.Destroy(); err != nil {
-			l.log.Debug("rdma_destroy_id", "err", err)
-		}
+		l.freeID(id)
 	}
 }
 
@@ -341,9 +353,7 @@ func (l *listener) queueGone(q *queue) {
 		// goroutine, which acknowledges it: destroying here would deadlock
 		// the listener. Its events find no queue now and are just acked.
 		go func() {
-			if err := q.id.Destroy(); err != nil {
-				q.log.Debug("rdma_destroy_id", "err", err)
-			}
+			l.freeID(q.id)
 			q.log.Debug("queue destroyed", "reason", q.reason)
 			l.live.Done()
 		}()
