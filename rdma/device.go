@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
 )
 
@@ -72,9 +73,9 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 	}
 	blocks := cfg.MaxQueues
 	d.cmdOff = 0
-	d.icdOff = alignUp(blocks*d.depth*64, 4096)
+	d.icdOff = alignUp(blocks*d.depth*nvme.CommandSize, 4096)
 	d.rspOff = alignUp(d.icdOff+blocks*d.depth*d.icd, 4096)
-	d.dataOff = alignUp(d.rspOff+blocks*2*d.depth*16, d.ioUnit)
+	d.dataOff = alignUp(d.rspOff+blocks*2*d.depth*nvme.CompletionSize, d.ioUnit)
 	d.chunks = int(cfg.BufferPoolSize / uint64(d.ioUnit))
 	size := d.dataOff + d.chunks*d.ioUnit
 	if uint64(size) > attr.MaxMRSize {
@@ -116,7 +117,8 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 		return fail(fmt.Errorf("buffer pool of %d bytes is too small for %d pollers with mdts %d", cfg.BufferPoolSize, cfg.Pollers, cfg.MDTS))
 	}
 	for i := 0; i < cfg.Pollers; i++ {
-		p, err := newPoller(d, i, i*per, per)
+		off := d.dataOff + i*per*d.ioUnit
+		p, err := newPoller(d, i, d.mem[off:off+per*d.ioUnit:off+per*d.ioUnit])
 		if err != nil {
 			return fail(err)
 		}
@@ -138,27 +140,21 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 	return d, nil
 }
 
-// addr is the registered address of mem[off].
-func (d *device) addr(off int) uint64 { return verbs.Addr(d.mem[off:]) }
-
-func (d *device) cmdBuf(block, slot int) []byte {
-	off := d.cmdOff + (block*d.depth+slot)*64
-	return d.mem[off : off+64 : off+64]
+// geometry is what a poller's engine needs to know of the device.
+func (d *device) geometry() geometry {
+	return geometry{lkey: d.lkey, sgePerWR: d.sgePerWR, sendInv: d.sendInv, maxChunks: int(d.t.cfg.MDTS) / d.ioUnit}
 }
 
-func (d *device) icdBuf(block, slot int) []byte {
-	off := d.icdOff + (block*d.depth+slot)*d.icd
-	return d.mem[off : off+d.icd : off+d.icd]
-}
-
-func (d *device) rspBuf(block, req int) []byte {
-	off := d.rspOff + (block*2*d.depth+req)*16
-	return d.mem[off : off+16 : off+16]
-}
-
-func (d *device) chunk(i int) []byte {
-	off := d.dataOff + i*d.ioUnit
-	return d.mem[off : off+d.ioUnit : off+d.ioUnit]
+// queueMem is queue block b's share of the region.
+func (d *device) queueMem(b int) queueMem {
+	cmd := d.cmdOff + b*d.depth*nvme.CommandSize
+	icd := d.icdOff + b*d.depth*d.icd
+	rsp := d.rspOff + b*2*d.depth*nvme.CompletionSize
+	return queueMem{
+		cmd: d.mem[cmd : cmd+d.depth*nvme.CommandSize],
+		icd: d.mem[icd : icd+d.depth*d.icd],
+		rsp: d.mem[rsp : rsp+2*d.depth*nvme.CompletionSize],
+	}
 }
 
 // allocBlock takes a queue block and picks the least loaded poller whose
@@ -222,9 +218,9 @@ func (d *device) readAsyncEvents(pollers []*poller) {
 		}
 		reason := "async event: " + ev.String()
 		for _, p := range pollers {
-			p.ctlAsync(func() {
-				for _, q := range p.queues {
-					if q != nil && q.qp != nil && q.qp.Num() == ev.QPNum {
+			p.runSoon(func() {
+				for _, q := range p.e.queues {
+					if c, ok := q.connOf(); ok && c.qp.Num() == ev.QPNum {
 						q.teardown(reason)
 					}
 				}

@@ -22,10 +22,6 @@ const closeTimeout = 15 * time.Second
 // drain before it goes on.
 const stuckLogWait = 500 * time.Millisecond
 
-// drainWarnAfter is how long a queue may take to drain before its state is
-// logged as a warning.
-const drainWarnAfter = 10 * time.Second
-
 // listener is one rdma_cm listening ID with its event channel. All rdma_cm
 // calls for the port and its connections run on its goroutine.
 type listener struct {
@@ -44,7 +40,7 @@ type listener struct {
 	read   chan struct{} // readEvents returned
 
 	// listener goroutine only
-	conns   map[uintptr]*queue
+	conns   map[uintptr]*cmConn
 	closing bool
 
 	live      sync.WaitGroup
@@ -61,7 +57,7 @@ func (t *Transport) listen(tgt *fabric.Target, p *fabric.Port, ip net.IP, port i
 		t: t, tgt: tgt, port: p, ec: ec, log: t.log.With("port", net.JoinHostPort(p.Address, p.Service)),
 		events: make(chan *verbs.CMEvent, 64), ctl: make(chan func(), 256),
 		stop: make(chan struct{}), done: make(chan struct{}), read: make(chan struct{}),
-		conns: map[uintptr]*queue{},
+		conns: map[uintptr]*cmConn{},
 	}
 	if l.id, err = ec.CreateID(); err != nil {
 		ec.Close()
@@ -149,10 +145,10 @@ func (l *listener) run() {
 			// again: say what it waits for. One call per poller, so an idle
 			// target with many queues is woken rarely.
 			seen := map[*poller]bool{}
-			for _, q := range l.conns {
-				if !seen[q.p] {
-					seen[q.p] = true
-					q.p.ctlAsync(q.p.checkStuck)
+			for _, c := range l.conns {
+				if !seen[c.p] {
+					seen[c.p] = true
+					c.p.runSoon(c.p.e.checkStuck)
 				}
 			}
 		case ev := <-l.events:
@@ -210,22 +206,22 @@ func (l *listener) handle(ev *verbs.CMEvent) verbs.CMID {
 			return ev.ID
 		}
 	case verbs.EventEstablished:
-		if q := l.conns[ev.ID.Handle()]; q != nil {
-			q.log.Debug("queue established")
+		if c := l.conns[ev.ID.Handle()]; c != nil {
+			c.q.log.Debug("queue established")
 		}
 	case verbs.EventDisconnected, verbs.EventConnectError, verbs.EventUnreachable,
 		verbs.EventRejected, verbs.EventTimewaitExit, verbs.EventAddrChange:
-		if q := l.conns[ev.ID.Handle()]; q != nil {
+		if c := l.conns[ev.ID.Handle()]; c != nil {
 			reason := "host disconnected"
 			if ev.Type != verbs.EventDisconnected {
 				reason = ev.Type.String()
 			}
-			q.p.ctlAsync(func() { q.teardown(reason) })
+			c.teardown(reason)
 		}
 	case verbs.EventDeviceRemoval:
 		l.log.Error("RDMA device removed")
-		for _, q := range l.conns {
-			q.p.ctlAsync(func() { q.teardown("device removal") })
+		for _, c := range l.conns {
+			c.teardown("device removal")
 		}
 	default:
 		l.log.Debug("rdma_cm event ignored", "event", ev.Type.String())
@@ -245,116 +241,170 @@ func (l *listener) reject(ev *verbs.CMEvent, sts nvme.RDMACMRejectStatus, why st
 	return fmt.Errorf("rejected: %s", why)
 }
 
-// accept validates the CM private data (NVMe-oF 1.1 §7.3.1), sizes and
-// creates the queue pair, posts its receives and accepts.
+// connPlan is what admit decided for a connection request.
+type connPlan struct {
+	d          *device
+	qid, depth int
+	// ord is the RDMA READs we may issue against the host, ird those it
+	// may issue against us.
+	ord, ird     int
+	sqSize, cqes int
+}
+
+// refusal is why a connection is rejected: an NVMe/RDMA reject status
+// (NVMe-oF 1.1 §7.3.1) and words for the log.
+type refusal struct {
+	sts  nvme.RDMACMRejectStatus
+	why  string
+	args []any
+}
+
+// accept admits a connection request, sets its queue up and accepts it.
 func (l *listener) accept(ev *verbs.CMEvent) error {
-	if l.closing {
-		return l.reject(ev, nvme.RDMACMRejectNoResources, "port closing")
+	pl, no := l.admit(ev)
+	if no != nil {
+		return l.reject(ev, no.sts, no.why, no.args...)
 	}
-	cr, sts, why := parseConnRequest(ev.PrivateData, l.t.cfg.MaxIOQueueID, l.t.cfg.MaxQueueDepth)
-	if sts != 0 {
-		return l.reject(ev, sts, why, "private_data", fmt.Sprintf("%x", ev.PrivateData))
-	}
-	qid, depth := cr.qid, cr.depth
-	ctx := ev.ID.Context()
-	if ctx == nil {
-		return l.reject(ev, nvme.RDMACMRejectNoResources, "no device for the connection")
-	}
-	d, err := l.t.deviceFor(ctx)
-	if err != nil {
-		return l.reject(ev, nvme.RDMACMRejectNoResources, "device setup failed", "err", err)
-	}
-	if depth > d.depth {
-		return l.reject(ev, nvme.RDMACMRejectInvalidHSQSIZE, "send queue size above device limit", "depth", depth, "max", d.depth)
-	}
-	// We issue RDMA READs against the host: at most its responder
-	// resources, which the CM reports to the passive side as the event's
-	// initiator depth (the values arrive swapped to our point of view).
-	ord := min(int(ev.InitiatorDepth), d.attr.MaxQPInitRdAtom)
-	if ord == 0 {
-		return l.reject(ev, nvme.RDMACMRejectInvalidORD, "host offers no RDMA READ resources")
-	}
-	ird := min(int(ev.ResponderResources), d.attr.MaxQPRdAtom)
-	sqSize := min(depth*d.wrsPerReq, d.attr.MaxQPWR)
-	cqes := sqSize + depth
-	block, p, ok := d.allocBlock(cqes)
-	if !ok {
-		return l.reject(ev, nvme.RDMACMRejectNoResources, "queue limit reached", "max_queues", l.t.cfg.MaxQueues)
-	}
-	q := newQueue(l, d, p, ev.ID, block, cqes, qid, depth, sqSize, ord)
-	qp, err := ev.ID.CreateQP(d.pd, verbs.QPInit{
-		SendCQ: p.cq, RecvCQ: p.cq, MaxSendWR: uint32(sqSize), MaxRecvWR: uint32(depth),
-		MaxSendSGE: uint32(d.sgePerWR), MaxRecvSGE: 2,
-	})
-	if err != nil {
-		d.freeBlock(block, p, cqes)
-		return l.reject(ev, nvme.RDMACMRejectNoResources, "create QP failed", "err", err)
-	}
-	q.qp = qp
-	local := ""
-	if host, _, err := net.SplitHostPort(ev.ID.LocalAddr()); err == nil {
-		local = host
-	}
-	q.fq = l.tgt.NewQueue(l.port, q, fabric.QueueHint{QID: qid, Depth: depth, Remote: ev.ID.PeerAddr(), LocalIP: local})
-	if p.io != nil {
-		// Before the poller sees the queue (exec below): no command yet.
-		q.fq.UseIOContext(p.io)
-	}
-	// From here the queue counts as live: if posting its receives fails, the
-	// poller tears it down like any other, and queueGone finishes with it.
-	l.conns[ev.ID.Handle()] = q
-	l.live.Add(1)
-	l.t.stats.QueuesLive.Add(1)
-	added, live := false, false
-	p.exec(func() {
-		if added = p.addQueue(q); added {
-			for s := 0; s < depth; s++ {
-				q.postRecv(s)
-			}
-			p.flush()
-			// Read here: once exec returns, the poller may already be
-			// finishing a torn-down queue.
-			live = q.state == qsLive
-		}
-	})
-	if !added {
-		// The poller never saw the queue: undo by hand.
-		delete(l.conns, ev.ID.Handle())
-		l.live.Done()
-		l.t.stats.QueuesLive.Add(-1)
-		q.fq.Destroy()
-		ev.ID.DestroyQP()
-		d.freeBlock(block, p, cqes)
-		return l.reject(ev, nvme.RDMACMRejectNoResources, "queue setup failed")
+	c, live, no := l.setup(ev, pl)
+	if no != nil {
+		return l.reject(ev, no.sts, no.why, no.args...)
 	}
 	if !live {
-		// Torn down by the poller, which destroys the ID once drained.
+		// Torn down by the poller, which finishes with it and frees the ID.
 		l.reject(ev, nvme.RDMACMRejectNoResources, "posting receives failed")
 		return nil
 	}
 	pd := make([]byte, nvme.RDMACMAcceptSize)
-	nvme.PutRDMACMAccept(pd, uint16(depth))
-	if err := ev.ID.Accept(verbs.ConnParam{PrivateData: pd, ResponderResources: uint8(ird), InitiatorDepth: uint8(ord), RNRRetryCount: 7}); err != nil {
-		q.log.Warn("rdma_accept failed", "err", err)
-		p.ctlAsync(func() { q.teardown("accept failed") })
+	nvme.PutRDMACMAccept(pd, uint16(pl.depth))
+	if err := ev.ID.Accept(verbs.ConnParam{PrivateData: pd, ResponderResources: uint8(pl.ird), InitiatorDepth: uint8(pl.ord), RNRRetryCount: 7}); err != nil {
+		c.q.log.Warn("rdma_accept failed", "err", err)
+		c.teardown("accept failed")
 		return nil
 	}
 	l.t.stats.Accepted.Add(1)
-	q.log.Debug("queue accepted", "depth", depth, "sq", sqSize, "ord", ord, "ird", ird, "poller", p.idx)
+	c.q.log.Debug("queue accepted", "depth", pl.depth, "sq", pl.sqSize, "ord", pl.ord, "ird", pl.ird, "poller", c.p.idx)
 	return nil
 }
 
+// admit validates the CM private data and sizes the queue pair for the
+// device the request came in on.
+func (l *listener) admit(ev *verbs.CMEvent) (connPlan, *refusal) {
+	if l.closing {
+		return connPlan{}, &refusal{sts: nvme.RDMACMRejectNoResources, why: "port closing"}
+	}
+	cr, sts, why := parseConnRequest(ev.PrivateData, l.t.cfg.MaxIOQueueID, l.t.cfg.MaxQueueDepth)
+	if sts != 0 {
+		return connPlan{}, &refusal{sts, why, []any{"private_data", fmt.Sprintf("%x", ev.PrivateData)}}
+	}
+	ctx := ev.ID.Context()
+	if ctx == nil {
+		return connPlan{}, &refusal{sts: nvme.RDMACMRejectNoResources, why: "no device for the connection"}
+	}
+	d, err := l.t.deviceFor(ctx)
+	if err != nil {
+		return connPlan{}, &refusal{nvme.RDMACMRejectNoResources, "device setup failed", []any{"err", err}}
+	}
+	if cr.depth > d.depth {
+		return connPlan{}, &refusal{nvme.RDMACMRejectInvalidHSQSIZE, "send queue size above device limit", []any{"depth", cr.depth, "max", d.depth}}
+	}
+	pl := connPlan{d: d, qid: cr.qid, depth: cr.depth}
+	// We issue RDMA READs against the host: at most its responder
+	// resources, which the CM reports to the passive side as the event's
+	// initiator depth (the values arrive swapped to our point of view).
+	pl.ord = min(int(ev.InitiatorDepth), d.attr.MaxQPInitRdAtom)
+	if pl.ord == 0 {
+		return connPlan{}, &refusal{sts: nvme.RDMACMRejectInvalidORD, why: "host offers no RDMA READ resources"}
+	}
+	pl.ird = min(int(ev.ResponderResources), d.attr.MaxQPRdAtom)
+	pl.sqSize = min(pl.depth*d.wrsPerReq, d.attr.MaxQPWR)
+	pl.cqes = pl.sqSize + pl.depth
+	return pl, nil
+}
+
+// setup takes a queue block and CQ room, creates the QP and the core's
+// queue, and opens the queue on its poller, which posts its receives. What
+// it took is given back in one place when a step fails. live reports
+// whether the queue survived posting its receives; when it did not, the
+// poller finishes with it.
+func (l *listener) setup(ev *verbs.CMEvent, pl connPlan) (c *cmConn, live bool, no *refusal) {
+	d := pl.d
+	block, p, ok := d.allocBlock(pl.cqes)
+	if !ok {
+		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "queue limit reached", []any{"max_queues", l.t.cfg.MaxQueues}}
+	}
+	c = &cmConn{l: l, d: d, p: p, id: ev.ID, block: block, cqes: pl.cqes}
+	registered := false
+	defer func() {
+		if no == nil {
+			return
+		}
+		if registered {
+			delete(l.conns, ev.ID.Handle())
+			l.live.Done()
+			l.t.stats.QueuesLive.Add(-1)
+		}
+		if c.fq != nil {
+			c.fq.Destroy()
+		}
+		if c.qp != nil {
+			ev.ID.DestroyQP()
+		}
+		d.freeBlock(block, p, pl.cqes)
+	}()
+	qp, err := ev.ID.CreateQP(d.pd, verbs.QPInit{
+		SendCQ: p.cq, RecvCQ: p.cq, MaxSendWR: uint32(pl.sqSize), MaxRecvWR: uint32(pl.depth),
+		MaxSendSGE: uint32(d.sgePerWR), MaxRecvSGE: 2,
+	})
+	if err != nil {
+		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "create QP failed", []any{"err", err}}
+	}
+	c.qp = qp
+	c.q = newQueue(p.e, queueConfig{
+		conn: c, log: d.log.With("qid", pl.qid, "remote", ev.ID.PeerAddr()), mem: d.queueMem(block),
+		depth: pl.depth, icd: d.icd, sqSize: pl.sqSize, readDepth: pl.ord,
+	})
+	local := ""
+	if host, _, err := net.SplitHostPort(ev.ID.LocalAddr()); err == nil {
+		local = host
+	}
+	c.fq = l.tgt.NewQueue(l.port, c.q, fabric.QueueHint{QID: pl.qid, Depth: pl.depth, Remote: ev.ID.PeerAddr(), LocalIP: local})
+	c.q.core = c.fq
+	if p.io != nil {
+		// Before the poller sees the queue (open below): no command yet.
+		c.fq.UseIOContext(p.io)
+	}
+	// From here the queue counts as live: if posting its receives fails, the
+	// poller tears it down like any other, and queueGone finishes with it.
+	l.conns[ev.ID.Handle()] = c
+	l.live.Add(1)
+	l.t.stats.QueuesLive.Add(1)
+	registered = true
+	added := false
+	// live is read on the poller: once exec returns, the poller may already
+	// be finishing a torn-down queue.
+	p.exec(func() { added, live = p.e.open(c.q) })
+	if !added {
+		return nil, false, &refusal{sts: nvme.RDMACMRejectNoResources, why: "queue setup failed"}
+	}
+	return c, live, nil
+}
+
+// teardown tears c's queue down on its poller.
+func (c *cmConn) teardown(reason string) {
+	c.p.runSoon(func() { c.q.teardown(reason) })
+}
+
 // queueGone is called by a poller once a queue is fully drained.
-func (l *listener) queueGone(q *queue) {
+func (l *listener) queueGone(c *cmConn) {
 	fn := func() {
-		delete(l.conns, q.id.Handle())
+		delete(l.conns, c.id.Handle())
 		// rdma_destroy_id waits until every event of the ID is acknowledged,
 		// and one (DISCONNECTED, TIMEWAIT_EXIT) may be on its way to this
 		// goroutine, which acknowledges it: destroying here would deadlock
 		// the listener. Its events find no queue now and are just acked.
 		go func() {
-			l.freeID(q.id)
-			q.log.Debug("queue destroyed", "reason", q.reason)
+			l.freeID(c.id)
+			c.q.log.Debug("queue destroyed", "reason", c.q.reason)
 			l.live.Done()
 		}()
 	}
@@ -373,8 +423,8 @@ func (l *listener) Close() error {
 		sync := make(chan struct{})
 		l.ctl <- func() {
 			l.closing = true
-			for _, q := range l.conns {
-				q.p.ctlAsync(func() { q.teardown("target shutting down") })
+			for _, c := range l.conns {
+				c.teardown("target shutting down")
 			}
 			close(sync)
 		}
@@ -389,8 +439,8 @@ func (l *listener) Close() error {
 			// pollers still run.
 			select {
 			case l.ctl <- func() {
-				for _, q := range l.conns {
-					q.p.ctlAsync(q.logStuck)
+				for _, c := range l.conns {
+					c.p.runSoon(c.q.logStuck)
 				}
 			}:
 			case <-time.After(stuckLogWait):

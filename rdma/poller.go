@@ -17,27 +17,11 @@ import (
 // pollBatch is how many completions one poll reaps (SPDK reaps 32).
 const pollBatch = 32
 
-// Work request kinds, carried in the top bits of wr_id.
-const (
-	kindRecv = iota + 1
-	kindSend
-	kindRead
-	kindWrite
-)
-
-// wr_id = kind<<48 | queue slot<<32 | generation<<16 | index. It holds
-// indexes into the poller's tables, never a Go pointer.
-func wrID(kind int, qidx, gen, idx uint16) uint64 {
-	return uint64(kind)<<48 | uint64(qidx)<<32 | uint64(gen)<<16 | uint64(idx)
-}
-
-func splitWRID(id uint64) (kind int, qidx, gen, idx uint16) {
-	return int(id >> 48), uint16(id >> 32), uint16(id >> 16), uint16(id)
-}
-
-// poller owns one CQ and every queue on it. All request state changes
-// happen on its goroutine, which is locked to an OS thread; other
-// goroutines reach it through mbox (finished requests) and ctl (control).
+// poller owns one CQ, the engine of every queue on it, and the OS loop
+// that drives the engine: poll the CQ, run what other goroutines handed
+// over, post the round's work, nap or sleep. Its goroutine is locked to an
+// OS thread; other goroutines reach it through mbox (requests the core
+// finished) and ctl (control functions). It is the engine's loop.
 type poller struct {
 	d   *device
 	idx int
@@ -55,14 +39,8 @@ type poller struct {
 	nqueues  int
 
 	// poller goroutine only
-	queues     []*queue
-	gens       []uint16
-	freeChunks []int32
-	bufWait    ring[*request]
-	wcs        []verbs.WC
-	// batch collects the work requests of a round; flush posts them.
-	batch  *verbs.Batch
-	batchQ []*queue // the queue of each of batch's groups
+	e   *engine
+	wcs []verbs.WC
 
 	mbox     chan *request
 	ctl      chan func()
@@ -71,7 +49,7 @@ type poller struct {
 	done     chan struct{}
 }
 
-func newPoller(d *device, idx, firstChunk, nchunks int) (_ *poller, err error) {
+func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
 	cfg := &d.t.cfg
 	p := &poller{d: d, idx: idx, log: d.log.With("poller", idx), evfd: -1}
 	defer func() {
@@ -107,17 +85,15 @@ func newPoller(d *device, idx, firstChunk, nchunks int) (_ *poller, err error) {
 			p.io.CountInto(&d.t.stats.IOUringRequests)
 		}
 	}
-	p.queues = make([]*queue, cfg.MaxQueues)
-	p.gens = make([]uint16, cfg.MaxQueues)
-	p.freeChunks = make([]int32, 0, nchunks)
-	for i := firstChunk + nchunks - 1; i >= firstChunk; i-- {
-		p.freeChunks = append(p.freeChunks, int32(i))
-	}
-	p.bufWait = newRing[*request](maxReqs)
 	p.wcs = make([]verbs.WC, pollBatch)
-	// The largest request (MDTS in one response or one fetch) must fit.
-	p.batch = verbs.NewBatch(max(batchSends, d.wrsPerReq), batchRecvs, batchGroups)
-	p.batchQ = make([]*queue, 0, batchGroups)
+	p.e = newEngine(engineConfig{
+		log: p.log, stats: &d.t.stats, loop: p,
+		// The largest request (MDTS in one response or one fetch) must fit.
+		batch:  verbsBatch{verbs.NewBatch(max(batchSends, d.wrsPerReq), batchRecvs, batchGroups)},
+		geo:    d.geometry(),
+		chunks: chunks, ioUnit: d.ioUnit,
+		maxQueues: cfg.MaxQueues, maxReqs: maxReqs,
+	})
 	p.mbox = make(chan *request, maxReqs)
 	p.ctl = make(chan func(), 1024)
 	p.stop = make(chan struct{})
@@ -184,14 +160,14 @@ func (p *poller) run() {
 	lastWork := time.Now()
 	for {
 		n := p.poll()
-		m := p.drain()
+		m := p.runHandedOver()
 		if p.io != nil {
 			// Submits what the completions above queued, and completes
 			// finished backend I/O (handed over through mbox).
 			m += p.io.Poll()
 		}
 		// Everything the round staged goes out in one call.
-		p.flush()
+		p.e.flush()
 		if n > 0 || m > 0 {
 			lastWork = time.Now()
 			continue
@@ -231,20 +207,19 @@ func (p *poller) poll() int {
 		return 0
 	}
 	for i := 0; i < n; i++ {
-		p.complete(&p.wcs[i])
+		p.e.complete(&p.wcs[i])
 	}
 	return n
 }
 
-// drain runs what other goroutines handed over: finished requests, then
-// control functions.
-func (p *poller) drain() int {
+// runHandedOver runs what other goroutines handed over: finished requests,
+// then control functions.
+func (p *poller) runHandedOver() int {
 	k := 0
 	for {
 		select {
 		case r := <-p.mbox:
-			r.state = rsExecuted
-			r.q.advance(r)
+			p.e.responded(r)
 			k++
 			continue
 		default:
@@ -275,7 +250,7 @@ func (p *poller) sleep() {
 	}
 	// A completion that arrived before arming raises no event: poll once more.
 	if p.poll() > 0 {
-		p.flush()
+		p.e.flush()
 		return
 	}
 	p.sleeping.Store(true)
@@ -308,9 +283,9 @@ func (p *poller) stopping() bool {
 // on every architecture this runs on).
 var evOne = [8]byte{1}
 
-// kick wakes the poller if it sleeps. Only the first kicker of a sleep pays
+// wake wakes the poller if it sleeps. Only the first waker of a sleep pays
 // for the write.
-func (p *poller) kick() {
+func (p *poller) wake() {
 	if p.sleeping.Load() && p.sleeping.CompareAndSwap(true, false) {
 		p.wakeUp()
 	}
@@ -322,220 +297,28 @@ func (p *poller) wakeUp() {
 	}
 }
 
-// post hands a request the core finished back to the poller.
-func (p *poller) post(r *request) {
+// handOver implements loop: a request the core finished off the poller.
+func (p *poller) handOver(r *request) {
 	p.mbox <- r
-	p.kick()
+	p.wake()
 }
 
-// ctlAsync runs fn on the poller goroutine; it never blocks the caller.
-func (p *poller) ctlAsync(fn func()) {
+// runSoon implements loop: fn runs on the poller goroutine; it never blocks
+// the caller.
+func (p *poller) runSoon(fn func()) {
 	select {
 	case p.ctl <- fn:
 	default:
-		go func() { p.ctl <- fn; p.kick() }()
+		go func() { p.ctl <- fn; p.wake() }()
 	}
-	p.kick()
+	p.wake()
 }
 
 // exec runs fn on the poller goroutine and waits. Never call it from there.
 func (p *poller) exec(fn func()) {
 	done := make(chan struct{})
-	p.ctlAsync(func() { fn(); close(done) })
+	p.runSoon(func() { fn(); close(done) })
 	<-done
-}
-
-// complete dispatches one work completion.
-func (p *poller) complete(wc *verbs.WC) {
-	kind, qidx, gen, idx := splitWRID(wc.WRID)
-	if int(qidx) >= len(p.queues) {
-		return
-	}
-	q := p.queues[qidx]
-	if q == nil || q.gen != gen {
-		return // a late completion of a queue already torn down
-	}
-	if wc.Status != verbs.WCSuccess && wc.Status != verbs.WCFlushErr {
-		p.d.t.stats.CompletionErrors.Add(1)
-		q.log.Warn("work completion error", "kind", kind, "status", wc.StatusString(), "vendor_err", wc.VendorErr)
-	}
-	switch kind {
-	case kindRecv:
-		q.recvDone(int(idx), wc)
-	case kindSend:
-		// A request whose post failed is already released; the rest of its
-		// chain that did go in still flushes.
-		if r := &q.reqs[idx]; r.state == rsSending {
-			q.sendDone(r, wc)
-		}
-	case kindRead:
-		if r := &q.reqs[idx]; r.state == rsReading {
-			q.readDone(r, wc)
-		}
-	case kindWrite:
-		// Unsignaled; seen only when flushed. The SEND after it decides.
-		if wc.Status != verbs.WCSuccess {
-			q.teardown("RDMA WRITE failed")
-		}
-	}
-}
-
-// stageSend adds a send work request for q to the round's batch; the
-// caller has made room with q.reserve.
-func (p *poller) stageSend(q *queue) *verbs.SendWR {
-	w := p.batch.Send(q.qp)
-	p.noteGroup(q)
-	return w
-}
-
-// stageRecv adds a receive work request for q, like stageSend.
-func (p *poller) stageRecv(q *queue) *verbs.RecvWR {
-	w := p.batch.Recv(q.qp)
-	p.noteGroup(q)
-	return w
-}
-
-func (p *poller) noteGroup(q *queue) {
-	if p.batch.Groups() > len(p.batchQ) {
-		p.batchQ = append(p.batchQ, q)
-	}
-}
-
-// checkStuck logs the poller's queues that take too long to drain.
-func (p *poller) checkStuck() {
-	for _, q := range p.queues {
-		if q != nil {
-			q.checkStuck()
-		}
-	}
-}
-
-// postFailure is a queue whose share of a batch did not all go in.
-type postFailure struct {
-	q        *queue
-	err      error
-	unposted []uint64 // wr_ids of the sends that were not posted
-}
-
-// flush posts the round's batch: every queue's receives and sends, each
-// queue's as one chain, in one call. A queue whose post failed is torn
-// down and the requests whose work did not go in are released.
-func (p *poller) flush() {
-	if p.batch.Groups() == 0 {
-		return
-	}
-	p.d.t.stats.PostCalls.Add(1)
-	p.d.t.stats.WorkRequests.Add(uint64(p.batch.Len()))
-	p.batch.Post()
-	var failed []postFailure // allocated only when a post fails
-	for i, q := range p.batchQ {
-		recvs, unposted, err := p.batch.Result(i)
-		q.recvPosted += recvs
-		if err != nil {
-			f := postFailure{q: q, err: err}
-			for _, w := range unposted {
-				f.unposted = append(f.unposted, w.WRID)
-			}
-			failed = append(failed, f)
-		}
-	}
-	// Empty before handling failures: that may stage (and flush) more.
-	p.batch.Reset()
-	clear(p.batchQ)
-	p.batchQ = p.batchQ[:0]
-	for _, f := range failed {
-		f.q.postFailed(f.err, f.unposted)
-	}
-}
-
-// addQueue gives q a slot in the poller's table.
-func (p *poller) addQueue(q *queue) bool {
-	for i, old := range p.queues {
-		if old == nil {
-			p.gens[i]++
-			q.qidx, q.gen = uint16(i), p.gens[i]
-			p.queues[i] = q
-			return true
-		}
-	}
-	return false
-}
-
-func (p *poller) removeQueue(q *queue) {
-	if p.queues[q.qidx] == q {
-		p.queues[q.qidx] = nil
-	}
-}
-
-// getBuffers gives r data buffers for its transfer, in FIFO order.
-func (p *poller) getBuffers(r *request) bool {
-	if h, ok := p.bufWait.peek(); ok && h != r {
-		if !r.waiting {
-			r.waiting = true
-			p.bufWait.push(r)
-			p.d.t.stats.BufferWaits.Add(1)
-		}
-		return false
-	}
-	unit := p.d.ioUnit
-	need := (int(r.fr.DataLen) + unit - 1) / unit
-	if len(p.freeChunks) < need {
-		if !r.waiting {
-			r.waiting = true
-			p.bufWait.push(r)
-			p.d.t.stats.BufferWaits.Add(1)
-		}
-		return false
-	}
-	if r.waiting {
-		p.bufWait.pop()
-		r.waiting = false
-	}
-	left := int(r.fr.DataLen)
-	for i := 0; i < need; i++ {
-		c := p.freeChunks[len(p.freeChunks)-1]
-		p.freeChunks = p.freeChunks[:len(p.freeChunks)-1]
-		r.chunks = append(r.chunks, c)
-		n := min(left, unit)
-		r.segs = append(r.segs, p.d.chunk(int(c))[:n])
-		left -= n
-	}
-	r.fr.Data = r.segs
-	return true
-}
-
-// putBuffers returns r's data buffers and lets waiting requests take them.
-func (p *poller) putBuffers(r *request) {
-	if len(r.chunks) == 0 {
-		return
-	}
-	chunks := r.chunks
-	r.chunks = r.chunks[:0]
-	r.segs = r.segs[:0]
-	r.fr.Data = nil
-	p.returnChunks(chunks)
-}
-
-// returnChunks gives data buffers back to the pool and lets waiting
-// requests take them.
-func (p *poller) returnChunks(chunks []int32) {
-	if len(chunks) == 0 {
-		return
-	}
-	p.freeChunks = append(p.freeChunks, chunks...)
-	for {
-		h, ok := p.bufWait.peek()
-		if !ok {
-			return
-		}
-		h.q.advance(h)
-		if h2, ok := p.bufWait.peek(); ok && h2 == h {
-			if h.waiting {
-				return // still not enough for the head
-			}
-			p.bufWait.pop() // defensive: never spin on a stale head
-		}
-	}
 }
 
 func (p *poller) close() error {

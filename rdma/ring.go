@@ -48,7 +48,7 @@ func (r *ring[T]) removeIf(drop func(T) bool) {
 	for i := 0; i < n; i++ {
 		v, _ := r.pop()
 		if !drop(v) {
-			r.push(v)
+			r.push(v) // cannot fail: it puts back one it took
 		}
 	}
 }

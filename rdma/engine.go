@@ -1,0 +1,241 @@
+package rdma
+
+import (
+	"log/slog"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
+)
+
+// engine is one poller's request engine: the state machines of its queues'
+// requests (request.go), their credits and wait lines (fifo.go), the data
+// buffer pool (pool.go), and the batch their work requests are staged in.
+// Completions come in as plain verbs.WC values and work requests go out
+// through workBatch; the QP is reached only through qpConn. It runs on one
+// goroutine, the poller's, and never calls cgo, so it is tested without
+// RDMA (engine_test.go).
+type engine struct {
+	log   *slog.Logger
+	stats *Stats
+	loop  loop
+	geo   geometry
+	pool  bufPool
+	// batch collects the work requests of a round; flush posts them.
+	batch  workBatch
+	batchQ []*queue // the queue of each of batch's groups
+	// queues is the table wr_ids index (wrid.go); gens the generation of
+	// each slot, so a late completion of a queue gone is recognised.
+	queues []*queue
+	gens   []uint16
+}
+
+// geometry is what the engine needs to know of the device.
+type geometry struct {
+	lkey      uint32 // of the region every buffer is in
+	sgePerWR  int    // scatter/gather entries of one RDMA READ or WRITE
+	sendInv   bool   // the device does SEND with invalidate
+	maxChunks int    // data buffers of the largest transfer (MDTS)
+}
+
+// loop is the goroutine an engine runs on (the poller; a fake in tests).
+// Work from other goroutines reaches the engine through it.
+type loop interface {
+	// handOver runs advance(r, evExecuted) on the loop: a response the
+	// core gave from another goroutine.
+	handOver(r *request)
+	// runSoon runs fn on the loop; it never blocks the caller.
+	runSoon(fn func())
+}
+
+// workBatch stages a round's work requests for any number of QPs and posts
+// them with one call (the shell's verbs.Batch; a fake in tests).
+type workBatch interface {
+	Room(sends, recvs int) bool
+	Groups() int
+	Len() int
+	Send(c qpConn) *verbs.SendWR
+	Recv(c qpConn) *verbs.RecvWR
+	Post()
+	// Result is what Post did for group i: receives posted, and on failure
+	// the send work requests left out (the failed one and those after it).
+	Result(i int) (recvs int, unposted []verbs.SendWR, err error)
+	Reset()
+}
+
+// engineConfig sizes an engine.
+type engineConfig struct {
+	log    *slog.Logger
+	stats  *Stats
+	loop   loop
+	batch  workBatch
+	geo    geometry
+	chunks []byte // the poller's data buffers, ioUnit bytes each
+	ioUnit int
+	// maxQueues sizes the queue table, maxReqs the buffer line.
+	maxQueues, maxReqs int
+}
+
+func newEngine(c engineConfig) *engine {
+	return &engine{
+		log: c.log, stats: c.stats, loop: c.loop, batch: c.batch, geo: c.geo,
+		pool:   newBufPool(c.chunks, c.ioUnit, c.maxReqs, &c.stats.BufferWaits),
+		batchQ: make([]*queue, 0, 64),
+		queues: make([]*queue, c.maxQueues),
+		gens:   make([]uint16, c.maxQueues),
+	}
+}
+
+// open gives q a slot in the table and posts its receives. It reports
+// whether q was added, and whether it is still live after the post (a
+// failed post tears it down, and the engine finishes with it as with any
+// other).
+func (e *engine) open(q *queue) (added, live bool) {
+	for i, old := range e.queues {
+		if old == nil {
+			e.gens[i]++
+			q.slot, q.gen = uint16(i), e.gens[i]
+			e.queues[i] = q
+			added = true
+			break
+		}
+	}
+	if !added {
+		return false, false
+	}
+	for s := 0; s < q.depth; s++ {
+		q.postRecv(s)
+	}
+	e.flush()
+	return true, q.live()
+}
+
+// queueAt is the live table entry a wr_id names, or nil for a queue gone.
+func (e *engine) queueAt(slot, gen uint16) *queue {
+	if int(slot) >= len(e.queues) {
+		return nil
+	}
+	if q := e.queues[slot]; q != nil && q.gen == gen {
+		return q
+	}
+	return nil
+}
+
+// complete dispatches one work completion.
+func (e *engine) complete(wc *verbs.WC) {
+	kind, slot, gen, idx := splitWRID(wc.WRID)
+	q := e.queueAt(slot, gen)
+	if q == nil {
+		return // a late completion of a queue already torn down
+	}
+	ok := wc.Status == verbs.WCSuccess
+	if !ok && wc.Status != verbs.WCFlushErr {
+		e.stats.CompletionErrors.Add(1)
+		q.log.Warn("work completion error", "kind", kind, "status", wc.StatusString(), "vendor_err", wc.VendorErr)
+	}
+	switch kind {
+	case kindRecv:
+		if int(idx) < q.depth {
+			q.received(int(idx), wc)
+		}
+	case kindRead, kindSend:
+		if int(idx) >= len(q.reqs) {
+			return
+		}
+		ev := evWorkFailed
+		switch {
+		case ok && kind == kindRead:
+			ev = evReadDone
+		case ok:
+			ev = evSendDone
+		}
+		// A request abandoned after a failed post is free again: the rest
+		// of its chain that did go in flushes, and the event is ignored.
+		q.advance(&q.reqs[idx], ev)
+		q.retryCredits()
+	case kindWrite:
+		// Unsignaled; seen only when flushed. The SEND after it decides.
+		if !ok {
+			q.teardown("RDMA WRITE failed")
+		}
+	}
+}
+
+// responded runs a request the core finished off the poller.
+func (e *engine) responded(r *request) { r.q.advance(r, evExecuted) }
+
+// stageSend adds a send work request for q to the round's batch; the
+// caller has made room with q.reserve.
+func (e *engine) stageSend(q *queue) *verbs.SendWR {
+	w := e.batch.Send(q.conn)
+	e.noteGroup(q)
+	return w
+}
+
+// stageRecv adds a receive work request for q, like stageSend.
+func (e *engine) stageRecv(q *queue) *verbs.RecvWR {
+	w := e.batch.Recv(q.conn)
+	e.noteGroup(q)
+	return w
+}
+
+func (e *engine) noteGroup(q *queue) {
+	if e.batch.Groups() > len(e.batchQ) {
+		e.batchQ = append(e.batchQ, q)
+	}
+}
+
+// postFailure is a queue whose share of a batch did not all go in.
+type postFailure struct {
+	q        *queue
+	err      error
+	unposted []uint64 // wr_ids of the sends that were not posted
+}
+
+// flush posts the round's batch: every queue's receives and sends, each
+// queue's as one chain, in one call. A queue whose post failed is torn
+// down and the requests whose work did not go in are abandoned.
+func (e *engine) flush() {
+	if e.batch.Groups() == 0 {
+		return
+	}
+	e.stats.PostCalls.Add(1)
+	e.stats.WorkRequests.Add(uint64(e.batch.Len()))
+	e.batch.Post()
+	var failed []postFailure // allocated only when a post fails
+	for i, q := range e.batchQ {
+		recvs, unposted, err := e.batch.Result(i)
+		q.recvPosted += recvs
+		if err != nil {
+			f := postFailure{q: q, err: err}
+			for _, w := range unposted {
+				f.unposted = append(f.unposted, w.WRID)
+			}
+			failed = append(failed, f)
+		}
+	}
+	// Empty before handling failures: that may stage (and flush) more.
+	e.batch.Reset()
+	clear(e.batchQ)
+	e.batchQ = e.batchQ[:0]
+	for _, f := range failed {
+		f.q.postFailed(f.err, f.unposted)
+	}
+}
+
+// returnChunks gives data buffers back to the pool and lets the requests
+// waiting for them try again.
+func (e *engine) returnChunks(chunks []int32) {
+	if len(chunks) == 0 {
+		return
+	}
+	e.pool.put(chunks)
+	e.pool.wait.retry(func(r *request) { r.q.advance(r, evNone) })
+}
+
+// checkStuck logs the queues that take too long to drain.
+func (e *engine) checkStuck() {
+	for _, q := range e.queues {
+		if q != nil {
+			q.checkStuck()
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package rdma
+
+import "sync/atomic"
+
+// bufPool is one poller's share of the registered data buffers: chunks of
+// unit bytes carved out of mem, handed out whole to requests that move data
+// with RDMA, in FIFO order (SPDK's buffer pool). Nothing is allocated or
+// registered per I/O.
+type bufPool struct {
+	mem  []byte // chunks*unit bytes of the registered region
+	unit int
+	free []int32 // indexes of free chunks, a stack
+	wait fifo    // requests waiting for chunks
+}
+
+func newBufPool(mem []byte, unit, maxWaiters int, waits *atomic.Uint64) bufPool {
+	n := len(mem) / unit
+	p := bufPool{mem: mem, unit: unit, free: make([]int32, 0, n), wait: newFIFO(maxWaiters, waits)}
+	for i := n - 1; i >= 0; i-- {
+		p.free = append(p.free, int32(i))
+	}
+	return p
+}
+
+func (p *bufPool) chunk(i int32) []byte {
+	off := int(i) * p.unit
+	return p.mem[off : off+p.unit : off+p.unit]
+}
+
+// chunksFor is how many chunks n bytes take.
+func (p *bufPool) chunksFor(n uint32) int { return (int(n) + p.unit - 1) / p.unit }
+
+// get gives r chunks for its transfer when r is at the head of the line and
+// there are enough; r.segs then maps exactly r.fr.DataLen bytes.
+func (p *bufPool) get(r *request) admission {
+	need := p.chunksFor(r.fr.DataLen)
+	if a := p.wait.admit(r, len(p.free) >= need); a != admitted {
+		return a
+	}
+	left := int(r.fr.DataLen)
+	for i := 0; i < need; i++ {
+		c := p.free[len(p.free)-1]
+		p.free = p.free[:len(p.free)-1]
+		r.chunks = append(r.chunks, c)
+		n := min(left, p.unit)
+		r.segs = append(r.segs, p.chunk(c)[:n])
+		left -= n
+	}
+	r.fr.Data = r.segs
+	return admitted
+}
+
+// put gives chunks back; the caller lets the line retry (retry).
+func (p *bufPool) put(chunks []int32) { p.free = append(p.free, chunks...) }

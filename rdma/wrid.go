@@ -1,0 +1,21 @@
+package rdma
+
+// Work request kinds, carried in the top bits of wr_id.
+const (
+	kindRecv = iota + 1
+	kindSend
+	kindRead
+	kindWrite
+)
+
+// wr_id = kind<<48 | queue slot<<32 | generation<<16 | index. It holds
+// indexes into the engine's tables, never a Go pointer: the slot finds the
+// queue, the generation tells a late completion of a queue already gone,
+// and the index is a receive slot (kindRecv) or a request.
+func wrID(kind int, slot, gen, idx uint16) uint64 {
+	return uint64(kind)<<48 | uint64(slot)<<32 | uint64(gen)<<16 | uint64(idx)
+}
+
+func splitWRID(id uint64) (kind int, slot, gen, idx uint16) {
+	return int(id >> 48), uint16(id >> 32), uint16(id >> 16), uint16(id)
+}
