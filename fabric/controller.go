@@ -178,7 +178,7 @@ func (c *Controller) capability() nvme.CAP {
 		mqes = AdminQueueDepth - 1
 	}
 	// CQR: queues are contiguous; TO: 15 * 500 ms; CSS bit 0: NVM command set.
-	return nvme.MakeCAP(mqes, true, 15, 1, 0, 4)
+	return nvme.MakeCAP(mqes, true, 15, nvme.CAPCSSNVM, 0, 4)
 }
 
 // setCC applies a Controller Configuration write (NVMe base §3.1.5, §7.6).
@@ -189,7 +189,7 @@ func (c *Controller) setCC(v uint32) {
 	c.cc = nc
 	switch {
 	case nc.Enabled() && !old.Enabled():
-		if !c.isDiscovery() && (nc.IOSQES() != 6 || nc.IOCQES() != 4) || nc.MPS() > 4 || nc.AMS() != 0 || nc.CSS() != 0 {
+		if !c.isDiscovery() && (nc.IOSQES() != nvme.CommandSizeShift || nc.IOCQES() != nvme.CompletionSizeShift) || nc.MPS() > 4 || nc.AMS() != 0 || nc.CSS() != 0 {
 			c.csts |= nvme.CSTSFatal
 			c.log.Warn("invalid controller configuration", "cc", fmt.Sprintf("%#x", v))
 		} else {

@@ -37,7 +37,7 @@ func (c *Controller) discoveryLog() []byte {
 		}
 		e := nvme.DiscoveryLogEntry{
 			TRTYPE: rc.p.TRType, ADRFAM: rc.p.AdrFam, SUBTYPE: nvme.SubtypeNVMe,
-			PORTID: rc.p.ID, CNTLID: 0xffff, ASQSZ: AdminQueueDepth,
+			PORTID: rc.p.ID, CNTLID: nvme.CNTLIDDynamic, ASQSZ: AdminQueueDepth,
 			TRSVCID: rc.p.Service, SubNQN: rc.s.nqn, TRADDR: addr, TSAS: rc.p.TSAS,
 		}
 		e.MarshalTo(log[nvme.DiscoveryLogHeaderSize+i*nvme.DiscoveryLogEntrySize:])

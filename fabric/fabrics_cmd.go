@@ -6,26 +6,10 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
-// Offsets used as Invalid Parameter Offsets in Connect replies (NVMe-oF 1.1
-// §3.3.1): bytes of the SQE, or of the Connect data with IATTR set.
-const (
-	ipoSQEQID    = 42
-	ipoSQESQSize = 44
-	ipoDataHost  = 0
-	ipoDataCNTL  = 16
-	ipoDataSub   = 256
-	ipoDataHNQN  = 512
-)
-
-// connectInvalid sets the Invalid Parameter Offset and attribute in DW0,
-// encoded as the Linux host decodes it: offset in bits 15:0, bit 16 set when
-// the offset is into the Connect data.
+// connectInvalid sets the Invalid Parameter Offset and attribute in DW0:
+// off is a byte of the SQE, or of the Connect data when data is set.
 func connectInvalid(r *Request, data bool, off uint16) nvme.Status {
-	v := uint32(off)
-	if data {
-		v |= 1 << 16
-	}
-	r.setResult(v)
+	r.setResult(nvme.MakeConnectInvalidResult(data, off))
 	r.errLoc = off
 	return nvme.StatusConnectInvalidParameters.WithDNR()
 }
@@ -45,7 +29,7 @@ func (q *Queue) parseFabrics(r *Request) nvme.Status {
 			return nvme.StatusCommandSequenceError.WithDNR()
 		}
 		if q.qid != 0 {
-			return r.invalidField(4)
+			return r.invalidField(nvme.ErrLocFCType)
 		}
 		if r.Cmd.FCType() == nvme.FCTypePropertyGet {
 			r.handle = handlePropertyGet
@@ -54,7 +38,7 @@ func (q *Queue) parseFabrics(r *Request) nvme.Status {
 		}
 		return nvme.StatusSuccess
 	}
-	r.errLoc = 4
+	r.errLoc = nvme.ErrLocFCType
 	return nvme.StatusInvalidOpcode.WithDNR()
 }
 
@@ -74,27 +58,27 @@ func handleConnect(r *Request) nvme.Status {
 	sqsize := uint32(cmd.ConnectSQSize())
 	if q.hint.QID >= 0 && int(qid) != q.hint.QID {
 		t.stats.rejects.Add(1)
-		return connectInvalid(r, false, ipoSQEQID)
+		return connectInvalid(r, false, nvme.ErrLocConnectQID)
 	}
 	if sqsize == 0 || (q.hint.Depth > 0 && int(sqsize)+1 > q.hint.Depth) {
 		t.stats.rejects.Add(1)
-		return connectInvalid(r, false, ipoSQESQSize)
+		return connectInvalid(r, false, nvme.ErrLocConnectSQSize)
 	}
 	subnqn, hostnqn := d.SubNQN(), d.HostNQN()
 	s := t.Subsystem(subnqn)
 	if s == nil {
 		t.stats.rejects.Add(1)
 		q.log.Info("connect to unknown subsystem refused", "subnqn", subnqn, "hostnqn", hostnqn, "remote", q.hint.Remote)
-		return connectInvalid(r, true, ipoDataSub)
+		return connectInvalid(r, true, nvme.IPOSubNQN)
 	}
 	if hostnqn == "" {
 		t.stats.rejects.Add(1)
-		return connectInvalid(r, true, ipoDataHNQN)
+		return connectInvalid(r, true, nvme.IPOHostNQN)
 	}
 	hostID := d.HostID()
 	if hostID == ([16]byte{}) {
 		t.stats.rejects.Add(1)
-		return connectInvalid(r, true, ipoDataHost)
+		return connectInvalid(r, true, nvme.IPOHostID)
 	}
 	if !s.hostAllowed(hostnqn) {
 		t.stats.rejects.Add(1)
@@ -103,13 +87,13 @@ func handleConnect(r *Request) nvme.Status {
 	}
 
 	if qid == 0 {
-		if cntlid := d.CNTLID(); cntlid != 0xffff && cntlid != 0xfffe {
+		if cntlid := d.CNTLID(); cntlid != nvme.CNTLIDDynamic && cntlid != nvme.CNTLIDStatic {
 			t.stats.rejects.Add(1)
-			return connectInvalid(r, true, ipoDataCNTL)
+			return connectInvalid(r, true, nvme.IPOCNTLID)
 		}
 		if sqsize+1 > AdminQueueDepth {
 			t.stats.rejects.Add(1)
-			return connectInvalid(r, false, ipoSQESQSize)
+			return connectInvalid(r, false, nvme.ErrLocConnectSQSize)
 		}
 		kato := time.Duration(cmd.ConnectKATO()) * time.Millisecond
 		if kato > 0 {
@@ -137,18 +121,18 @@ func handleConnect(r *Request) nvme.Status {
 	// I/O queue: join an existing controller of the same host.
 	if s.discovery {
 		t.stats.rejects.Add(1)
-		return connectInvalid(r, false, ipoSQEQID)
+		return connectInvalid(r, false, nvme.ErrLocConnectQID)
 	}
 	s.mu.Lock()
 	c := s.controllers[d.CNTLID()]
 	s.mu.Unlock()
 	if c == nil {
 		t.stats.rejects.Add(1)
-		return connectInvalid(r, true, ipoDataCNTL)
+		return connectInvalid(r, true, nvme.IPOCNTLID)
 	}
 	if c.hostNQN != hostnqn || c.hostID != hostID {
 		t.stats.rejects.Add(1)
-		return connectInvalid(r, true, ipoDataHNQN)
+		return connectInvalid(r, true, nvme.IPOHostNQN)
 	}
 	if !c.ready() {
 		return nvme.StatusCommandSequenceError.WithDNR()
@@ -158,11 +142,11 @@ func handleConnect(r *Request) nvme.Status {
 	c.mu.Unlock()
 	if qid > nr {
 		t.stats.rejects.Add(1)
-		return connectInvalid(r, false, ipoSQEQID)
+		return connectInvalid(r, false, nvme.ErrLocConnectQID)
 	}
 	if sqsize+1 > t.opts.MaxQueueDepth {
 		t.stats.rejects.Add(1)
-		return connectInvalid(r, false, ipoSQESQSize)
+		return connectInvalid(r, false, nvme.ErrLocConnectSQSize)
 	}
 	if st := c.addQueue(q, qid, sqsize+1); !st.IsSuccess() {
 		return st
@@ -174,22 +158,22 @@ func handleConnect(r *Request) nvme.Status {
 
 func handlePropertyGet(r *Request) nvme.Status {
 	c := r.q.ctrl.Load()
-	eight := r.Cmd.PropertyAttrib()&7 == 1
+	eight := r.Cmd.PropertySize() == nvme.PropertySize8
 	var v uint64
 	switch off := r.Cmd.PropertyOffset(); off {
 	case nvme.PropCAP:
 		if !eight {
-			return r.invalidField(40)
+			return r.invalidField(nvme.ErrLocPropertySize)
 		}
 		v = uint64(c.capability())
 	case nvme.PropVS, nvme.PropCC, nvme.PropCSTS, nvme.PropNSSR:
 		if eight {
-			return r.invalidField(40)
+			return r.invalidField(nvme.ErrLocPropertySize)
 		}
 		c.mu.Lock()
 		switch off {
 		case nvme.PropVS:
-			v = uint64(nvme.MakeVS(1, 3, 0))
+			v = nvme.Version1_3
 		case nvme.PropCC:
 			v = uint64(c.cc)
 		case nvme.PropCSTS:
@@ -197,7 +181,7 @@ func handlePropertyGet(r *Request) nvme.Status {
 		}
 		c.mu.Unlock()
 	default:
-		return r.invalidField(44)
+		return r.invalidField(nvme.ErrLocPropertyOfst)
 	}
 	r.Rsp.SetResult64(v)
 	return nvme.StatusSuccess
@@ -205,8 +189,8 @@ func handlePropertyGet(r *Request) nvme.Status {
 
 func handlePropertySet(r *Request) nvme.Status {
 	c := r.q.ctrl.Load()
-	if r.Cmd.PropertyAttrib()&7 != 0 {
-		return r.invalidField(40)
+	if r.Cmd.PropertySize() != nvme.PropertySize4 {
+		return r.invalidField(nvme.ErrLocPropertySize)
 	}
 	switch r.Cmd.PropertyOffset() {
 	case nvme.PropCC:
@@ -214,5 +198,5 @@ func handlePropertySet(r *Request) nvme.Status {
 		return nvme.StatusSuccess
 	}
 	// CAP, VS and CSTS are read-only; NVM Subsystem Reset is not supported.
-	return r.invalidField(44)
+	return r.invalidField(nvme.ErrLocPropertyOfst)
 }

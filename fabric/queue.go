@@ -54,7 +54,7 @@ func (q *Queue) Parse(r *Request) nvme.Status {
 	r.q = q
 	r.ns = nil
 	r.handle = nil
-	r.errLoc = 0xffff
+	r.errLoc = nvme.ErrLocNone
 	r.errLBA = 0
 	r.DataLen = 0
 	r.Dir = DirNone
@@ -64,7 +64,7 @@ func (q *Queue) Parse(r *Request) nvme.Status {
 	q.advanceSQHD()
 
 	if r.Cmd.FUSE() != 0 {
-		return r.invalidField(1)
+		return r.invalidField(nvme.ErrLocFlags)
 	}
 	if r.Cmd.Opcode() == nvme.OpFabrics {
 		return q.parseFabrics(r)
@@ -76,7 +76,7 @@ func (q *Queue) Parse(r *Request) nvme.Status {
 	}
 	// Fabrics transfer data with SGLs only (NVMe-oF 1.1 §2.1).
 	if r.Cmd.PSDT() == nvme.PSDTPRP {
-		return r.invalidField(1)
+		return r.invalidField(nvme.ErrLocFlags)
 	}
 	if q.qid == 0 {
 		return ctrl.parseAdmin(r)

@@ -120,7 +120,7 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 	if s.discovery {
 		return nil, errors.New("add namespace: the discovery subsystem has none")
 	}
-	if c.NSID == 0 || c.NSID >= 0xfffffffe {
+	if c.NSID == 0 || c.NSID >= nvme.NSIDAll-1 {
 		return nil, fmt.Errorf("add namespace: invalid NSID %d", c.NSID)
 	}
 	bs := c.Device.BlockSize()
@@ -198,11 +198,11 @@ func (s *Subsystem) nn() uint32 {
 }
 
 func (s *Subsystem) allocCNTLID() (uint16, bool) {
-	// Dynamic controller model: 1..0xFFEF (NVMe base §5.15.2.1).
-	for i := 0; i < 0xffef; i++ {
+	// Dynamic controller model: 1..FFEFh (NVMe base §5.15.2.1).
+	for i := 0; i < nvme.CNTLIDMax; i++ {
 		id := s.nextCNTLID
 		s.nextCNTLID++
-		if s.nextCNTLID > 0xffef {
+		if s.nextCNTLID > nvme.CNTLIDMax {
 			s.nextCNTLID = 1
 		}
 		if _, used := s.controllers[id]; !used {

@@ -9,6 +9,11 @@ import (
 const (
 	CommandSize    = 64
 	CompletionSize = 16
+
+	// The same sizes as powers of two, as SQES, CQES and CC.IOSQES and
+	// CC.IOCQES give them.
+	CommandSizeShift    = 6
+	CompletionSizeShift = 4
 )
 
 // Admin command opcodes (base §5).
@@ -104,6 +109,23 @@ const (
 	propValue  = 48
 )
 
+// Parameter Error Location values (base 1.4 §5.14.1.1): the byte of the SQE
+// holding the field in error, or ErrLocNone.
+const (
+	ErrLocNone          = 0xffff // not specific to a field
+	ErrLocOpcode        = cmdOpcode
+	ErrLocFlags         = cmdFlags // FUSE, PSDT
+	ErrLocNSID          = cmdNSID
+	ErrLocFCType        = cmdFCType
+	ErrLocCDW10         = cmdCDW10
+	ErrLocCDW11         = cmdCDW11
+	ErrLocCDW12         = cmdCDW12
+	ErrLocPropertySize  = propAttrib
+	ErrLocPropertyOfst  = propOffset
+	ErrLocConnectQID    = connQID
+	ErrLocConnectSQSize = connSQSize
+)
+
 // Command is a view of a 64-byte submission queue entry (base §4.2). Its
 // length must be at least CommandSize.
 type Command []byte
@@ -131,6 +153,10 @@ func (c Command) CID() uint16 { return binary.LittleEndian.Uint16(c[cmdCID:]) }
 
 // SetCID sets the Command Identifier.
 func (c Command) SetCID(v uint16) { binary.LittleEndian.PutUint16(c[cmdCID:], v) }
+
+// NSIDAll is the broadcast NSID, every namespace (base 1.4 §6.1.6).
+// FFFFFFFEh below it is not a valid NSID either.
+const NSIDAll = 0xffffffff
 
 // NSID returns the Namespace Identifier, CDW1.
 func (c Command) NSID() uint32 { return binary.LittleEndian.Uint32(c[cmdNSID:]) }
@@ -186,11 +212,16 @@ func (c Command) SetConnect(recfmt, qid, sqsize uint16, cattr uint8, kato uint32
 const (
 	PropertySize4 = 0
 	PropertySize8 = 1
+
+	propSizeMask = 7
 )
 
 // PropertyAttrib returns the Property Get/Set ATTRIB byte; bits 2:0 give the
 // size (0: 4 bytes, 1: 8 bytes).
 func (c Command) PropertyAttrib() uint8 { return c[propAttrib] }
+
+// PropertySize returns ATTRIB bits 2:0: PropertySize4 or PropertySize8.
+func (c Command) PropertySize() uint8 { return c[propAttrib] & propSizeMask }
 
 // PropertyOffset returns the property offset (OFST).
 func (c Command) PropertyOffset() uint32 { return binary.LittleEndian.Uint32(c[propOffset:]) }
@@ -316,6 +347,25 @@ func (c Command) FeatureSelect() uint8 { return uint8(c.CDW(10)>>featSelShift) &
 
 // FeatureSave reports the Set Features Save bit, CDW10 bit 31.
 func (c Command) FeatureSave() bool { return c.CDW(10)&featSave != 0 }
+
+// NumQueuesInvalid is the one NSQR or NCQR value a host may not ask for:
+// 0's based FFFFh, 65536 queues (base 1.4 §5.21.1.7).
+const NumQueuesInvalid = 0xffff
+
+// NumQueues returns Set Features Number of Queues CDW11: the 0's based
+// NSQR in bits 15:0 and NCQR in bits 31:16 (base 1.4 §5.21.1.7).
+func (c Command) NumQueues() (nsqr, ncqr uint16) {
+	v := c.CDW(11)
+	return uint16(v), uint16(v >> 16)
+}
+
+// MakeNumQueuesResult builds the Number of Queues completion DW0 from 0's
+// based NSQA and NCQA.
+func MakeNumQueuesResult(nsqa, ncqa uint16) uint32 { return uint32(ncqa)<<16 | uint32(nsqa) }
+
+// HostIDExtended reports Get Features Host Identifier EXHID, CDW11 bit 0:
+// the 128-bit host identifier, the only one fabrics allows (NVMe-oF §4.1).
+func (c Command) HostIDExtended() bool { return c.CDW(11)&1 != 0 }
 
 // Dataset Management fields (base 1.4 §6.7).
 const (

@@ -57,12 +57,35 @@ const (
 	cdHostNQN = 512
 )
 
+// Invalid Parameter Offsets into the Connect data (NVMe-oF 1.1 §3.3.1).
+const (
+	IPOHostID  = cdHostID
+	IPOCNTLID  = cdCNTLID
+	IPOSubNQN  = cdSubNQN
+	IPOHostNQN = cdHostNQN
+)
+
+// connIATTRData is the Connect response DW0 bit that says the Invalid
+// Parameter Offset is into the Connect data, not the SQE.
+const connIATTRData = 1 << 16
+
+// MakeConnectInvalidResult builds the Connect response DW0 for Connect
+// Invalid Parameters (NVMe-oF 1.1 §3.3.1) as the Linux host decodes it: the
+// offset in bits 15:0, and bit 16 set when it is into the Connect data.
+func MakeConnectInvalidResult(inData bool, off uint16) uint32 {
+	v := uint32(off)
+	if inData {
+		v |= connIATTRData
+	}
+	return v
+}
+
 // ConnectData is a view of the 1024-byte Connect command data. Its length
 // must be at least ConnectDataSize.
 type ConnectData []byte
 
 // HostID returns the 128-bit Host Identifier.
-func (d ConnectData) HostID() [16]byte { return [16]byte(d[cdHostID : cdHostID+16]) }
+func (d ConnectData) HostID() [16]byte { return [16]byte(d[cdHostID : cdHostID+HostIDSize]) }
 
 // SetHostID sets the Host Identifier.
 func (d ConnectData) SetHostID(id [16]byte) { copy(d[cdHostID:], id[:]) }

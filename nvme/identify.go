@@ -39,6 +39,44 @@ const (
 	ControllerTypeAdmin     = 3
 )
 
+// Identify Controller field bits (base 1.4 §5.15.2; SGLS keyed and offset
+// bits from NVMe-oF §4.1).
+const (
+	CMICMultiController = 1 << 1 // the subsystem may have more than one controller
+
+	OAESNSAttrNotices    = 1 << 8  // Namespace Attribute Notices
+	OAESFWActivation     = 1 << 9  // Firmware Activation Notices
+	OAESANAChange        = 1 << 11 // ANA Change Notices
+	OAESDiscoveryChanged = 1 << 31 // Discovery Log Page Change Notices (NVMe-oF §5.3)
+
+	CTRATTHostID128 = 1 << 0 // 128-bit Host Identifier
+
+	FRMWSlot1ReadOnly = 1 << 0 // firmware slot 1 is read only
+	FRMWSlotsShift    = 1      // number of firmware slots, bits 3:1
+
+	LPAExtendedData = 1 << 2 // extended data for Get Log Page (NUMDU, offsets)
+
+	ONCSCompare            = 1 << 0
+	ONCSWriteUncorrectable = 1 << 1
+	ONCSDSM                = 1 << 2
+	ONCSWriteZeroes        = 1 << 3
+	ONCSSaveSelect         = 1 << 4
+	ONCSReservations       = 1 << 5
+	ONCSTimestamp          = 1 << 6
+	ONCSVerify             = 1 << 7
+
+	VWCPresent = 1 << 0 // a volatile write cache is present
+
+	SGLSSupported    = 1 << 0  // SGLs supported, no alignment (bits 1:0 = 01b)
+	SGLSKeyed        = 1 << 2  // Keyed SGL Data Block descriptor
+	SGLSOversized    = 1 << 18 // SGLs may describe more than the data
+	SGLSOffsetInData = 1 << 20 // SGL Data Block Address may be an offset (in-capsule data)
+)
+
+// QueueEntrySizes builds SQES or CQES: the required and the maximum entry
+// size as powers of two, in bits 3:0 and 7:4. Fabrics fixes both.
+func QueueEntrySizes(log2 uint8) uint8 { return log2<<4 | log2 }
+
 // DefaultMaxPower is the PSD0 Maximum Power written when
 // IdentifyController.PSD0MaxPower is 0: 25 W in centiwatts.
 const DefaultMaxPower = 2500
@@ -306,6 +344,14 @@ const (
 	idnLBAF0    = 128
 
 	lbafSize = 4
+)
+
+// Identify Namespace field bits (base 1.4 §5.15.2).
+const (
+	NMICShared = 1 << 0 // may be attached to more than one controller
+
+	DLFEATReadZeroes             = 1 << 0 // deallocated blocks read as zeroes (bits 2:0 = 001b)
+	DLFEATWriteZeroesDeallocates = 1 << 3 // Write Zeroes with DEAC deallocates
 )
 
 // MaxLBAFormats is the number of LBA Format entries: 16 in base 1.4, 64 in
