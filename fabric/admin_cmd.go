@@ -102,7 +102,7 @@ func handleIdentify(r *Request) nvme.Status {
 			r.errLoc = nvme.ErrLocNSID
 			return nvme.StatusInvalidNamespace.WithDNR()
 		}
-		var ids []uint32
+		var ids []nvme.NSID
 		for _, id := range c.s.activeNSIDs() {
 			if id > start {
 				ids = append(ids, id)
@@ -164,7 +164,7 @@ func (c *Controller) identify() nvme.IdentifyController {
 	id.SQES = nvme.QueueEntrySizes(nvme.CommandSizeShift)
 	id.CQES = nvme.QueueEntrySizes(nvme.CompletionSizeShift)
 	id.MAXCMD = uint16(o.MaxQueueDepth)
-	id.NN = c.s.nn()
+	id.NN = uint32(c.s.nn())
 	id.ONCS = nvme.ONCSDSM | nvme.ONCSWriteZeroes
 	id.VWC = nvme.VWCPresent
 	id.IOCCSZ = (nvme.CommandSize + c.port.InCapsuleDataSize) / 16

@@ -22,7 +22,7 @@ const kasUnit = time.Second
 // Controller is a dynamic controller created by an admin queue Connect.
 type Controller struct {
 	s       *Subsystem
-	id      uint16
+	id      nvme.CNTLID
 	hostNQN string
 	hostID  [16]byte
 	port    *Port
@@ -33,7 +33,7 @@ type Controller struct {
 	csts      uint32
 	kato      time.Duration
 	kaTimer   *time.Timer
-	queues    map[uint16]*Queue
+	queues    map[nvme.QID]*Queue
 	admin     *Queue
 	nrIOQ     uint16 // granted by Set Features Number of Queues
 	nrIOQSet  bool
@@ -41,7 +41,7 @@ type Controller struct {
 	pending   []uint32
 	errLog    []nvme.ErrorLogEntry
 	errCount  uint64
-	changedNS []uint32
+	changedNS []nvme.NSID
 	deleted   bool
 	feat      map[uint8]uint32
 
@@ -54,7 +54,7 @@ type Controller struct {
 }
 
 // ID is the controller's CNTLID.
-func (c *Controller) ID() uint16 { return c.id }
+func (c *Controller) ID() nvme.CNTLID { return c.id }
 
 // HostNQN is the connected host's NQN.
 func (c *Controller) HostNQN() string { return c.hostNQN }
@@ -75,7 +75,7 @@ func (s *Subsystem) newController(hostNQN string, hostID [16]byte, p *Port, kato
 	c := &Controller{
 		s: s, id: id, hostNQN: hostNQN, hostID: hostID, port: p,
 		log:  s.t.log.With("subnqn", s.nqn, "hostnqn", hostNQN, "cntlid", id),
-		kato: kato, queues: map[uint16]*Queue{}, nrIOQ: s.t.opts.MaxIOQueues,
+		kato: kato, queues: map[nvme.QID]*Queue{}, nrIOQ: s.t.opts.MaxIOQueues,
 		feat: map[uint8]uint32{}, created: time.Now(),
 	}
 	c.wce.Store(true)
@@ -145,7 +145,7 @@ func (c *Controller) queueGone(q *Queue) {
 }
 
 // addQueue binds q as queue qid of the controller.
-func (c *Controller) addQueue(q *Queue, qid uint16, size uint32) nvme.Status {
+func (c *Controller) addQueue(q *Queue, qid nvme.QID, size uint32) nvme.Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.deleted {
@@ -226,7 +226,7 @@ func (c *Controller) recordError(r *Request, st nvme.Status) {
 	if st == nvme.StatusAbortSQDeleted {
 		return
 	}
-	nsid := uint32(0)
+	var nsid nvme.NSID
 	if r.ns != nil {
 		nsid = r.ns.nsid
 	}

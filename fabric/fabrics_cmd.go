@@ -140,7 +140,7 @@ func handleConnect(r *Request) nvme.Status {
 	c.mu.Lock()
 	nr := c.nrIOQ
 	c.mu.Unlock()
-	if qid > nr {
+	if qid > nvme.QID(nr) {
 		t.stats.rejects.Add(1)
 		return connectInvalid(r, false, nvme.ErrLocConnectQID)
 	}

@@ -105,7 +105,7 @@ func TestIOQueueConnect(t *testing.T) {
 	_ = admin
 	tests := []struct {
 		name   string
-		qid    uint16
+		qid    nvme.QID
 		sqsize uint16
 		data   []byte
 		want   nvme.Status
@@ -131,7 +131,7 @@ func TestIOQueueConnect(t *testing.T) {
 func TestIOConnectBeforeEnable(t *testing.T) {
 	r := newRig(t)
 	h := r.dial(0, 32)
-	cntlid := uint16(h.mustOK(connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff)).DW0())
+	cntlid := nvme.CNTLID(h.mustOK(connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff)).DW0())
 	io := r.dial(1, 64)
 	if st := io.submit(connectCmd(1, 63, 0), connectData(testNQN, testHostNQN, testHostID, cntlid)).Status(); st != nvme.StatusCommandSequenceError.WithDNR() {
 		t.Fatalf("I/O connect before CC.EN: %v", st)

@@ -22,7 +22,7 @@ type Queue struct {
 
 	// ctrl is nil until Connect; qid is written before ctrl is published.
 	ctrl atomic.Pointer[Controller]
-	qid  uint16
+	qid  nvme.QID
 
 	mu sync.Mutex
 	// size is the number of SQ entries (SQSIZE+1) granted at Connect.
@@ -41,7 +41,7 @@ func (t *Target) NewQueue(p *Port, c Conn, hint QueueHint) *Queue {
 }
 
 // QID is the queue ID bound at Connect (0 before).
-func (q *Queue) QID() uint16 { return q.qid }
+func (q *Queue) QID() nvme.QID { return q.qid }
 
 // Controller is the queue's controller, or nil before Connect.
 func (q *Queue) Controller() *Controller {

@@ -156,13 +156,13 @@ func (c Command) SetCID(v uint16) { binary.LittleEndian.PutUint16(c[cmdCID:], v)
 
 // NSIDAll is the broadcast NSID, every namespace (base 1.4 §6.1.6).
 // FFFFFFFEh below it is not a valid NSID either.
-const NSIDAll = 0xffffffff
+const NSIDAll NSID = 0xffffffff
 
 // NSID returns the Namespace Identifier, CDW1.
-func (c Command) NSID() uint32 { return binary.LittleEndian.Uint32(c[cmdNSID:]) }
+func (c Command) NSID() NSID { return NSID(binary.LittleEndian.Uint32(c[cmdNSID:])) }
 
 // SetNSID sets the Namespace Identifier.
-func (c Command) SetNSID(v uint32) { binary.LittleEndian.PutUint32(c[cmdNSID:], v) }
+func (c Command) SetNSID(v NSID) { binary.LittleEndian.PutUint32(c[cmdNSID:], uint32(v)) }
 
 // CDW returns command dword n (0..15), at byte 4n.
 func (c Command) CDW(n int) uint32 { return binary.LittleEndian.Uint32(c[4*n:]) }
@@ -187,7 +187,7 @@ func (c Command) SetFCType(t uint8) { c[cmdFCType] = t }
 func (c Command) ConnectRECFMT() uint16 { return binary.LittleEndian.Uint16(c[connRECFMT:]) }
 
 // ConnectQID returns the Connect Queue ID (0 for the admin queue).
-func (c Command) ConnectQID() uint16 { return binary.LittleEndian.Uint16(c[connQID:]) }
+func (c Command) ConnectQID() QID { return QID(binary.LittleEndian.Uint16(c[connQID:])) }
 
 // ConnectSQSize returns the Connect Submission Queue Size (0's based).
 func (c Command) ConnectSQSize() uint16 { return binary.LittleEndian.Uint16(c[connSQSize:]) }
@@ -199,9 +199,9 @@ func (c Command) ConnectCATTR() uint8 { return c[connCATTR] }
 func (c Command) ConnectKATO() uint32 { return binary.LittleEndian.Uint32(c[connKATO:]) }
 
 // SetConnect sets the Connect command fields. sqsize is 0's based.
-func (c Command) SetConnect(recfmt, qid, sqsize uint16, cattr uint8, kato uint32) {
+func (c Command) SetConnect(recfmt uint16, qid QID, sqsize uint16, cattr uint8, kato uint32) {
 	binary.LittleEndian.PutUint16(c[connRECFMT:], recfmt)
-	binary.LittleEndian.PutUint16(c[connQID:], qid)
+	binary.LittleEndian.PutUint16(c[connQID:], uint16(qid))
 	binary.LittleEndian.PutUint16(c[connSQSize:], sqsize)
 	c[connCATTR] = cattr
 	c[connCATTR+1] = 0
@@ -270,14 +270,14 @@ func (c Command) DEAC() bool { return c.CDW(12)&ioDEAC != 0 }
 func (c Command) CNS() uint8 { return c[cmdCDW10] }
 
 // CNTID returns the Identify Controller Identifier, CDW10 bits 31:16.
-func (c Command) CNTID() uint16 { return binary.LittleEndian.Uint16(c[cmdCDW10+2:]) }
+func (c Command) CNTID() CNTLID { return CNTLID(binary.LittleEndian.Uint16(c[cmdCDW10+2:])) }
 
 // CSI returns the Identify Command Set Identifier, CDW11 bits 31:24
 // (base 2.0 Identify command).
 func (c Command) CSI() uint8 { return c[cmdCDW11+3] }
 
 // SetIdentify sets CDW10 and CDW11 of an Identify command.
-func (c Command) SetIdentify(cns uint8, cntid uint16, csi uint8) {
+func (c Command) SetIdentify(cns uint8, cntid CNTLID, csi uint8) {
 	c.SetCDW(10, uint32(cns)|uint32(cntid)<<16)
 	c.SetCDW(11, uint32(csi)<<24)
 }
@@ -427,10 +427,10 @@ func (c Completion) SQHD() uint16 { return binary.LittleEndian.Uint16(c[cqeSQHD:
 func (c Completion) SetSQHD(v uint16) { binary.LittleEndian.PutUint16(c[cqeSQHD:], v) }
 
 // SQID returns the SQ Identifier.
-func (c Completion) SQID() uint16 { return binary.LittleEndian.Uint16(c[cqeSQID:]) }
+func (c Completion) SQID() QID { return QID(binary.LittleEndian.Uint16(c[cqeSQID:])) }
 
 // SetSQID sets the SQ Identifier.
-func (c Completion) SetSQID(v uint16) { binary.LittleEndian.PutUint16(c[cqeSQID:], v) }
+func (c Completion) SetSQID(v QID) { binary.LittleEndian.PutUint16(c[cqeSQID:], uint16(v)) }
 
 // CID returns the Command Identifier.
 func (c Completion) CID() uint16 { return binary.LittleEndian.Uint16(c[cqeCID:]) }

@@ -157,7 +157,7 @@ func TestCommandAccessors(t *testing.T) {
 		{"PSDT", raw.PSDT(), uint8(PSDTSGLContig)},
 		{"FUSE", raw.FUSE(), uint8(0)},
 		{"CID", raw.CID(), uint16(0xbeef)},
-		{"NSID", raw.NSID(), uint32(1)},
+		{"NSID", raw.NSID(), NSID(1)},
 		{"MPTR", raw.MPTR(), uint64(0x8877665544332211)},
 		{"SLBA", raw.SLBA(), uint64(0x1122334455667788)},
 		{"NumBlocks", raw.NumBlocks(), uint32(8)},

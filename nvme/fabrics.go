@@ -24,9 +24,9 @@ const (
 
 // Controller ID values in Connect data (NVMe-oF §3.3).
 const (
-	CNTLIDStatic  = 0xfffe // any controller, static model hosts
-	CNTLIDDynamic = 0xffff // dynamic controller model
-	CNTLIDMax     = 0xffef
+	CNTLIDStatic  CNTLID = 0xfffe // any controller, static model hosts
+	CNTLIDDynamic CNTLID = 0xffff // dynamic controller model
+	CNTLIDMax     CNTLID = 0xffef // the largest a controller may have
 )
 
 // Transport types for TRTYPE (NVMe-oF §5.3).
@@ -93,10 +93,10 @@ func (d ConnectData) SetHostID(id [16]byte) { copy(d[cdHostID:], id[:]) }
 // CNTLID returns the Controller ID the host asks for: CNTLIDDynamic on the
 // admin queue in the dynamic model, the admin queue's controller on I/O
 // queues.
-func (d ConnectData) CNTLID() uint16 { return binary.LittleEndian.Uint16(d[cdCNTLID:]) }
+func (d ConnectData) CNTLID() CNTLID { return CNTLID(binary.LittleEndian.Uint16(d[cdCNTLID:])) }
 
 // SetCNTLID sets the Controller ID.
-func (d ConnectData) SetCNTLID(v uint16) { binary.LittleEndian.PutUint16(d[cdCNTLID:], v) }
+func (d ConnectData) SetCNTLID(v CNTLID) { binary.LittleEndian.PutUint16(d[cdCNTLID:], uint16(v)) }
 
 // SubNQN returns the NVM Subsystem NQN up to its first NUL.
 func (d ConnectData) SubNQN() string { return cString(d[cdSubNQN : cdSubNQN+NQNFieldSize]) }

@@ -152,7 +152,7 @@ type IdentifyController struct {
 	IEEE             [3]byte
 	CMIC             uint8
 	MDTS             uint8 // 2^n minimum pages; 0 means no limit
-	CNTLID           uint16
+	CNTLID           CNTLID
 	Version          uint32
 	RTD3R, RTD3E     uint32
 	OAES             uint32
@@ -200,7 +200,7 @@ func (id *IdentifyController) MarshalTo(b []byte) {
 	copy(b[idcIEEE:], id.IEEE[:])
 	b[idcCMIC] = id.CMIC
 	b[idcMDTS] = id.MDTS
-	le.PutUint16(b[idcCNTLID:], id.CNTLID)
+	le.PutUint16(b[idcCNTLID:], uint16(id.CNTLID))
 	le.PutUint32(b[idcVER:], id.Version)
 	le.PutUint32(b[idcRTD3R:], id.RTD3R)
 	le.PutUint32(b[idcRTD3E:], id.RTD3E)
@@ -263,7 +263,7 @@ func UnmarshalIdentifyController(b []byte) IdentifyController {
 		IEEE:             [3]byte(b[idcIEEE : idcIEEE+3]),
 		CMIC:             b[idcCMIC],
 		MDTS:             b[idcMDTS],
-		CNTLID:           le.Uint16(b[idcCNTLID:]),
+		CNTLID:           CNTLID(le.Uint16(b[idcCNTLID:])),
 		Version:          le.Uint32(b[idcVER:]),
 		RTD3R:            le.Uint32(b[idcRTD3R:]),
 		RTD3E:            le.Uint32(b[idcRTD3E:]),
@@ -499,11 +499,11 @@ const MaxNSListEntries = IdentifyDataSize / 4
 // PutNSList zeroes b[:IdentifyDataSize] and writes up to 1024 NSIDs; unused
 // entries stay zero (base 1.4 §5.15.2, CNS 02h). The caller supplies the
 // increasing NSIDs greater than the command's NSID.
-func PutNSList(b []byte, nsids []uint32) {
+func PutNSList(b []byte, nsids []NSID) {
 	b = b[:IdentifyDataSize]
 	clear(b)
 	for i, id := range nsids[:min(len(nsids), MaxNSListEntries)] {
-		binary.LittleEndian.PutUint32(b[4*i:], id)
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(id))
 	}
 }
 
