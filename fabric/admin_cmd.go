@@ -12,20 +12,18 @@ func (c *Controller) parseAdmin(r *Request) nvme.Status {
 		// Only Fabrics commands before CSTS.RDY (NVMe-oF 1.1 §3.5).
 		return nvme.StatusCommandSequenceError.WithDNR()
 	}
-	disc := c.isDiscovery()
+	if c.isDiscovery() {
+		return c.parseDiscoveryAdmin(r)
+	}
 	switch r.Cmd.Opcode() {
 	case nvme.OpAdminIdentify:
 		r.DataLen, r.Dir, r.handle = nvme.IdentifyDataSize, DirCtrlToHost, handleIdentify
 	case nvme.OpAdminGetLogPage:
-		n := uint64(r.Cmd.LogPageNumDwords()) * 4
-		if n > uint64(c.s.t.opts.MDTS) {
-			return r.invalidField(nvme.ErrLocCDW10)
-		}
-		r.DataLen, r.Dir, r.handle = uint32(n), DirCtrlToHost, handleGetLogPage
+		return c.parseGetLogPage(r, handleGetLogPage)
 	case nvme.OpAdminSetFeatures:
 		r.handle = handleSetFeatures
 	case nvme.OpAdminGetFeatures:
-		if r.Cmd.FeatureID() == nvme.FeatHostIdentifier && !disc {
+		if r.Cmd.FeatureID() == nvme.FeatHostIdentifier {
 			r.DataLen, r.Dir = nvme.HostIDSize, DirCtrlToHost
 		}
 		r.handle = handleGetFeatures
@@ -34,14 +32,20 @@ func (c *Controller) parseAdmin(r *Request) nvme.Status {
 	case nvme.OpAdminKeepAlive:
 		r.handle = handleKeepAlive
 	case nvme.OpAdminAbort:
-		if disc {
-			return nvme.StatusInvalidOpcode.WithDNR()
-		}
 		r.handle = handleAbort
 	default:
-		r.errLoc = nvme.ErrLocOpcode
-		return nvme.StatusInvalidOpcode.WithDNR()
+		return r.invalidOpcode()
 	}
+	return nvme.StatusSuccess
+}
+
+// parseGetLogPage sizes a Get Log Page transfer and binds h.
+func (c *Controller) parseGetLogPage(r *Request, h handler) nvme.Status {
+	n := uint64(r.Cmd.LogPageNumDwords()) * 4
+	if n > uint64(c.s.t.opts.MDTS) {
+		return r.invalidField(nvme.ErrLocCDW10)
+	}
+	r.DataLen, r.Dir, r.handle = uint32(n), DirCtrlToHost, h
 	return nvme.StatusSuccess
 }
 
@@ -80,9 +84,6 @@ func handleIdentify(r *Request) nvme.Status {
 		id := c.identify()
 		id.MarshalTo(buf[:])
 	case nvme.CNSNamespace:
-		if c.isDiscovery() {
-			return r.invalidField(nvme.ErrLocCDW10)
-		}
 		nsid := r.Cmd.NSID()
 		if nsid == 0 || nsid > c.s.nn() {
 			r.errLoc = nvme.ErrLocNSID
@@ -94,9 +95,6 @@ func handleIdentify(r *Request) nvme.Status {
 			id.MarshalTo(buf[:])
 		}
 	case nvme.CNSActiveNSList:
-		if c.isDiscovery() {
-			return r.invalidField(nvme.ErrLocCDW10)
-		}
 		start := r.Cmd.NSID()
 		if start >= nvme.NSIDAll-1 { // FFFFFFFEh and FFFFFFFFh (base 1.4 §5.15.2, CNS 02h)
 			r.errLoc = nvme.ErrLocNSID
@@ -110,9 +108,6 @@ func handleIdentify(r *Request) nvme.Status {
 		}
 		nvme.PutNSList(buf[:], ids)
 	case nvme.CNSNSDescriptorList:
-		if c.isDiscovery() {
-			return r.invalidField(nvme.ErrLocCDW10)
-		}
 		ns := c.s.namespace(r.Cmd.NSID())
 		if ns == nil {
 			r.errLoc = nvme.ErrLocNSID
@@ -127,10 +122,11 @@ func handleIdentify(r *Request) nvme.Status {
 	return nvme.StatusSuccess
 }
 
-// identify builds Identify Controller (NVMe base §5.15.2.1, NVMe-oF §4.1).
-func (c *Controller) identify() nvme.IdentifyController {
+// identifyCommon is the part of Identify Controller (NVMe base §5.15.2.1,
+// NVMe-oF §4.1) that NVM and discovery controllers share.
+func (c *Controller) identifyCommon() nvme.IdentifyController {
 	o := c.s.t.opts
-	id := nvme.IdentifyController{
+	return nvme.IdentifyController{
 		SerialNumber:     c.s.serial,
 		ModelNumber:      c.s.model,
 		FirmwareRevision: o.FirmwareRevision,
@@ -149,12 +145,12 @@ func (c *Controller) identify() nvme.IdentifyController {
 		// inline data is bit 20).
 		SGLS: nvme.SGLSSupported | nvme.SGLSKeyed | nvme.SGLSOversized | nvme.SGLSOffsetInData,
 	}
-	if c.isDiscovery() {
-		id.CNTRLTYPE = nvme.ControllerTypeDiscovery
-		id.MAXCMD = AdminQueueDepth
-		id.OAES = nvme.OAESDiscoveryChanged
-		return id
-	}
+}
+
+// identify builds Identify Controller for an NVM controller.
+func (c *Controller) identify() nvme.IdentifyController {
+	o := c.s.t.opts
+	id := c.identifyCommon()
 	id.CNTRLTYPE = nvme.ControllerTypeIO
 	id.RAB = 6
 	id.CMIC = nvme.CMICMultiController // more than one host may have a controller
@@ -194,41 +190,38 @@ func handleGetLogPage(r *Request) nvme.Status {
 		return r.invalidField(nvme.ErrLocCDW12)
 	}
 	var log []byte
-	lid := r.Cmd.LogPageID()
-	if c.isDiscovery() {
-		if lid != nvme.LogDiscovery {
-			return nvme.StatusInvalidLogPage.WithDNR()
+	switch r.Cmd.LogPageID() {
+	case nvme.LogSupportedPages:
+		log = make([]byte, nvme.SupportedLogPagesSize)
+		nvme.PutSupportedLogPages(log, []uint8{nvme.LogSupportedPages, nvme.LogError, nvme.LogSMART,
+			nvme.LogFirmwareSlot, nvme.LogChangedNSList, nvme.LogCommandEffects})
+	case nvme.LogError:
+		log = c.errorLog()
+	case nvme.LogSMART:
+		log = c.smartLog()
+	case nvme.LogFirmwareSlot:
+		log = make([]byte, nvme.FirmwareSlotLogSize)
+		fw := nvme.FirmwareSlotLog{AFI: 1}
+		fw.FRS[0] = c.s.t.opts.FirmwareRevision
+		fw.MarshalTo(log)
+	case nvme.LogChangedNSList:
+		log = make([]byte, nvme.ChangedNSListSize)
+		c.mu.Lock()
+		nvme.PutChangedNSList(log, c.changedNS)
+		if !r.Cmd.LogPageRAE() {
+			c.changedNS = nil
 		}
-		log = c.discoveryLog()
-	} else {
-		switch lid {
-		case nvme.LogSupportedPages:
-			log = make([]byte, nvme.SupportedLogPagesSize)
-			nvme.PutSupportedLogPages(log, []uint8{nvme.LogSupportedPages, nvme.LogError, nvme.LogSMART,
-				nvme.LogFirmwareSlot, nvme.LogChangedNSList, nvme.LogCommandEffects})
-		case nvme.LogError:
-			log = c.errorLog()
-		case nvme.LogSMART:
-			log = c.smartLog()
-		case nvme.LogFirmwareSlot:
-			log = make([]byte, nvme.FirmwareSlotLogSize)
-			fw := nvme.FirmwareSlotLog{AFI: 1}
-			fw.FRS[0] = c.s.t.opts.FirmwareRevision
-			fw.MarshalTo(log)
-		case nvme.LogChangedNSList:
-			log = make([]byte, nvme.ChangedNSListSize)
-			c.mu.Lock()
-			nvme.PutChangedNSList(log, c.changedNS)
-			if !r.Cmd.LogPageRAE() {
-				c.changedNS = nil
-			}
-			c.mu.Unlock()
-		case nvme.LogCommandEffects:
-			log = commandEffectsLog()
-		default:
-			return nvme.StatusInvalidLogPage.WithDNR()
-		}
+		c.mu.Unlock()
+	case nvme.LogCommandEffects:
+		log = commandEffectsLog()
+	default:
+		return nvme.StatusInvalidLogPage.WithDNR()
 	}
+	return r.sendLog(log, off)
+}
+
+// sendLog sends log from byte off, which the caller checked for alignment.
+func (r *Request) sendLog(log []byte, off uint64) nvme.Status {
 	if off > uint64(len(log)) {
 		return r.invalidField(nvme.ErrLocCDW12)
 	}
@@ -304,9 +297,6 @@ func handleSetFeatures(r *Request) nvme.Status {
 	if r.Cmd.FeatureSave() {
 		return nvme.StatusFeatureNotSaveable.WithDNR()
 	}
-	if c.isDiscovery() && fid != nvme.FeatKeepAliveTimer && fid != nvme.FeatAsyncEventConfig {
-		return r.invalidField(nvme.ErrLocCDW10)
-	}
 	switch fid {
 	case nvme.FeatNumberOfQueues:
 		nsqr, ncqr := r.Cmd.NumQueues()
@@ -366,9 +356,6 @@ func handleGetFeatures(r *Request) nvme.Status {
 	fid := r.Cmd.FeatureID()
 	sel := r.Cmd.FeatureSelect()
 	if sel > nvme.FeatSelectSupported {
-		return r.invalidField(nvme.ErrLocCDW10)
-	}
-	if c.isDiscovery() && fid != nvme.FeatKeepAliveTimer && fid != nvme.FeatAsyncEventConfig {
 		return r.invalidField(nvme.ErrLocCDW10)
 	}
 	if sel == nvme.FeatSelectSupported {

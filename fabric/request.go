@@ -85,6 +85,12 @@ func (r *Request) copyFromData(dst []byte) int {
 	return n
 }
 
+// invalidOpcode is the status of an opcode the controller does not take.
+func (r *Request) invalidOpcode() nvme.Status {
+	r.errLoc = nvme.ErrLocOpcode
+	return nvme.StatusInvalidOpcode.WithDNR()
+}
+
 // invalidField records where the bad field is and returns Invalid Field.
 func (r *Request) invalidField(byteOffset uint16) nvme.Status {
 	r.errLoc = byteOffset
