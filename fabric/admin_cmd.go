@@ -205,13 +205,8 @@ func handleGetLogPage(r *Request) nvme.Status {
 		fw.FRS[0] = c.s.t.opts.FirmwareRevision
 		fw.MarshalTo(log)
 	case nvme.LogChangedNSList:
+		// Namespaces do not change at run time yet: the list is empty.
 		log = make([]byte, nvme.ChangedNSListSize)
-		c.mu.Lock()
-		nvme.PutChangedNSList(log, c.changedNS)
-		if !r.Cmd.LogPageRAE() {
-			c.changedNS = nil
-		}
-		c.mu.Unlock()
 	case nvme.LogCommandEffects:
 		log = commandEffectsLog()
 	default:
@@ -307,7 +302,6 @@ func handleSetFeatures(r *Request) nvme.Status {
 		n = min(n, uint32(c.s.t.opts.MaxIOQueues))
 		c.mu.Lock()
 		c.nrIOQ = uint16(n)
-		c.nrIOQSet = true
 		c.mu.Unlock()
 		r.setResult(nvme.MakeNumQueuesResult(uint16(n-1), uint16(n-1)))
 	case nvme.FeatKeepAliveTimer:

@@ -28,29 +28,24 @@ type Controller struct {
 	port    *Port
 	log     *slog.Logger
 
-	mu        sync.Mutex
-	cc        nvme.CC
-	csts      uint32
-	kato      time.Duration
-	kaTimer   *time.Timer
-	queues    map[nvme.QID]*Queue
-	admin     *Queue
-	nrIOQ     uint16 // granted by Set Features Number of Queues
-	nrIOQSet  bool
-	aec       uint32 // Async Event Configuration
-	pending   []uint32
-	errLog    []nvme.ErrorLogEntry
-	errCount  uint64
-	changedNS []nvme.NSID
-	deleted   bool
-	feat      map[uint8]uint32
+	mu       sync.Mutex
+	cc       nvme.CC
+	csts     uint32
+	kato     time.Duration
+	kaTimer  *time.Timer
+	queues   map[nvme.QID]*Queue
+	admin    *Queue
+	nrIOQ    uint16 // granted by Set Features Number of Queues
+	aec      uint32 // Async Event Configuration
+	pending  []uint32
+	errLog   []nvme.ErrorLogEntry
+	errCount uint64
+	deleted  bool
+	feat     map[uint8]uint32
 
 	wce     atomic.Bool // volatile write cache enabled
 	enabled atomic.Bool // CSTS.RDY, read lock-free on the I/O path
-
-	hostReads, hostWrites atomic.Uint64
-	unitsRead, unitsWrite atomic.Uint64 // in 512-byte units
-	created               time.Time
+	created time.Time
 }
 
 // ID is the controller's CNTLID.

@@ -108,8 +108,7 @@ func TestCommandsBeforeConnect(t *testing.T) {
 
 func TestIOQueueConnect(t *testing.T) {
 	r := newRig(t)
-	admin, cntlid := r.adminConnect(testNQN, testHostNQN, 0)
-	_ = admin
+	_, cntlid := r.adminConnect(testNQN, testHostNQN, 0)
 	tests := []struct {
 		name   string
 		qid    nvme.QID

@@ -252,8 +252,6 @@ func (s *Subsystem) close() error {
 	return errors.Join(errs...)
 }
 
-var _ = nvme.DiscoveryNQN
-
 // Namespaces lists the active namespaces in NSID order.
 func (s *Subsystem) Namespaces() []*Namespace {
 	out := []*Namespace{}
