@@ -218,7 +218,7 @@ func handlePropertyGet(r *Request) nvme.Status {
 		}
 		c.mu.Unlock()
 	default:
-		return r.invalidField(nvme.ErrLocPropertyOfst)
+		return r.invalidField(nvme.ErrLocPropertyOffset)
 	}
 	r.Rsp.SetResult64(v)
 	return nvme.StatusSuccess
@@ -235,5 +235,5 @@ func handlePropertySet(r *Request) nvme.Status {
 		return nvme.StatusSuccess
 	}
 	// CAP, VS and CSTS are read-only; NVM Subsystem Reset is not supported.
-	return r.invalidField(nvme.ErrLocPropertyOfst)
+	return r.invalidField(nvme.ErrLocPropertyOffset)
 }

@@ -112,18 +112,18 @@ const (
 // Parameter Error Location values (base 1.4 §5.14.1.1): the byte of the SQE
 // holding the field in error, or ErrLocNone.
 const (
-	ErrLocNone          = 0xffff // not specific to a field
-	ErrLocOpcode        = cmdOpcode
-	ErrLocFlags         = cmdFlags // FUSE, PSDT
-	ErrLocNSID          = cmdNSID
-	ErrLocFCType        = cmdFCType
-	ErrLocCDW10         = cmdCDW10
-	ErrLocCDW11         = cmdCDW11
-	ErrLocCDW12         = cmdCDW12
-	ErrLocPropertySize  = propAttrib
-	ErrLocPropertyOfst  = propOffset
-	ErrLocConnectQID    = connQID
-	ErrLocConnectSQSize = connSQSize
+	ErrLocNone           = 0xffff // not specific to a field
+	ErrLocOpcode         = cmdOpcode
+	ErrLocFlags          = cmdFlags // FUSE, PSDT
+	ErrLocNSID           = cmdNSID
+	ErrLocFCType         = cmdFCType
+	ErrLocCDW10          = cmdCDW10
+	ErrLocCDW11          = cmdCDW11
+	ErrLocCDW12          = cmdCDW12
+	ErrLocPropertySize   = propAttrib
+	ErrLocPropertyOffset = propOffset
+	ErrLocConnectQID     = connQID
+	ErrLocConnectSQSize  = connSQSize
 )
 
 // Command is a view of a 64-byte submission queue entry (base §4.2). Its
