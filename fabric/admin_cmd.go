@@ -7,34 +7,24 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
-// Offsets of command fields, reported as error log parameter locations.
-const (
-	locNSID  = 4
-	locCDW10 = 40
-	locCDW11 = 44
-	locCDW12 = 48
-)
-
 func (c *Controller) parseAdmin(r *Request) nvme.Status {
 	if !c.ready() {
 		// Only Fabrics commands before CSTS.RDY (NVMe-oF 1.1 §3.5).
 		return nvme.StatusCommandSequenceError.WithDNR()
 	}
-	disc := c.isDiscovery()
+	if c.isDiscovery() {
+		return c.parseDiscoveryAdmin(r)
+	}
 	switch r.Cmd.Opcode() {
 	case nvme.OpAdminIdentify:
 		r.DataLen, r.Dir, r.handle = nvme.IdentifyDataSize, DirCtrlToHost, handleIdentify
 	case nvme.OpAdminGetLogPage:
-		n := uint64(r.Cmd.LogPageNumDwords()) * 4
-		if n > uint64(c.s.t.opts.MDTS) {
-			return r.invalidField(locCDW10)
-		}
-		r.DataLen, r.Dir, r.handle = uint32(n), DirCtrlToHost, handleGetLogPage
+		return c.parseGetLogPage(r, handleGetLogPage)
 	case nvme.OpAdminSetFeatures:
 		r.handle = handleSetFeatures
 	case nvme.OpAdminGetFeatures:
-		if r.Cmd.FeatureID() == nvme.FeatHostIdentifier && !disc {
-			r.DataLen, r.Dir = 16, DirCtrlToHost
+		if r.Cmd.FeatureID() == nvme.FeatHostIdentifier {
+			r.DataLen, r.Dir = nvme.HostIDSize, DirCtrlToHost
 		}
 		r.handle = handleGetFeatures
 	case nvme.OpAdminAsyncEvent:
@@ -42,14 +32,20 @@ func (c *Controller) parseAdmin(r *Request) nvme.Status {
 	case nvme.OpAdminKeepAlive:
 		r.handle = handleKeepAlive
 	case nvme.OpAdminAbort:
-		if disc {
-			return nvme.StatusInvalidOpcode.WithDNR()
-		}
 		r.handle = handleAbort
 	default:
-		r.errLoc = 0
-		return nvme.StatusInvalidOpcode.WithDNR()
+		return r.invalidOpcode()
 	}
+	return nvme.StatusSuccess
+}
+
+// parseGetLogPage sizes a Get Log Page transfer and binds h.
+func (c *Controller) parseGetLogPage(r *Request, h handler) nvme.Status {
+	n := uint64(r.Cmd.LogPageNumDwords()) * 4
+	if n > uint64(c.s.t.opts.MDTS) {
+		return r.invalidField(nvme.ErrLocCDW10)
+	}
+	r.DataLen, r.Dir, r.handle = uint32(n), DirCtrlToHost, h
 	return nvme.StatusSuccess
 }
 
@@ -88,12 +84,9 @@ func handleIdentify(r *Request) nvme.Status {
 		id := c.identify()
 		id.MarshalTo(buf[:])
 	case nvme.CNSNamespace:
-		if c.isDiscovery() {
-			return r.invalidField(locCDW10)
-		}
 		nsid := r.Cmd.NSID()
 		if nsid == 0 || nsid > c.s.nn() {
-			r.errLoc = locNSID
+			r.errLoc = nvme.ErrLocNSID
 			return nvme.StatusInvalidNamespace.WithDNR()
 		}
 		// An inactive NSID returns zeroes (NVMe base §5.15.2).
@@ -102,15 +95,12 @@ func handleIdentify(r *Request) nvme.Status {
 			id.MarshalTo(buf[:])
 		}
 	case nvme.CNSActiveNSList:
-		if c.isDiscovery() {
-			return r.invalidField(locCDW10)
-		}
 		start := r.Cmd.NSID()
-		if start >= 0xfffffffe {
-			r.errLoc = locNSID
+		if start >= nvme.NSIDAll-1 { // FFFFFFFEh and FFFFFFFFh (base 1.4 §5.15.2, CNS 02h)
+			r.errLoc = nvme.ErrLocNSID
 			return nvme.StatusInvalidNamespace.WithDNR()
 		}
-		var ids []uint32
+		var ids []nvme.NSID
 		for _, id := range c.s.activeNSIDs() {
 			if id > start {
 				ids = append(ids, id)
@@ -118,35 +108,33 @@ func handleIdentify(r *Request) nvme.Status {
 		}
 		nvme.PutNSList(buf[:], ids)
 	case nvme.CNSNSDescriptorList:
-		if c.isDiscovery() {
-			return r.invalidField(locCDW10)
-		}
 		ns := c.s.namespace(r.Cmd.NSID())
 		if ns == nil {
-			r.errLoc = locNSID
+			r.errLoc = nvme.ErrLocNSID
 			return nvme.StatusInvalidNamespace.WithDNR()
 		}
 		csi := uint8(0)
 		nvme.PutNSDescriptors(buf[:], nvme.NSDescriptors{NGUID: &ns.nguid, UUID: &ns.uuid, CSI: &csi})
 	default:
-		return r.invalidField(locCDW10)
+		return r.invalidField(nvme.ErrLocCDW10)
 	}
 	r.fillData(buf[:])
 	return nvme.StatusSuccess
 }
 
-// identify builds Identify Controller (NVMe base §5.15.2.1, NVMe-oF §4.1).
-func (c *Controller) identify() nvme.IdentifyController {
+// identifyCommon is the part of Identify Controller (NVMe base §5.15.2.1,
+// NVMe-oF §4.1) that NVM and discovery controllers share.
+func (c *Controller) identifyCommon() nvme.IdentifyController {
 	o := c.s.t.opts
-	id := nvme.IdentifyController{
+	return nvme.IdentifyController{
 		SerialNumber:     c.s.serial,
 		ModelNumber:      c.s.model,
 		FirmwareRevision: o.FirmwareRevision,
 		MDTS:             uint8(bits.TrailingZeros32(o.MDTS / 4096)),
 		CNTLID:           c.id,
-		Version:          nvme.MakeVS(1, 3, 0),
-		CTRATT:           1, // 128-bit host identifier
-		LPA:              1 << 2,
+		Version:          nvme.Version1_3,
+		CTRATT:           nvme.CTRATTHostID128,
+		LPA:              nvme.LPAExtendedData,
 		ELPE:             errorLogEntries - 1,
 		AERL:             aerLimit - 1,
 		KAS:              uint16(kasUnit / (100 * time.Millisecond)),
@@ -155,26 +143,26 @@ func (c *Controller) identify() nvme.IdentifyController {
 		// SGLs without alignment, keyed data blocks, SGLs longer than the
 		// data, and offsets for in-capsule data (the Linux host's test for
 		// inline data is bit 20).
-		SGLS: 1 | 1<<2 | 1<<18 | 1<<20,
+		SGLS: nvme.SGLSSupported | nvme.SGLSKeyed | nvme.SGLSOversized | nvme.SGLSOffsetInData,
 	}
-	if c.isDiscovery() {
-		id.CNTRLTYPE = 2
-		id.MAXCMD = AdminQueueDepth
-		id.OAES = 1 << 31 // discovery log page change notices
-		return id
-	}
-	id.CNTRLTYPE = 1
+}
+
+// identify builds Identify Controller for an NVM controller.
+func (c *Controller) identify() nvme.IdentifyController {
+	o := c.s.t.opts
+	id := c.identifyCommon()
+	id.CNTRLTYPE = nvme.ControllerTypeIO
 	id.RAB = 6
-	id.CMIC = 1 << 1 // more than one host may have a controller
-	id.OAES = 1 << 8 // namespace attribute notices
+	id.CMIC = nvme.CMICMultiController // more than one host may have a controller
+	id.OAES = nvme.OAESNSAttrNotices
 	id.ACL = 3
-	id.FRMW = 1<<1 | 1 // one slot, read-only
-	id.SQES = 0x66
-	id.CQES = 0x44
+	id.FRMW = 1<<nvme.FRMWSlotsShift | nvme.FRMWSlot1ReadOnly // one slot, read-only
+	id.SQES = nvme.QueueEntrySizes(nvme.CommandSizeShift)
+	id.CQES = nvme.QueueEntrySizes(nvme.CompletionSizeShift)
 	id.MAXCMD = uint16(o.MaxQueueDepth)
-	id.NN = c.s.nn()
-	id.ONCS = 1<<2 | 1<<3 // Dataset Management, Write Zeroes
-	id.VWC = 1
+	id.NN = uint32(c.s.nn())
+	id.ONCS = nvme.ONCSDSM | nvme.ONCSWriteZeroes
+	id.VWC = nvme.VWCPresent
 	id.IOCCSZ = (nvme.CommandSize + c.port.InCapsuleDataSize) / 16
 	id.IORCSZ = nvme.CompletionSize / 16
 	return id
@@ -184,13 +172,13 @@ func (c *Controller) identify() nvme.IdentifyController {
 func (ns *Namespace) identify() nvme.IdentifyNamespace {
 	id := nvme.IdentifyNamespace{
 		NSZE: ns.nblocks, NCAP: ns.nblocks, NUSE: ns.nblocks,
-		NMIC:       1,
+		NMIC:       nvme.NMICShared,
 		NGUID:      ns.nguid,
 		LBAFormats: []nvme.LBAFormat{{LBADS: uint8(ns.blockShift)}},
 	}
 	if ns.dev.DiscardZeroes() {
 		// Deallocated blocks read as zeroes; Write Zeroes may deallocate.
-		id.DLFEAT = 1 | 1<<3
+		id.DLFEAT = nvme.DLFEATReadZeroes | nvme.DLFEATWriteZeroesDeallocates
 	}
 	return id
 }
@@ -199,46 +187,38 @@ func handleGetLogPage(r *Request) nvme.Status {
 	c := r.q.ctrl.Load()
 	off := r.Cmd.LogPageOffset()
 	if off&3 != 0 {
-		return r.invalidField(locCDW12)
+		return r.invalidField(nvme.ErrLocCDW12)
 	}
 	var log []byte
-	lid := r.Cmd.LogPageID()
-	if c.isDiscovery() {
-		if lid != nvme.LogDiscovery {
-			return nvme.StatusInvalidLogPage.WithDNR()
-		}
-		log = c.discoveryLog()
-	} else {
-		switch lid {
-		case nvme.LogSupportedPages:
-			log = make([]byte, 1024)
-			nvme.PutSupportedLogPages(log, []uint8{nvme.LogSupportedPages, nvme.LogError, nvme.LogSMART,
-				nvme.LogFirmwareSlot, nvme.LogChangedNSList, nvme.LogCommandEffects})
-		case nvme.LogError:
-			log = c.errorLog()
-		case nvme.LogSMART:
-			log = c.smartLog()
-		case nvme.LogFirmwareSlot:
-			log = make([]byte, 512)
-			fw := nvme.FirmwareSlotLog{AFI: 1}
-			fw.FRS[0] = c.s.t.opts.FirmwareRevision
-			fw.MarshalTo(log)
-		case nvme.LogChangedNSList:
-			log = make([]byte, 4096)
-			c.mu.Lock()
-			nvme.PutChangedNSList(log, c.changedNS)
-			if !r.Cmd.LogPageRAE() {
-				c.changedNS = nil
-			}
-			c.mu.Unlock()
-		case nvme.LogCommandEffects:
-			log = commandEffectsLog()
-		default:
-			return nvme.StatusInvalidLogPage.WithDNR()
-		}
+	switch r.Cmd.LogPageID() {
+	case nvme.LogSupportedPages:
+		log = make([]byte, nvme.SupportedLogPagesSize)
+		nvme.PutSupportedLogPages(log, []uint8{nvme.LogSupportedPages, nvme.LogError, nvme.LogSMART,
+			nvme.LogFirmwareSlot, nvme.LogChangedNSList, nvme.LogCommandEffects})
+	case nvme.LogError:
+		log = c.errorLog()
+	case nvme.LogSMART:
+		log = c.smartLog()
+	case nvme.LogFirmwareSlot:
+		log = make([]byte, nvme.FirmwareSlotLogSize)
+		fw := nvme.FirmwareSlotLog{AFI: 1}
+		fw.FRS[0] = c.s.t.opts.FirmwareRevision
+		fw.MarshalTo(log)
+	case nvme.LogChangedNSList:
+		// Namespaces do not change at run time yet: the list is empty.
+		log = make([]byte, nvme.ChangedNSListSize)
+	case nvme.LogCommandEffects:
+		log = commandEffectsLog()
+	default:
+		return nvme.StatusInvalidLogPage.WithDNR()
 	}
+	return r.sendLog(log, off)
+}
+
+// sendLog sends log from byte off, which the caller checked for alignment.
+func (r *Request) sendLog(log []byte, off uint64) nvme.Status {
 	if off > uint64(len(log)) {
-		return r.invalidField(locCDW12)
+		return r.invalidField(nvme.ErrLocCDW12)
 	}
 	r.fillData(log[off:])
 	return nvme.StatusSuccess
@@ -277,28 +257,31 @@ func (c *Controller) smartLog() []byte {
 	c.mu.Lock()
 	sl.NumErrLogEntries = c.errCount
 	c.mu.Unlock()
-	log := make([]byte, 512)
+	log := make([]byte, nvme.SMARTLogSize)
 	sl.MarshalTo(log)
 	return log
 }
 
-// commandEffectsLog marks the supported commands (NVMe base §5.14.1.5):
-// CSUPP, plus LBCC for commands that change logical block content.
+// Commands Supported and Effects (NVMe base §5.14.1.5): CSUPP, plus LBCC
+// for commands that change logical block content.
+var (
+	adminEffects = map[uint8]uint32{
+		nvme.OpAdminGetLogPage: nvme.EffectsCSUPP, nvme.OpAdminIdentify: nvme.EffectsCSUPP,
+		nvme.OpAdminAbort: nvme.EffectsCSUPP, nvme.OpAdminSetFeatures: nvme.EffectsCSUPP,
+		nvme.OpAdminGetFeatures: nvme.EffectsCSUPP, nvme.OpAdminAsyncEvent: nvme.EffectsCSUPP,
+		nvme.OpAdminKeepAlive: nvme.EffectsCSUPP,
+	}
+	ioEffects = map[uint8]uint32{
+		nvme.OpFlush: nvme.EffectsCSUPP, nvme.OpRead: nvme.EffectsCSUPP,
+		nvme.OpWrite:       nvme.EffectsCSUPP | nvme.EffectsLBCC,
+		nvme.OpWriteZeroes: nvme.EffectsCSUPP | nvme.EffectsLBCC,
+		nvme.OpDSM:         nvme.EffectsCSUPP | nvme.EffectsLBCC,
+	}
+)
+
 func commandEffectsLog() []byte {
-	log := make([]byte, 4096)
-	set := func(idx int, v uint32) {
-		log[idx*4] = byte(v)
-	}
-	for _, op := range []uint8{nvme.OpAdminGetLogPage, nvme.OpAdminIdentify, nvme.OpAdminAbort,
-		nvme.OpAdminSetFeatures, nvme.OpAdminGetFeatures, nvme.OpAdminAsyncEvent, nvme.OpAdminKeepAlive} {
-		set(int(op), 1)
-	}
-	for _, op := range []uint8{nvme.OpFlush, nvme.OpRead} {
-		set(256+int(op), 1)
-	}
-	for _, op := range []uint8{nvme.OpWrite, nvme.OpWriteZeroes, nvme.OpDSM} {
-		set(256+int(op), 1|1<<1)
-	}
+	log := make([]byte, nvme.CommandEffectsLogSize)
+	nvme.PutCommandEffects(log, adminEffects, ioEffects)
 	return log
 }
 
@@ -309,22 +292,18 @@ func handleSetFeatures(r *Request) nvme.Status {
 	if r.Cmd.FeatureSave() {
 		return nvme.StatusFeatureNotSaveable.WithDNR()
 	}
-	if c.isDiscovery() && fid != nvme.FeatKeepAliveTimer && fid != nvme.FeatAsyncEventConfig {
-		return r.invalidField(locCDW10)
-	}
 	switch fid {
 	case nvme.FeatNumberOfQueues:
-		nsqr, ncqr := v&0xffff, v>>16
-		if nsqr == 0xffff || ncqr == 0xffff {
-			return r.invalidField(locCDW11)
+		nsqr, ncqr := r.Cmd.NumQueues()
+		if nsqr == nvme.NumQueuesInvalid || ncqr == nvme.NumQueuesInvalid {
+			return r.invalidField(nvme.ErrLocCDW11)
 		}
 		n := uint32(max(nsqr, ncqr)) + 1
 		n = min(n, uint32(c.s.t.opts.MaxIOQueues))
 		c.mu.Lock()
 		c.nrIOQ = uint16(n)
-		c.nrIOQSet = true
 		c.mu.Unlock()
-		r.setResult((n-1)<<16 | (n - 1))
+		r.setResult(nvme.MakeNumQueuesResult(uint16(n-1), uint16(n-1)))
 	case nvme.FeatKeepAliveTimer:
 		kato := time.Duration(v) * time.Millisecond
 		if kato > 0 {
@@ -354,7 +333,7 @@ func handleSetFeatures(r *Request) nvme.Status {
 		c.feat[fid] = v
 		c.mu.Unlock()
 	default:
-		return r.invalidField(locCDW10)
+		return r.invalidField(nvme.ErrLocCDW10)
 	}
 	return nvme.StatusSuccess
 }
@@ -370,26 +349,23 @@ func handleGetFeatures(r *Request) nvme.Status {
 	c := r.q.ctrl.Load()
 	fid := r.Cmd.FeatureID()
 	sel := r.Cmd.FeatureSelect()
-	if sel > 3 {
-		return r.invalidField(locCDW10)
+	if sel > nvme.FeatSelectSupported {
+		return r.invalidField(nvme.ErrLocCDW10)
 	}
-	if c.isDiscovery() && fid != nvme.FeatKeepAliveTimer && fid != nvme.FeatAsyncEventConfig {
-		return r.invalidField(locCDW10)
-	}
-	if sel == 3 {
+	if sel == nvme.FeatSelectSupported {
 		// Supported capabilities: changeable, not saveable, not per namespace.
 		switch fid {
 		case nvme.FeatNumberOfQueues, nvme.FeatKeepAliveTimer, nvme.FeatAsyncEventConfig, nvme.FeatVolatileWriteCache,
 			nvme.FeatArbitration, nvme.FeatPowerManagement, nvme.FeatTemperatureThreshold, nvme.FeatErrorRecovery,
 			nvme.FeatWriteAtomicity:
-			r.setResult(1 << 2)
+			r.setResult(nvme.FeatCapChangeable)
 			return nvme.StatusSuccess
 		case nvme.FeatHostIdentifier:
 			return nvme.StatusSuccess
 		}
-		return r.invalidField(locCDW10)
+		return r.invalidField(nvme.ErrLocCDW10)
 	}
-	current := sel == 0
+	current := sel == nvme.FeatSelectCurrent
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch fid {
@@ -398,7 +374,7 @@ func handleGetFeatures(r *Request) nvme.Status {
 		if current {
 			n = uint32(c.nrIOQ)
 		}
-		r.setResult((n-1)<<16 | (n - 1))
+		r.setResult(nvme.MakeNumQueuesResult(uint16(n-1), uint16(n-1)))
 	case nvme.FeatKeepAliveTimer:
 		if current {
 			r.setResult(uint32(c.kato / time.Millisecond))
@@ -420,12 +396,12 @@ func handleGetFeatures(r *Request) nvme.Status {
 		r.setResult(v)
 	case nvme.FeatHostIdentifier:
 		// Only the 128-bit host identifier exists over fabrics (EXHID).
-		if r.Cmd.CDW(11)&1 == 0 {
-			return r.invalidField(locCDW11)
+		if !r.Cmd.HostIDExtended() {
+			return r.invalidField(nvme.ErrLocCDW11)
 		}
 		r.fillData(c.hostID[:])
 	default:
-		return r.invalidField(locCDW10)
+		return r.invalidField(nvme.ErrLocCDW10)
 	}
 	return nvme.StatusSuccess
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
-func identify(h *host, cns uint8, nsid uint32) ([]byte, nvme.Status) {
+func identify(h *host, cns uint8, nsid nvme.NSID) ([]byte, nvme.Status) {
 	c := newCmd(nvme.OpAdminIdentify, 10)
 	c.SetIdentify(cns, 0, 0)
 	c.SetNSID(nsid)
@@ -60,7 +60,7 @@ func TestIdentifyNamespaces(t *testing.T) {
 	tests := []struct {
 		name   string
 		cns    uint8
-		nsid   uint32
+		nsid   nvme.NSID
 		want   nvme.Status
 		verify func(t *testing.T, b []byte)
 	}{
@@ -114,7 +114,7 @@ func TestIdentifyNamespaces(t *testing.T) {
 
 func getLog(h *host, lid uint8, n int, off uint64) ([]byte, nvme.Status) {
 	c := newCmd(nvme.OpAdminGetLogPage, 11)
-	c.SetNSID(0xffffffff)
+	c.SetNSID(nvme.NSIDAll)
 	c.SetGetLogPage(lid, uint32(n/4), off)
 	buf := bytes.Repeat([]byte{0xee}, n)
 	return buf, h.submit(withData(c, n), buf).Status()

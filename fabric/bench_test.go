@@ -52,7 +52,7 @@ func BenchmarkLoopIO(b *testing.B) {
 				}
 			}
 			must(adminQ, connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff))
-			cntlid := uint16(rsp.DW0())
+			cntlid := nvme.CNTLID(rsp.DW0())
 			cc := newCmd(nvme.OpFabrics, 2)
 			cc.SetFCType(nvme.FCTypePropertySet)
 			cc.SetProperty(0, nvme.PropCC, ccEnable)
@@ -60,7 +60,7 @@ func BenchmarkLoopIO(b *testing.B) {
 			queues := make([]*LoopQueue, tc.qs)
 			for i := range queues {
 				q, _ := lt.Dial("bench", i+1, 128)
-				must(q, connectCmd(uint16(i+1), 127, 0), connectData(testNQN, testHostNQN, testHostID, cntlid))
+				must(q, connectCmd(nvme.QID(i+1), 127, 0), connectData(testNQN, testHostNQN, testHostID, cntlid))
 				queues[i] = q
 			}
 			nlb := uint32(tc.size / 512)

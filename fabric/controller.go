@@ -22,39 +22,34 @@ const kasUnit = time.Second
 // Controller is a dynamic controller created by an admin queue Connect.
 type Controller struct {
 	s       *Subsystem
-	id      uint16
+	id      nvme.CNTLID
 	hostNQN string
 	hostID  [16]byte
 	port    *Port
 	log     *slog.Logger
 
-	mu        sync.Mutex
-	cc        nvme.CC
-	csts      uint32
-	kato      time.Duration
-	kaTimer   *time.Timer
-	queues    map[uint16]*Queue
-	admin     *Queue
-	nrIOQ     uint16 // granted by Set Features Number of Queues
-	nrIOQSet  bool
-	aec       uint32 // Async Event Configuration
-	pending   []uint32
-	errLog    []nvme.ErrorLogEntry
-	errCount  uint64
-	changedNS []uint32
-	deleted   bool
-	feat      map[uint8]uint32
+	mu       sync.Mutex
+	cc       nvme.CC
+	csts     uint32
+	kato     time.Duration
+	kaTimer  *time.Timer
+	queues   map[nvme.QID]*Queue
+	admin    *Queue
+	nrIOQ    uint16 // granted by Set Features Number of Queues
+	aec      uint32 // Async Event Configuration
+	pending  []uint32
+	errLog   []nvme.ErrorLogEntry
+	errCount uint64
+	deleted  bool
+	feat     map[uint8]uint32
 
 	wce     atomic.Bool // volatile write cache enabled
 	enabled atomic.Bool // CSTS.RDY, read lock-free on the I/O path
-
-	hostReads, hostWrites atomic.Uint64
-	unitsRead, unitsWrite atomic.Uint64 // in 512-byte units
-	created               time.Time
+	created time.Time
 }
 
 // ID is the controller's CNTLID.
-func (c *Controller) ID() uint16 { return c.id }
+func (c *Controller) ID() nvme.CNTLID { return c.id }
 
 // HostNQN is the connected host's NQN.
 func (c *Controller) HostNQN() string { return c.hostNQN }
@@ -75,7 +70,7 @@ func (s *Subsystem) newController(hostNQN string, hostID [16]byte, p *Port, kato
 	c := &Controller{
 		s: s, id: id, hostNQN: hostNQN, hostID: hostID, port: p,
 		log:  s.t.log.With("subnqn", s.nqn, "hostnqn", hostNQN, "cntlid", id),
-		kato: kato, queues: map[uint16]*Queue{}, nrIOQ: s.t.opts.MaxIOQueues,
+		kato: kato, queues: map[nvme.QID]*Queue{}, nrIOQ: s.t.opts.MaxIOQueues,
 		feat: map[uint8]uint32{}, created: time.Now(),
 	}
 	c.wce.Store(true)
@@ -145,7 +140,7 @@ func (c *Controller) queueGone(q *Queue) {
 }
 
 // addQueue binds q as queue qid of the controller.
-func (c *Controller) addQueue(q *Queue, qid uint16, size uint32) nvme.Status {
+func (c *Controller) addQueue(q *Queue, qid nvme.QID, size uint32) nvme.Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.deleted {
@@ -178,7 +173,7 @@ func (c *Controller) capability() nvme.CAP {
 		mqes = AdminQueueDepth - 1
 	}
 	// CQR: queues are contiguous; TO: 15 * 500 ms; CSS bit 0: NVM command set.
-	return nvme.MakeCAP(mqes, true, 15, 1, 0, 4)
+	return nvme.MakeCAP(mqes, true, 15, nvme.CAPCSSNVM, 0, 4)
 }
 
 // setCC applies a Controller Configuration write (NVMe base §3.1.5, §7.6).
@@ -189,7 +184,7 @@ func (c *Controller) setCC(v uint32) {
 	c.cc = nc
 	switch {
 	case nc.Enabled() && !old.Enabled():
-		if !c.isDiscovery() && (nc.IOSQES() != 6 || nc.IOCQES() != 4) || nc.MPS() > 4 || nc.AMS() != 0 || nc.CSS() != 0 {
+		if !c.isDiscovery() && (nc.IOSQES() != nvme.CommandSizeShift || nc.IOCQES() != nvme.CompletionSizeShift) || nc.MPS() > 4 || nc.AMS() != 0 || nc.CSS() != 0 {
 			c.csts |= nvme.CSTSFatal
 			c.log.Warn("invalid controller configuration", "cc", fmt.Sprintf("%#x", v))
 		} else {
@@ -226,7 +221,7 @@ func (c *Controller) recordError(r *Request, st nvme.Status) {
 	if st == nvme.StatusAbortSQDeleted {
 		return
 	}
-	nsid := uint32(0)
+	var nsid nvme.NSID
 	if r.ns != nil {
 		nsid = r.ns.nsid
 	}

@@ -6,6 +6,87 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
+// parseDiscoveryAdmin is parseAdmin for a discovery controller, after
+// nvmet_parse_discovery_cmd: it takes only the admin commands NVMe-oF 1.1
+// §5 requires of one, and routes them to the discovery handlers.
+func (c *Controller) parseDiscoveryAdmin(r *Request) nvme.Status {
+	switch r.Cmd.Opcode() {
+	case nvme.OpAdminIdentify:
+		r.DataLen, r.Dir, r.handle = nvme.IdentifyDataSize, DirCtrlToHost, handleDiscIdentify
+	case nvme.OpAdminGetLogPage:
+		return c.parseGetLogPage(r, handleDiscGetLogPage)
+	case nvme.OpAdminSetFeatures:
+		r.handle = handleDiscSetFeatures
+	case nvme.OpAdminGetFeatures:
+		r.handle = handleDiscGetFeatures
+	case nvme.OpAdminAsyncEvent:
+		r.handle = handleAsyncEvent
+	case nvme.OpAdminKeepAlive:
+		r.handle = handleKeepAlive
+	default:
+		return r.invalidOpcode()
+	}
+	return nvme.StatusSuccess
+}
+
+// handleDiscIdentify answers Identify Controller only: a discovery
+// controller has no namespaces.
+func handleDiscIdentify(r *Request) nvme.Status {
+	if r.Cmd.CNS() != nvme.CNSController {
+		return r.invalidField(nvme.ErrLocCDW10)
+	}
+	var buf [nvme.IdentifyDataSize]byte
+	id := r.q.ctrl.Load().discIdentify()
+	id.MarshalTo(buf[:])
+	r.fillData(buf[:])
+	return nvme.StatusSuccess
+}
+
+// discIdentify builds Identify Controller for a discovery controller.
+func (c *Controller) discIdentify() nvme.IdentifyController {
+	id := c.identifyCommon()
+	id.CNTRLTYPE = nvme.ControllerTypeDiscovery
+	id.MAXCMD = AdminQueueDepth
+	id.OAES = nvme.OAESDiscoveryChanged
+	return id
+}
+
+// handleDiscGetLogPage returns the discovery log page, the only log page a
+// discovery controller has.
+func handleDiscGetLogPage(r *Request) nvme.Status {
+	off := r.Cmd.LogPageOffset()
+	if off&3 != 0 {
+		return r.invalidField(nvme.ErrLocCDW12)
+	}
+	if r.Cmd.LogPageID() != nvme.LogDiscovery {
+		return nvme.StatusInvalidLogPage.WithDNR()
+	}
+	return r.sendLog(r.q.ctrl.Load().discoveryLog(), off)
+}
+
+// discFeature reports whether a discovery controller has feature fid:
+// Keep Alive Timer and Asynchronous Event Configuration (NVMe-oF 1.1 §5).
+func discFeature(fid uint8) bool {
+	return fid == nvme.FeatKeepAliveTimer || fid == nvme.FeatAsyncEventConfig
+}
+
+func handleDiscSetFeatures(r *Request) nvme.Status {
+	if discFeature(r.Cmd.FeatureID()) {
+		return handleSetFeatures(r)
+	}
+	if r.Cmd.FeatureSave() {
+		return nvme.StatusFeatureNotSaveable.WithDNR()
+	}
+	return r.invalidField(nvme.ErrLocCDW10)
+}
+
+func handleDiscGetFeatures(r *Request) nvme.Status {
+	if discFeature(r.Cmd.FeatureID()) {
+		return handleGetFeatures(r)
+	}
+	return r.invalidField(nvme.ErrLocCDW10)
+}
+
 // discoveryLog builds the discovery log page (NVMe-oF 1.1 §5.3) as this
 // host sees it: one entry per port and subsystem the host may connect to.
 func (c *Controller) discoveryLog() []byte {
@@ -37,7 +118,7 @@ func (c *Controller) discoveryLog() []byte {
 		}
 		e := nvme.DiscoveryLogEntry{
 			TRTYPE: rc.p.TRType, ADRFAM: rc.p.AdrFam, SUBTYPE: nvme.SubtypeNVMe,
-			PORTID: rc.p.ID, CNTLID: 0xffff, ASQSZ: AdminQueueDepth,
+			PORTID: rc.p.ID, CNTLID: nvme.CNTLIDDynamic, ASQSZ: AdminQueueDepth,
 			TRSVCID: rc.p.Service, SubNQN: rc.s.nqn, TRADDR: addr, TSAS: rc.p.TSAS,
 		}
 		e.MarshalTo(log[nvme.DiscoveryLogHeaderSize+i*nvme.DiscoveryLogEntrySize:])

@@ -1,31 +1,17 @@
 package fabric
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
-// Offsets used as Invalid Parameter Offsets in Connect replies (NVMe-oF 1.1
-// §3.3.1): bytes of the SQE, or of the Connect data with IATTR set.
-const (
-	ipoSQEQID    = 42
-	ipoSQESQSize = 44
-	ipoDataHost  = 0
-	ipoDataCNTL  = 16
-	ipoDataSub   = 256
-	ipoDataHNQN  = 512
-)
-
-// connectInvalid sets the Invalid Parameter Offset and attribute in DW0,
-// encoded as the Linux host decodes it: offset in bits 15:0, bit 16 set when
-// the offset is into the Connect data.
+// connectInvalid sets the Invalid Parameter Offset and attribute in DW0:
+// off is a byte of the SQE, or of the Connect data when data is set.
 func connectInvalid(r *Request, data bool, off uint16) nvme.Status {
-	v := uint32(off)
-	if data {
-		v |= 1 << 16
-	}
-	r.setResult(v)
+	r.setResult(nvme.MakeConnectInvalidResult(data, off))
 	r.errLoc = off
 	return nvme.StatusConnectInvalidParameters.WithDNR()
 }
@@ -45,7 +31,7 @@ func (q *Queue) parseFabrics(r *Request) nvme.Status {
 			return nvme.StatusCommandSequenceError.WithDNR()
 		}
 		if q.qid != 0 {
-			return r.invalidField(4)
+			return r.invalidField(nvme.ErrLocFCType)
 		}
 		if r.Cmd.FCType() == nvme.FCTypePropertyGet {
 			r.handle = handlePropertyGet
@@ -54,101 +40,139 @@ func (q *Queue) parseFabrics(r *Request) nvme.Status {
 		}
 		return nvme.StatusSuccess
 	}
-	r.errLoc = 4
+	r.errLoc = nvme.ErrLocFCType
 	return nvme.StatusInvalidOpcode.WithDNR()
 }
 
+// connectArgs is a Connect command (NVMe-oF 1.1 §3.3) with its data, as
+// both the admin and the I/O queue flavour use it.
+type connectArgs struct {
+	qid     nvme.QID
+	sqsize  uint32 // entries: SQSIZE+1
+	kato    uint32 // milliseconds
+	cntlid  nvme.CNTLID
+	subNQN  string
+	hostNQN string
+	hostID  [16]byte
+	s       *Subsystem
+	// err is a local failure behind the refusal, for the log.
+	err error
+}
+
+// handleConnect runs a Connect: the checks every queue shares, then the
+// admin or I/O queue Connect, as nvmet_execute_admin_connect and
+// nvmet_execute_io_connect. Refusals are counted and logged here only.
 func handleConnect(r *Request) nvme.Status {
 	q := r.q
-	t := q.t
 	var buf [nvme.ConnectDataSize]byte
 	r.copyFromData(buf[:])
 	d := nvme.ConnectData(buf[:])
-	cmd := r.Cmd
+	a := connectArgs{
+		qid: r.Cmd.ConnectQID(), sqsize: uint32(r.Cmd.ConnectSQSize()) + 1, kato: r.Cmd.ConnectKATO(),
+		cntlid: d.CNTLID(), subNQN: d.SubNQN(), hostNQN: d.HostNQN(), hostID: d.HostID(),
+	}
+	st := parseConnect(r, &a)
+	if st.IsSuccess() {
+		if a.qid == 0 {
+			st = executeAdminConnect(r, &a)
+		} else {
+			st = executeIOConnect(r, &a)
+		}
+	}
+	switch {
+	case st.IsSuccess():
+		q.t.stats.connects.Add(1)
+	case st == nvme.StatusCommandSequenceError.WithDNR():
+		// The host's ordering (an I/O queue before CC.EN, a QID connected
+		// twice), not a refused Connect.
+	default:
+		q.t.stats.rejects.Add(1)
+		lvl := slog.LevelInfo
+		args := []any{"subnqn", a.subNQN, "hostnqn", a.hostNQN, "qid", a.qid, "remote", q.hint.Remote, "status", st.String()}
+		if st == nvme.StatusConnectInvalidHost.WithDNR() || a.err != nil {
+			lvl = slog.LevelWarn
+		}
+		if a.err != nil {
+			args = append(args, "err", a.err)
+		}
+		q.log.Log(context.Background(), lvl, "connect refused", args...)
+	}
+	return st
+}
 
-	if cmd.ConnectRECFMT() != 0 {
-		t.stats.rejects.Add(1)
+// parseConnect validates what every Connect must get right: the format, the
+// queue it names, the subsystem and the host.
+func parseConnect(r *Request, a *connectArgs) nvme.Status {
+	q := r.q
+	if r.Cmd.ConnectRECFMT() != 0 {
 		return nvme.StatusConnectIncompatibleFormat.WithDNR()
 	}
-	qid := cmd.ConnectQID()
-	sqsize := uint32(cmd.ConnectSQSize())
-	if q.hint.QID >= 0 && int(qid) != q.hint.QID {
-		t.stats.rejects.Add(1)
-		return connectInvalid(r, false, ipoSQEQID)
+	if q.hint.QID >= 0 && int(a.qid) != q.hint.QID {
+		return connectInvalid(r, false, nvme.ErrLocConnectQID)
 	}
-	if sqsize == 0 || (q.hint.Depth > 0 && int(sqsize)+1 > q.hint.Depth) {
-		t.stats.rejects.Add(1)
-		return connectInvalid(r, false, ipoSQESQSize)
+	// SQSIZE 0, a queue of one entry, is invalid (NVMe-oF 1.1 §3.3).
+	if a.sqsize == 1 || (q.hint.Depth > 0 && int(a.sqsize) > q.hint.Depth) {
+		return connectInvalid(r, false, nvme.ErrLocConnectSQSize)
 	}
-	subnqn, hostnqn := d.SubNQN(), d.HostNQN()
-	s := t.Subsystem(subnqn)
-	if s == nil {
-		t.stats.rejects.Add(1)
-		q.log.Info("connect to unknown subsystem refused", "subnqn", subnqn, "hostnqn", hostnqn, "remote", q.hint.Remote)
-		return connectInvalid(r, true, ipoDataSub)
+	if a.s = q.t.Subsystem(a.subNQN); a.s == nil {
+		return connectInvalid(r, true, nvme.IPOSubNQN)
 	}
-	if hostnqn == "" {
-		t.stats.rejects.Add(1)
-		return connectInvalid(r, true, ipoDataHNQN)
+	if a.hostNQN == "" {
+		return connectInvalid(r, true, nvme.IPOHostNQN)
 	}
-	hostID := d.HostID()
-	if hostID == ([16]byte{}) {
-		t.stats.rejects.Add(1)
-		return connectInvalid(r, true, ipoDataHost)
+	if a.hostID == ([16]byte{}) {
+		return connectInvalid(r, true, nvme.IPOHostID)
 	}
-	if !s.hostAllowed(hostnqn) {
-		t.stats.rejects.Add(1)
-		q.log.Warn("host not allowed", "subnqn", subnqn, "hostnqn", hostnqn, "remote", q.hint.Remote)
+	if !a.s.hostAllowed(a.hostNQN) {
 		return nvme.StatusConnectInvalidHost.WithDNR()
 	}
+	return nvme.StatusSuccess
+}
 
-	if qid == 0 {
-		if cntlid := d.CNTLID(); cntlid != 0xffff && cntlid != 0xfffe {
-			t.stats.rejects.Add(1)
-			return connectInvalid(r, true, ipoDataCNTL)
-		}
-		if sqsize+1 > AdminQueueDepth {
-			t.stats.rejects.Add(1)
-			return connectInvalid(r, false, ipoSQESQSize)
-		}
-		kato := time.Duration(cmd.ConnectKATO()) * time.Millisecond
-		if kato > 0 {
-			kato = (kato + kasUnit - 1) / kasUnit * kasUnit
-			if kato > t.opts.KATOMax {
-				kato = t.opts.KATOMax
-			}
-		}
-		c, err := s.newController(hostnqn, hostID, q.port, kato)
-		if err != nil {
-			t.stats.rejects.Add(1)
-			q.log.Warn("connect refused", "subnqn", subnqn, "err", err)
-			return nvme.StatusConnectControllerBusy
-		}
-		if st := c.addQueue(q, 0, sqsize+1); !st.IsSuccess() {
-			c.delete("admin connect failed")
-			return st
-		}
-		t.stats.connects.Add(1)
-		c.log.Info("controller created", "kato", kato, "remote", q.hint.Remote)
-		r.setResult(uint32(c.id))
-		return nvme.StatusSuccess
+// executeAdminConnect creates a controller with q as its admin queue.
+func executeAdminConnect(r *Request, a *connectArgs) nvme.Status {
+	q := r.q
+	t := q.t
+	if a.cntlid != nvme.CNTLIDDynamic && a.cntlid != nvme.CNTLIDStatic {
+		return connectInvalid(r, true, nvme.IPOCNTLID)
 	}
+	if a.sqsize > AdminQueueDepth {
+		return connectInvalid(r, false, nvme.ErrLocConnectSQSize)
+	}
+	kato := time.Duration(a.kato) * time.Millisecond
+	if kato > 0 {
+		kato = (kato + kasUnit - 1) / kasUnit * kasUnit
+		kato = min(kato, t.opts.KATOMax)
+	}
+	c, err := a.s.newController(a.hostNQN, a.hostID, q.port, kato)
+	if err != nil {
+		a.err = err
+		return nvme.StatusConnectControllerBusy
+	}
+	if st := c.addQueue(q, 0, a.sqsize); !st.IsSuccess() {
+		c.delete("admin connect failed")
+		return st
+	}
+	c.log.Info("controller created", "kato", kato, "remote", q.hint.Remote)
+	r.setResult(uint32(c.id))
+	return nvme.StatusSuccess
+}
 
-	// I/O queue: join an existing controller of the same host.
-	if s.discovery {
-		t.stats.rejects.Add(1)
-		return connectInvalid(r, false, ipoSQEQID)
+// executeIOConnect adds q as an I/O queue of an existing controller of the
+// same host.
+func executeIOConnect(r *Request, a *connectArgs) nvme.Status {
+	q := r.q
+	if a.s.discovery {
+		return connectInvalid(r, false, nvme.ErrLocConnectQID)
 	}
-	s.mu.Lock()
-	c := s.controllers[d.CNTLID()]
-	s.mu.Unlock()
+	a.s.mu.Lock()
+	c := a.s.controllers[a.cntlid]
+	a.s.mu.Unlock()
 	if c == nil {
-		t.stats.rejects.Add(1)
-		return connectInvalid(r, true, ipoDataCNTL)
+		return connectInvalid(r, true, nvme.IPOCNTLID)
 	}
-	if c.hostNQN != hostnqn || c.hostID != hostID {
-		t.stats.rejects.Add(1)
-		return connectInvalid(r, true, ipoDataHNQN)
+	if c.hostNQN != a.hostNQN || c.hostID != a.hostID {
+		return connectInvalid(r, true, nvme.IPOHostNQN)
 	}
 	if !c.ready() {
 		return nvme.StatusCommandSequenceError.WithDNR()
@@ -156,40 +180,37 @@ func handleConnect(r *Request) nvme.Status {
 	c.mu.Lock()
 	nr := c.nrIOQ
 	c.mu.Unlock()
-	if qid > nr {
-		t.stats.rejects.Add(1)
-		return connectInvalid(r, false, ipoSQEQID)
+	if a.qid > nvme.QID(nr) {
+		return connectInvalid(r, false, nvme.ErrLocConnectQID)
 	}
-	if sqsize+1 > t.opts.MaxQueueDepth {
-		t.stats.rejects.Add(1)
-		return connectInvalid(r, false, ipoSQESQSize)
+	if a.sqsize > q.t.opts.MaxQueueDepth {
+		return connectInvalid(r, false, nvme.ErrLocConnectSQSize)
 	}
-	if st := c.addQueue(q, qid, sqsize+1); !st.IsSuccess() {
+	if st := c.addQueue(q, a.qid, a.sqsize); !st.IsSuccess() {
 		return st
 	}
-	t.stats.connects.Add(1)
 	r.setResult(uint32(c.id))
 	return nvme.StatusSuccess
 }
 
 func handlePropertyGet(r *Request) nvme.Status {
 	c := r.q.ctrl.Load()
-	eight := r.Cmd.PropertyAttrib()&7 == 1
+	eight := r.Cmd.PropertySize() == nvme.PropertySize8
 	var v uint64
 	switch off := r.Cmd.PropertyOffset(); off {
 	case nvme.PropCAP:
 		if !eight {
-			return r.invalidField(40)
+			return r.invalidField(nvme.ErrLocPropertySize)
 		}
 		v = uint64(c.capability())
 	case nvme.PropVS, nvme.PropCC, nvme.PropCSTS, nvme.PropNSSR:
 		if eight {
-			return r.invalidField(40)
+			return r.invalidField(nvme.ErrLocPropertySize)
 		}
 		c.mu.Lock()
 		switch off {
 		case nvme.PropVS:
-			v = uint64(nvme.MakeVS(1, 3, 0))
+			v = nvme.Version1_3
 		case nvme.PropCC:
 			v = uint64(c.cc)
 		case nvme.PropCSTS:
@@ -197,7 +218,7 @@ func handlePropertyGet(r *Request) nvme.Status {
 		}
 		c.mu.Unlock()
 	default:
-		return r.invalidField(44)
+		return r.invalidField(nvme.ErrLocPropertyOffset)
 	}
 	r.Rsp.SetResult64(v)
 	return nvme.StatusSuccess
@@ -205,8 +226,8 @@ func handlePropertyGet(r *Request) nvme.Status {
 
 func handlePropertySet(r *Request) nvme.Status {
 	c := r.q.ctrl.Load()
-	if r.Cmd.PropertyAttrib()&7 != 0 {
-		return r.invalidField(40)
+	if r.Cmd.PropertySize() != nvme.PropertySize4 {
+		return r.invalidField(nvme.ErrLocPropertySize)
 	}
 	switch r.Cmd.PropertyOffset() {
 	case nvme.PropCC:
@@ -214,5 +235,5 @@ func handlePropertySet(r *Request) nvme.Status {
 		return nvme.StatusSuccess
 	}
 	// CAP, VS and CSTS are read-only; NVM Subsystem Reset is not supported.
-	return r.invalidField(44)
+	return r.invalidField(nvme.ErrLocPropertyOffset)
 }

@@ -67,10 +67,17 @@ func TestAdminConnect(t *testing.T) {
 				if r.tgt.Stats().Controllers != 1 {
 					t.Fatalf("controllers = %d, want 1", r.tgt.Stats().Controllers)
 				}
+				if st := r.tgt.Stats(); st.Connects != 1 || st.ConnectRejects != 0 {
+					t.Fatalf("connects %d rejects %d, want 1 and 0", st.Connects, st.ConnectRejects)
+				}
 				return
 			}
 			if tc.wantDW0 != 0 && rsp.DW0() != tc.wantDW0 {
 				t.Fatalf("DW0 %#x, want %#x", rsp.DW0(), tc.wantDW0)
+			}
+			// The transport refuses a short SGL before the Connect runs.
+			if want := map[bool]uint64{true: 0, false: 1}[tc.name == "short SGL"]; r.tgt.Stats().ConnectRejects != want {
+				t.Fatalf("ConnectRejects = %d, want %d", r.tgt.Stats().ConnectRejects, want)
 			}
 			if r.tgt.Stats().Controllers != 0 {
 				t.Fatalf("a refused connect left a controller")
@@ -101,28 +108,33 @@ func TestCommandsBeforeConnect(t *testing.T) {
 
 func TestIOQueueConnect(t *testing.T) {
 	r := newRig(t)
-	admin, cntlid := r.adminConnect(testNQN, testHostNQN, 0)
-	_ = admin
+	_, cntlid := r.adminConnect(testNQN, testHostNQN, 0)
 	tests := []struct {
 		name   string
-		qid    uint16
+		qid    nvme.QID
 		sqsize uint16
 		data   []byte
 		want   nvme.Status
+		reject bool // counted in ConnectRejects
 	}{
-		{"ok", 1, 63, connectData(testNQN, testHostNQN, testHostID, cntlid), nvme.StatusSuccess},
-		{"QID in use", 1, 63, connectData(testNQN, testHostNQN, testHostID, cntlid), nvme.StatusCommandSequenceError.WithDNR()},
-		{"unknown controller", 2, 63, connectData(testNQN, testHostNQN, testHostID, cntlid+1), nvme.StatusConnectInvalidParameters.WithDNR()},
-		{"other host", 2, 63, connectData(testNQN, "nqn.2026-11.io.example:h2", testHostID, cntlid), nvme.StatusConnectInvalidParameters.WithDNR()},
-		{"other host ID", 2, 63, connectData(testNQN, testHostNQN, [16]byte{9}, cntlid), nvme.StatusConnectInvalidParameters.WithDNR()},
-		{"QID above granted queues", 5, 63, connectData(testNQN, testHostNQN, testHostID, cntlid), nvme.StatusConnectInvalidParameters.WithDNR()},
-		{"SQSIZE above MQES", 2, 64, connectData(testNQN, testHostNQN, testHostID, cntlid), nvme.StatusConnectInvalidParameters.WithDNR()},
+		{"ok", 1, 63, connectData(testNQN, testHostNQN, testHostID, cntlid), nvme.StatusSuccess, false},
+		{"QID in use", 1, 63, connectData(testNQN, testHostNQN, testHostID, cntlid), nvme.StatusCommandSequenceError.WithDNR(), false},
+		{"unknown controller", 2, 63, connectData(testNQN, testHostNQN, testHostID, cntlid+1), nvme.StatusConnectInvalidParameters.WithDNR(), true},
+		{"other host", 2, 63, connectData(testNQN, "nqn.2026-11.io.example:h2", testHostID, cntlid), nvme.StatusConnectInvalidParameters.WithDNR(), true},
+		{"other host ID", 2, 63, connectData(testNQN, testHostNQN, [16]byte{9}, cntlid), nvme.StatusConnectInvalidParameters.WithDNR(), true},
+		{"QID above granted queues", 5, 63, connectData(testNQN, testHostNQN, testHostID, cntlid), nvme.StatusConnectInvalidParameters.WithDNR(), true},
+		{"SQSIZE above MQES", 2, 64, connectData(testNQN, testHostNQN, testHostID, cntlid), nvme.StatusConnectInvalidParameters.WithDNR(), true},
+		{"I/O queue to the discovery subsystem", 2, 63, connectData(nvme.DiscoveryNQN, testHostNQN, testHostID, cntlid), nvme.StatusConnectInvalidParameters.WithDNR(), true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := r.dial(int(tc.qid), 128)
+			before := r.tgt.Stats().ConnectRejects
 			if got := h.submit(connectCmd(tc.qid, tc.sqsize, 0), tc.data).Status(); got != tc.want {
 				t.Fatalf("status %v, want %v", got, tc.want)
+			}
+			if got := r.tgt.Stats().ConnectRejects - before; got != map[bool]uint64{true: 1}[tc.reject] {
+				t.Fatalf("ConnectRejects went up by %d", got)
 			}
 		})
 	}
@@ -131,10 +143,13 @@ func TestIOQueueConnect(t *testing.T) {
 func TestIOConnectBeforeEnable(t *testing.T) {
 	r := newRig(t)
 	h := r.dial(0, 32)
-	cntlid := uint16(h.mustOK(connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff)).DW0())
+	cntlid := nvme.CNTLID(h.mustOK(connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff)).DW0())
 	io := r.dial(1, 64)
 	if st := io.submit(connectCmd(1, 63, 0), connectData(testNQN, testHostNQN, testHostID, cntlid)).Status(); st != nvme.StatusCommandSequenceError.WithDNR() {
 		t.Fatalf("I/O connect before CC.EN: %v", st)
+	}
+	if got := r.tgt.Stats().ConnectRejects; got != 0 {
+		t.Fatalf("ConnectRejects = %d: a Command Sequence Error is not a refusal", got)
 	}
 }
 

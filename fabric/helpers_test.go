@@ -68,14 +68,14 @@ func withData(c nvme.Command, n int) nvme.Command {
 	return c
 }
 
-func connectCmd(qid, sqsize uint16, kato uint32) nvme.Command {
+func connectCmd(qid nvme.QID, sqsize uint16, kato uint32) nvme.Command {
 	c := newCmd(nvme.OpFabrics, 1)
 	c.SetFCType(nvme.FCTypeConnect)
 	c.SetConnect(0, qid, sqsize, 0, kato)
 	return withData(c, nvme.ConnectDataSize)
 }
 
-func connectData(subnqn, hostnqn string, hostID [16]byte, cntlid uint16) []byte {
+func connectData(subnqn, hostnqn string, hostID [16]byte, cntlid nvme.CNTLID) []byte {
 	b := make([]byte, nvme.ConnectDataSize)
 	d := nvme.ConnectData(b)
 	d.SetHostID(hostID)
@@ -153,7 +153,7 @@ const ccEnable = 1 | 6<<16 | 4<<20
 
 // adminConnect connects and enables a controller and returns its admin
 // queue and CNTLID.
-func (r *rig) adminConnect(subnqn, hostnqn string, kato uint32) (*host, uint16) {
+func (r *rig) adminConnect(subnqn, hostnqn string, kato uint32) (*host, nvme.CNTLID) {
 	r.t.Helper()
 	h := r.dial(0, 32)
 	rsp := h.mustOK(connectCmd(0, 31, kato), connectData(subnqn, hostnqn, testHostID, 0xffff))
@@ -161,11 +161,11 @@ func (r *rig) adminConnect(subnqn, hostnqn string, kato uint32) (*host, uint16) 
 	if csts := h.propGet(nvme.PropCSTS, false); csts&1 == 0 {
 		r.t.Fatalf("CSTS %#x: not ready after CC.EN", csts)
 	}
-	return h, uint16(rsp.DW0())
+	return h, nvme.CNTLID(rsp.DW0())
 }
 
 // ioConnect connects I/O queue qid to controller cntlid.
-func (r *rig) ioConnect(qid uint16, cntlid uint16) *host {
+func (r *rig) ioConnect(qid nvme.QID, cntlid nvme.CNTLID) *host {
 	r.t.Helper()
 	h := r.dial(int(qid), 64)
 	h.mustOK(connectCmd(qid, 63, 0), connectData(testNQN, testHostNQN, testHostID, cntlid))

@@ -10,7 +10,7 @@ func (c *Controller) parseIO(r *Request) nvme.Status {
 	}
 	ns := c.s.lookup(r.Cmd.NSID())
 	if ns == nil {
-		r.errLoc = locNSID
+		r.errLoc = nvme.ErrLocNSID
 		return nvme.StatusInvalidNamespace.WithDNR()
 	}
 	r.ns = ns
@@ -21,7 +21,7 @@ func (c *Controller) parseIO(r *Request) nvme.Status {
 		}
 		n := uint64(r.Cmd.NumBlocks()) << ns.blockShift
 		if n > uint64(c.s.t.opts.MDTS) {
-			return r.invalidField(locCDW12)
+			return r.invalidField(nvme.ErrLocCDW12)
 		}
 		r.DataLen = uint32(n)
 		if op == nvme.OpRead {
@@ -49,7 +49,7 @@ func (c *Controller) parseIO(r *Request) nvme.Status {
 		r.DataLen = uint32(r.Cmd.DSMNumRanges()) * nvme.DSMRangeSize
 		r.Dir, r.handle = DirHostToCtrl, handleDSM
 	default:
-		r.errLoc = 0
+		r.errLoc = nvme.ErrLocOpcode
 		return nvme.StatusInvalidOpcode.WithDNR()
 	}
 	return nvme.StatusSuccess
@@ -59,7 +59,7 @@ func (c *Controller) parseIO(r *Request) nvme.Status {
 func (ns *Namespace) checkRange(r *Request) nvme.Status {
 	slba, nlb := r.Cmd.SLBA(), uint64(r.Cmd.NumBlocks())
 	if slba >= ns.nblocks || nlb > ns.nblocks-slba {
-		r.errLoc = locCDW10
+		r.errLoc = nvme.ErrLocCDW10
 		r.errLBA = slba
 		return nvme.StatusLBAOutOfRange.WithDNR()
 	}

@@ -22,7 +22,7 @@ type Queue struct {
 
 	// ctrl is nil until Connect; qid is written before ctrl is published.
 	ctrl atomic.Pointer[Controller]
-	qid  uint16
+	qid  nvme.QID
 
 	mu sync.Mutex
 	// size is the number of SQ entries (SQSIZE+1) granted at Connect.
@@ -41,7 +41,7 @@ func (t *Target) NewQueue(p *Port, c Conn, hint QueueHint) *Queue {
 }
 
 // QID is the queue ID bound at Connect (0 before).
-func (q *Queue) QID() uint16 { return q.qid }
+func (q *Queue) QID() nvme.QID { return q.qid }
 
 // Controller is the queue's controller, or nil before Connect.
 func (q *Queue) Controller() *Controller {
@@ -54,7 +54,7 @@ func (q *Queue) Parse(r *Request) nvme.Status {
 	r.q = q
 	r.ns = nil
 	r.handle = nil
-	r.errLoc = 0xffff
+	r.errLoc = nvme.ErrLocNone
 	r.errLBA = 0
 	r.DataLen = 0
 	r.Dir = DirNone
@@ -64,7 +64,7 @@ func (q *Queue) Parse(r *Request) nvme.Status {
 	q.advanceSQHD()
 
 	if r.Cmd.FUSE() != 0 {
-		return r.invalidField(1)
+		return r.invalidField(nvme.ErrLocFlags)
 	}
 	if r.Cmd.Opcode() == nvme.OpFabrics {
 		return q.parseFabrics(r)
@@ -76,7 +76,7 @@ func (q *Queue) Parse(r *Request) nvme.Status {
 	}
 	// Fabrics transfer data with SGLs only (NVMe-oF 1.1 §2.1).
 	if r.Cmd.PSDT() == nvme.PSDTPRP {
-		return r.invalidField(1)
+		return r.invalidField(nvme.ErrLocFlags)
 	}
 	if q.qid == 0 {
 		return ctrl.parseAdmin(r)

@@ -61,18 +61,6 @@ type Request struct {
 // Queue is the queue the request arrived on.
 func (r *Request) Queue() *Queue { return r.q }
 
-// copyToData scatters src into the data segments and returns the bytes copied.
-func (r *Request) copyToData(src []byte) int {
-	n := 0
-	for _, seg := range r.Data {
-		if n >= len(src) {
-			break
-		}
-		n += copy(seg, src[n:])
-	}
-	return n
-}
-
 // copyFromData gathers the data segments into dst.
 func (r *Request) copyFromData(dst []byte) int {
 	n := 0
@@ -83,6 +71,12 @@ func (r *Request) copyFromData(dst []byte) int {
 		n += copy(dst[n:], seg)
 	}
 	return n
+}
+
+// invalidOpcode is the status of an opcode the controller does not take.
+func (r *Request) invalidOpcode() nvme.Status {
+	r.errLoc = nvme.ErrLocOpcode
+	return nvme.StatusInvalidOpcode.WithDNR()
 }
 
 // invalidField records where the bad field is and returns Invalid Field.

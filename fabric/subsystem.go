@@ -33,19 +33,19 @@ type Subsystem struct {
 	mu          sync.Mutex
 	allowAny    bool
 	hosts       map[string]bool
-	namespaces  map[uint32]*Namespace
-	nsids       []uint32                              // sorted
-	nsTable     atomic.Pointer[map[uint32]*Namespace] // copy-on-write, for the I/O path
-	controllers map[uint16]*Controller
-	nextCNTLID  uint16
-	maxNSID     uint32
+	namespaces  map[nvme.NSID]*Namespace
+	nsids       []nvme.NSID                              // sorted
+	nsTable     atomic.Pointer[map[nvme.NSID]*Namespace] // copy-on-write, for the I/O path
+	controllers map[nvme.CNTLID]*Controller
+	nextCNTLID  nvme.CNTLID
+	maxNSID     nvme.NSID
 }
 
 func newSubsystem(t *Target, c SubsystemConfig, discovery bool) *Subsystem {
 	s := &Subsystem{
 		t: t, nqn: c.NQN, serial: c.Serial, model: c.Model, discovery: discovery,
 		allowAny: c.AllowAnyHost, hosts: map[string]bool{},
-		namespaces: map[uint32]*Namespace{}, controllers: map[uint16]*Controller{}, nextCNTLID: 1,
+		namespaces: map[nvme.NSID]*Namespace{}, controllers: map[nvme.CNTLID]*Controller{}, nextCNTLID: 1,
 	}
 	if s.model == "" {
 		s.model = "nvmeof-tgt"
@@ -93,7 +93,7 @@ type NamespaceConfig struct {
 
 // Namespace is one namespace of a subsystem.
 type Namespace struct {
-	nsid       uint32
+	nsid       nvme.NSID
 	dev        blockdev.Device
 	uuid       [16]byte
 	nguid      [16]byte
@@ -110,7 +110,7 @@ type Namespace struct {
 }
 
 // NSID is the namespace ID.
-func (ns *Namespace) NSID() uint32 { return ns.nsid }
+func (ns *Namespace) NSID() nvme.NSID { return ns.nsid }
 
 // Stats is a snapshot of the namespace's counters.
 func (ns *Namespace) Stats() NamespaceStats { return ns.stats.snapshot() }
@@ -120,7 +120,8 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 	if s.discovery {
 		return nil, errors.New("add namespace: the discovery subsystem has none")
 	}
-	if c.NSID == 0 || c.NSID >= 0xfffffffe {
+	nsid := nvme.NSID(c.NSID)
+	if nsid == 0 || nsid >= nvme.NSIDAll-1 {
 		return nil, fmt.Errorf("add namespace: invalid NSID %d", c.NSID)
 	}
 	bs := c.Device.BlockSize()
@@ -128,7 +129,7 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 		return nil, fmt.Errorf("add namespace %d: block size %d is not a power of two >= 512", c.NSID, bs)
 	}
 	ns := &Namespace{
-		nsid: c.NSID, dev: c.Device, uuid: c.UUID, nguid: c.NGUID, readOnly: c.ReadOnly,
+		nsid: nsid, dev: c.Device, uuid: c.UUID, nguid: c.NGUID, readOnly: c.ReadOnly,
 		blockShift: uint(bits.TrailingZeros32(bs)),
 	}
 	ns.queuer, _ = c.Device.(blockdev.Queuer)
@@ -138,7 +139,7 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.namespaces[c.NSID]; ok {
+	if _, ok := s.namespaces[nsid]; ok {
 		return nil, fmt.Errorf("add namespace %d: NSID in use", c.NSID)
 	}
 	if c.Workers > 0 {
@@ -150,22 +151,22 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 			go ns.worker()
 		}
 	}
-	s.namespaces[c.NSID] = ns
-	table := make(map[uint32]*Namespace, len(s.namespaces))
+	s.namespaces[nsid] = ns
+	table := make(map[nvme.NSID]*Namespace, len(s.namespaces))
 	for k, v := range s.namespaces {
 		table[k] = v
 	}
 	s.nsTable.Store(&table)
-	s.nsids = append(s.nsids, c.NSID)
+	s.nsids = append(s.nsids, nsid)
 	sort.Slice(s.nsids, func(i, j int) bool { return s.nsids[i] < s.nsids[j] })
-	if c.NSID > s.maxNSID {
-		s.maxNSID = c.NSID
+	if nsid > s.maxNSID {
+		s.maxNSID = nsid
 	}
 	return ns, nil
 }
 
 // namespace looks up an active namespace.
-func (s *Subsystem) namespace(nsid uint32) *Namespace {
+func (s *Subsystem) namespace(nsid nvme.NSID) *Namespace {
 	s.mu.Lock()
 	ns := s.namespaces[nsid]
 	s.mu.Unlock()
@@ -173,7 +174,7 @@ func (s *Subsystem) namespace(nsid uint32) *Namespace {
 }
 
 // lookup finds an active namespace without locking.
-func (s *Subsystem) lookup(nsid uint32) *Namespace {
+func (s *Subsystem) lookup(nsid nvme.NSID) *Namespace {
 	if t := s.nsTable.Load(); t != nil {
 		return (*t)[nsid]
 	}
@@ -181,14 +182,14 @@ func (s *Subsystem) lookup(nsid uint32) *Namespace {
 }
 
 // activeNSIDs returns the sorted active NSIDs.
-func (s *Subsystem) activeNSIDs() []uint32 {
+func (s *Subsystem) activeNSIDs() []nvme.NSID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]uint32(nil), s.nsids...)
+	return append([]nvme.NSID(nil), s.nsids...)
 }
 
 // nn is Identify Controller NN: the largest NSID a host may use.
-func (s *Subsystem) nn() uint32 {
+func (s *Subsystem) nn() nvme.NSID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.maxNSID > 1024 {
@@ -197,12 +198,12 @@ func (s *Subsystem) nn() uint32 {
 	return 1024
 }
 
-func (s *Subsystem) allocCNTLID() (uint16, bool) {
-	// Dynamic controller model: 1..0xFFEF (NVMe base §5.15.2.1).
-	for i := 0; i < 0xffef; i++ {
+func (s *Subsystem) allocCNTLID() (nvme.CNTLID, bool) {
+	// Dynamic controller model: 1..FFEFh (NVMe base §5.15.2.1).
+	for i := 0; i < int(nvme.CNTLIDMax); i++ {
 		id := s.nextCNTLID
 		s.nextCNTLID++
-		if s.nextCNTLID > 0xffef {
+		if s.nextCNTLID > nvme.CNTLIDMax {
 			s.nextCNTLID = 1
 		}
 		if _, used := s.controllers[id]; !used {
@@ -250,8 +251,6 @@ func (s *Subsystem) close() error {
 	}
 	return errors.Join(errs...)
 }
-
-var _ = nvme.DiscoveryNQN
 
 // Namespaces lists the active namespaces in NSID order.
 func (s *Subsystem) Namespaces() []*Namespace {

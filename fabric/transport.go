@@ -12,8 +12,6 @@
 //	q.Execute(r)             // runs; completes through Conn.QueueResponse exactly once
 package fabric
 
-import "github.com/nvmeof-tgt/nvmeof-tgt/nvme"
-
 // Transport is one fabric's plug-in point.
 type Transport interface {
 	// Name is the configuration name ("rdma", "loop").
@@ -86,5 +84,3 @@ func (d DataDir) String() string {
 	}
 	return "none"
 }
-
-var _ = nvme.CommandSize

@@ -9,6 +9,11 @@ import (
 const (
 	CommandSize    = 64
 	CompletionSize = 16
+
+	// The same sizes as powers of two, as SQES, CQES and CC.IOSQES and
+	// CC.IOCQES give them.
+	CommandSizeShift    = 6
+	CompletionSizeShift = 4
 )
 
 // Admin command opcodes (base §5).
@@ -104,6 +109,23 @@ const (
 	propValue  = 48
 )
 
+// Parameter Error Location values (base 1.4 §5.14.1.1): the byte of the SQE
+// holding the field in error, or ErrLocNone.
+const (
+	ErrLocNone           = 0xffff // not specific to a field
+	ErrLocOpcode         = cmdOpcode
+	ErrLocFlags          = cmdFlags // FUSE, PSDT
+	ErrLocNSID           = cmdNSID
+	ErrLocFCType         = cmdFCType
+	ErrLocCDW10          = cmdCDW10
+	ErrLocCDW11          = cmdCDW11
+	ErrLocCDW12          = cmdCDW12
+	ErrLocPropertySize   = propAttrib
+	ErrLocPropertyOffset = propOffset
+	ErrLocConnectQID     = connQID
+	ErrLocConnectSQSize  = connSQSize
+)
+
 // Command is a view of a 64-byte submission queue entry (base §4.2). Its
 // length must be at least CommandSize.
 type Command []byte
@@ -132,11 +154,15 @@ func (c Command) CID() uint16 { return binary.LittleEndian.Uint16(c[cmdCID:]) }
 // SetCID sets the Command Identifier.
 func (c Command) SetCID(v uint16) { binary.LittleEndian.PutUint16(c[cmdCID:], v) }
 
+// NSIDAll is the broadcast NSID, every namespace (base 1.4 §6.1.6).
+// FFFFFFFEh below it is not a valid NSID either.
+const NSIDAll NSID = 0xffffffff
+
 // NSID returns the Namespace Identifier, CDW1.
-func (c Command) NSID() uint32 { return binary.LittleEndian.Uint32(c[cmdNSID:]) }
+func (c Command) NSID() NSID { return NSID(binary.LittleEndian.Uint32(c[cmdNSID:])) }
 
 // SetNSID sets the Namespace Identifier.
-func (c Command) SetNSID(v uint32) { binary.LittleEndian.PutUint32(c[cmdNSID:], v) }
+func (c Command) SetNSID(v NSID) { binary.LittleEndian.PutUint32(c[cmdNSID:], uint32(v)) }
 
 // CDW returns command dword n (0..15), at byte 4n.
 func (c Command) CDW(n int) uint32 { return binary.LittleEndian.Uint32(c[4*n:]) }
@@ -161,7 +187,7 @@ func (c Command) SetFCType(t uint8) { c[cmdFCType] = t }
 func (c Command) ConnectRECFMT() uint16 { return binary.LittleEndian.Uint16(c[connRECFMT:]) }
 
 // ConnectQID returns the Connect Queue ID (0 for the admin queue).
-func (c Command) ConnectQID() uint16 { return binary.LittleEndian.Uint16(c[connQID:]) }
+func (c Command) ConnectQID() QID { return QID(binary.LittleEndian.Uint16(c[connQID:])) }
 
 // ConnectSQSize returns the Connect Submission Queue Size (0's based).
 func (c Command) ConnectSQSize() uint16 { return binary.LittleEndian.Uint16(c[connSQSize:]) }
@@ -173,9 +199,9 @@ func (c Command) ConnectCATTR() uint8 { return c[connCATTR] }
 func (c Command) ConnectKATO() uint32 { return binary.LittleEndian.Uint32(c[connKATO:]) }
 
 // SetConnect sets the Connect command fields. sqsize is 0's based.
-func (c Command) SetConnect(recfmt, qid, sqsize uint16, cattr uint8, kato uint32) {
+func (c Command) SetConnect(recfmt uint16, qid QID, sqsize uint16, cattr uint8, kato uint32) {
 	binary.LittleEndian.PutUint16(c[connRECFMT:], recfmt)
-	binary.LittleEndian.PutUint16(c[connQID:], qid)
+	binary.LittleEndian.PutUint16(c[connQID:], uint16(qid))
 	binary.LittleEndian.PutUint16(c[connSQSize:], sqsize)
 	c[connCATTR] = cattr
 	c[connCATTR+1] = 0
@@ -186,11 +212,16 @@ func (c Command) SetConnect(recfmt, qid, sqsize uint16, cattr uint8, kato uint32
 const (
 	PropertySize4 = 0
 	PropertySize8 = 1
+
+	propSizeMask = 7
 )
 
 // PropertyAttrib returns the Property Get/Set ATTRIB byte; bits 2:0 give the
 // size (0: 4 bytes, 1: 8 bytes).
 func (c Command) PropertyAttrib() uint8 { return c[propAttrib] }
+
+// PropertySize returns ATTRIB bits 2:0: PropertySize4 or PropertySize8.
+func (c Command) PropertySize() uint8 { return c[propAttrib] & propSizeMask }
 
 // PropertyOffset returns the property offset (OFST).
 func (c Command) PropertyOffset() uint32 { return binary.LittleEndian.Uint32(c[propOffset:]) }
@@ -239,14 +270,14 @@ func (c Command) DEAC() bool { return c.CDW(12)&ioDEAC != 0 }
 func (c Command) CNS() uint8 { return c[cmdCDW10] }
 
 // CNTID returns the Identify Controller Identifier, CDW10 bits 31:16.
-func (c Command) CNTID() uint16 { return binary.LittleEndian.Uint16(c[cmdCDW10+2:]) }
+func (c Command) CNTID() CNTLID { return CNTLID(binary.LittleEndian.Uint16(c[cmdCDW10+2:])) }
 
 // CSI returns the Identify Command Set Identifier, CDW11 bits 31:24
 // (base 2.0 Identify command).
 func (c Command) CSI() uint8 { return c[cmdCDW11+3] }
 
 // SetIdentify sets CDW10 and CDW11 of an Identify command.
-func (c Command) SetIdentify(cns uint8, cntid uint16, csi uint8) {
+func (c Command) SetIdentify(cns uint8, cntid CNTLID, csi uint8) {
 	c.SetCDW(10, uint32(cns)|uint32(cntid)<<16)
 	c.SetCDW(11, uint32(csi)<<24)
 }
@@ -317,6 +348,25 @@ func (c Command) FeatureSelect() uint8 { return uint8(c.CDW(10)>>featSelShift) &
 // FeatureSave reports the Set Features Save bit, CDW10 bit 31.
 func (c Command) FeatureSave() bool { return c.CDW(10)&featSave != 0 }
 
+// NumQueuesInvalid is the one NSQR or NCQR value a host may not ask for:
+// 0's based FFFFh, 65536 queues (base 1.4 §5.21.1.7).
+const NumQueuesInvalid = 0xffff
+
+// NumQueues returns Set Features Number of Queues CDW11: the 0's based
+// NSQR in bits 15:0 and NCQR in bits 31:16 (base 1.4 §5.21.1.7).
+func (c Command) NumQueues() (nsqr, ncqr uint16) {
+	v := c.CDW(11)
+	return uint16(v), uint16(v >> 16)
+}
+
+// MakeNumQueuesResult builds the Number of Queues completion DW0 from 0's
+// based NSQA and NCQA.
+func MakeNumQueuesResult(nsqa, ncqa uint16) uint32 { return uint32(ncqa)<<16 | uint32(nsqa) }
+
+// HostIDExtended reports Get Features Host Identifier EXHID, CDW11 bit 0:
+// the 128-bit host identifier, the only one fabrics allows (NVMe-oF §4.1).
+func (c Command) HostIDExtended() bool { return c.CDW(11)&1 != 0 }
+
 // Dataset Management fields (base 1.4 §6.7).
 const (
 	dsmNRMask = 0xff
@@ -377,10 +427,10 @@ func (c Completion) SQHD() uint16 { return binary.LittleEndian.Uint16(c[cqeSQHD:
 func (c Completion) SetSQHD(v uint16) { binary.LittleEndian.PutUint16(c[cqeSQHD:], v) }
 
 // SQID returns the SQ Identifier.
-func (c Completion) SQID() uint16 { return binary.LittleEndian.Uint16(c[cqeSQID:]) }
+func (c Completion) SQID() QID { return QID(binary.LittleEndian.Uint16(c[cqeSQID:])) }
 
 // SetSQID sets the SQ Identifier.
-func (c Completion) SetSQID(v uint16) { binary.LittleEndian.PutUint16(c[cqeSQID:], v) }
+func (c Completion) SetSQID(v QID) { binary.LittleEndian.PutUint16(c[cqeSQID:], uint16(v)) }
 
 // CID returns the Command Identifier.
 func (c Completion) CID() uint16 { return binary.LittleEndian.Uint16(c[cqeCID:]) }

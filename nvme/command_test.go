@@ -157,7 +157,7 @@ func TestCommandAccessors(t *testing.T) {
 		{"PSDT", raw.PSDT(), uint8(PSDTSGLContig)},
 		{"FUSE", raw.FUSE(), uint8(0)},
 		{"CID", raw.CID(), uint16(0xbeef)},
-		{"NSID", raw.NSID(), uint32(1)},
+		{"NSID", raw.NSID(), NSID(1)},
 		{"MPTR", raw.MPTR(), uint64(0x8877665544332211)},
 		{"SLBA", raw.SLBA(), uint64(0x1122334455667788)},
 		{"NumBlocks", raw.NumBlocks(), uint32(8)},
@@ -375,4 +375,52 @@ func BenchmarkCommandDecode(b *testing.B) {
 		sink += uint64(c.Opcode()) + c.SLBA() + uint64(c.NumBlocks()) + uint64(c.SGL1().Length()) + uint64(c.CID())
 	}
 	_ = sink
+}
+
+func TestCommandFieldHelpers(t *testing.T) {
+	tests := []struct {
+		name      string
+		set       func(c Command)
+		got, want func(c Command) any
+	}{
+		{"property size 4", func(c Command) { c.SetProperty(0xf8, 0, 0) },
+			func(c Command) any { return c.PropertySize() }, func(Command) any { return uint8(PropertySize4) }},
+		{"property size 8, upper bits ignored", func(c Command) { c.SetProperty(0xf9, 0, 0) },
+			func(c Command) any { return c.PropertySize() }, func(Command) any { return uint8(PropertySize8) }},
+		{"number of queues", func(c Command) { c.SetCDW(11, 3|7<<16) },
+			func(c Command) any { n, m := c.NumQueues(); return [2]uint16{n, m} }, func(Command) any { return [2]uint16{3, 7} }},
+		{"EXHID set", func(c Command) { c.SetCDW(11, 1) },
+			func(c Command) any { return c.HostIDExtended() }, func(Command) any { return true }},
+		{"EXHID clear", func(c Command) { c.SetCDW(11, 2) },
+			func(c Command) any { return c.HostIDExtended() }, func(Command) any { return false }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Command(make([]byte, CommandSize))
+			tc.set(c)
+			if got, want := tc.got(c), tc.want(c); got != want {
+				t.Errorf("got %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestResultBuilders(t *testing.T) {
+	tests := []struct {
+		name      string
+		got, want uint32
+	}{
+		{"num queues", MakeNumQueuesResult(3, 5), 5<<16 | 3},
+		{"connect invalid SQE QID", MakeConnectInvalidResult(false, ErrLocConnectQID), 42},
+		{"connect invalid SQSIZE", MakeConnectInvalidResult(false, ErrLocConnectSQSize), 44},
+		{"connect invalid SUBNQN", MakeConnectInvalidResult(true, IPOSubNQN), 1<<16 | 256},
+		{"connect invalid HOSTNQN", MakeConnectInvalidResult(true, IPOHostNQN), 1<<16 | 512},
+		{"SQES", uint32(QueueEntrySizes(CommandSizeShift)), 0x66},
+		{"CQES", uint32(QueueEntrySizes(CompletionSizeShift)), 0x44},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("%s = %#x, want %#x", tc.name, tc.got, tc.want)
+		}
+	}
 }

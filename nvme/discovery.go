@@ -109,7 +109,7 @@ const (
 type DiscoveryLogEntry struct {
 	TRTYPE, ADRFAM, SUBTYPE, TREQ uint8
 	PORTID                        uint16
-	CNTLID                        uint16 // CNTLIDDynamic for the dynamic model
+	CNTLID                        CNTLID // CNTLIDDynamic for the dynamic model
 	ASQSZ                         uint16 // maximum admin SQ size
 	EFLAGS                        uint16
 	TRSVCID                       string // 32 bytes, space padded
@@ -129,7 +129,7 @@ func (e *DiscoveryLogEntry) MarshalTo(b []byte) {
 	b[dleSUBTYPE] = e.SUBTYPE
 	b[dleTREQ] = e.TREQ
 	le.PutUint16(b[dlePORTID:], e.PORTID)
-	le.PutUint16(b[dleCNTLID:], e.CNTLID)
+	le.PutUint16(b[dleCNTLID:], uint16(e.CNTLID))
 	le.PutUint16(b[dleASQSZ:], e.ASQSZ)
 	le.PutUint16(b[dleEFLAGS:], e.EFLAGS)
 	// TRSVCID and TRADDR are ASCII strings, space padded as SPDK does;
@@ -150,7 +150,7 @@ func UnmarshalDiscoveryLogEntry(b []byte) DiscoveryLogEntry {
 		SUBTYPE: b[dleSUBTYPE],
 		TREQ:    b[dleTREQ],
 		PORTID:  le.Uint16(b[dlePORTID:]),
-		CNTLID:  le.Uint16(b[dleCNTLID:]),
+		CNTLID:  CNTLID(le.Uint16(b[dleCNTLID:])),
 		ASQSZ:   le.Uint16(b[dleASQSZ:]),
 		EFLAGS:  le.Uint16(b[dleEFLAGS:]),
 		TRSVCID: asciiString(b[dleTRSVCID : dleTRSVCID+trsvcidLen]),

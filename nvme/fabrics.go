@@ -24,9 +24,9 @@ const (
 
 // Controller ID values in Connect data (NVMe-oF §3.3).
 const (
-	CNTLIDStatic  = 0xfffe // any controller, static model hosts
-	CNTLIDDynamic = 0xffff // dynamic controller model
-	CNTLIDMax     = 0xffef
+	CNTLIDStatic  CNTLID = 0xfffe // any controller, static model hosts
+	CNTLIDDynamic CNTLID = 0xffff // dynamic controller model
+	CNTLIDMax     CNTLID = 0xffef // the largest a controller may have
 )
 
 // Transport types for TRTYPE (NVMe-oF §5.3).
@@ -57,12 +57,35 @@ const (
 	cdHostNQN = 512
 )
 
+// Invalid Parameter Offsets into the Connect data (NVMe-oF 1.1 §3.3.1).
+const (
+	IPOHostID  = cdHostID
+	IPOCNTLID  = cdCNTLID
+	IPOSubNQN  = cdSubNQN
+	IPOHostNQN = cdHostNQN
+)
+
+// connIATTRData is the Connect response DW0 bit that says the Invalid
+// Parameter Offset is into the Connect data, not the SQE.
+const connIATTRData = 1 << 16
+
+// MakeConnectInvalidResult builds the Connect response DW0 for Connect
+// Invalid Parameters (NVMe-oF 1.1 §3.3.1) as the Linux host decodes it: the
+// offset in bits 15:0, and bit 16 set when it is into the Connect data.
+func MakeConnectInvalidResult(inData bool, off uint16) uint32 {
+	v := uint32(off)
+	if inData {
+		v |= connIATTRData
+	}
+	return v
+}
+
 // ConnectData is a view of the 1024-byte Connect command data. Its length
 // must be at least ConnectDataSize.
 type ConnectData []byte
 
 // HostID returns the 128-bit Host Identifier.
-func (d ConnectData) HostID() [16]byte { return [16]byte(d[cdHostID : cdHostID+16]) }
+func (d ConnectData) HostID() [16]byte { return [16]byte(d[cdHostID : cdHostID+HostIDSize]) }
 
 // SetHostID sets the Host Identifier.
 func (d ConnectData) SetHostID(id [16]byte) { copy(d[cdHostID:], id[:]) }
@@ -70,10 +93,10 @@ func (d ConnectData) SetHostID(id [16]byte) { copy(d[cdHostID:], id[:]) }
 // CNTLID returns the Controller ID the host asks for: CNTLIDDynamic on the
 // admin queue in the dynamic model, the admin queue's controller on I/O
 // queues.
-func (d ConnectData) CNTLID() uint16 { return binary.LittleEndian.Uint16(d[cdCNTLID:]) }
+func (d ConnectData) CNTLID() CNTLID { return CNTLID(binary.LittleEndian.Uint16(d[cdCNTLID:])) }
 
 // SetCNTLID sets the Controller ID.
-func (d ConnectData) SetCNTLID(v uint16) { binary.LittleEndian.PutUint16(d[cdCNTLID:], v) }
+func (d ConnectData) SetCNTLID(v CNTLID) { binary.LittleEndian.PutUint16(d[cdCNTLID:], uint16(v)) }
 
 // SubNQN returns the NVM Subsystem NQN up to its first NUL.
 func (d ConnectData) SubNQN() string { return cString(d[cdSubNQN : cdSubNQN+NQNFieldSize]) }

@@ -21,3 +21,14 @@ const (
 	FeatReservationPersist    = 0x83
 	FeatWriteProtect          = 0x84
 )
+
+// Get Features with Select 11b: the capabilities of a feature, in completion
+// DW0 (base 1.4 §5.15.1).
+const (
+	FeatCapSaveable     = 1 << 0
+	FeatCapPerNamespace = 1 << 1
+	FeatCapChangeable   = 1 << 2
+)
+
+// HostIDSize is the size of the extended (128-bit) Host Identifier.
+const HostIDSize = 16

@@ -218,7 +218,7 @@ func FuzzDiscoveryLogEntry(f *testing.F) {
 		copy(fx, fixed)
 		e := DiscoveryLogEntry{
 			TRTYPE: fx[0], ADRFAM: fx[1], SUBTYPE: fx[2], TREQ: fx[3],
-			PORTID: uint16(fx[4]) | uint16(fx[5])<<8, CNTLID: uint16(fx[6]) | uint16(fx[7])<<8,
+			PORTID: uint16(fx[4]) | uint16(fx[5])<<8, CNTLID: CNTLID(fx[6]) | CNTLID(fx[7])<<8,
 			ASQSZ: uint16(fx[8]) | uint16(fx[9])<<8, EFLAGS: uint16(fx[10]) | uint16(fx[11])<<8,
 			TRSVCID: trsvcid, SubNQN: subnqn, TRADDR: traddr,
 			TSAS: RDMATSAS(fx[0], fx[1], fx[2], uint16(fx[3])),

@@ -39,6 +39,44 @@ const (
 	ControllerTypeAdmin     = 3
 )
 
+// Identify Controller field bits (base 1.4 §5.15.2; SGLS keyed and offset
+// bits from NVMe-oF §4.1).
+const (
+	CMICMultiController = 1 << 1 // the subsystem may have more than one controller
+
+	OAESNSAttrNotices    = 1 << 8  // Namespace Attribute Notices
+	OAESFWActivation     = 1 << 9  // Firmware Activation Notices
+	OAESANAChange        = 1 << 11 // ANA Change Notices
+	OAESDiscoveryChanged = 1 << 31 // Discovery Log Page Change Notices (NVMe-oF §5.3)
+
+	CTRATTHostID128 = 1 << 0 // 128-bit Host Identifier
+
+	FRMWSlot1ReadOnly = 1 << 0 // firmware slot 1 is read only
+	FRMWSlotsShift    = 1      // number of firmware slots, bits 3:1
+
+	LPAExtendedData = 1 << 2 // extended data for Get Log Page (NUMDU, offsets)
+
+	ONCSCompare            = 1 << 0
+	ONCSWriteUncorrectable = 1 << 1
+	ONCSDSM                = 1 << 2
+	ONCSWriteZeroes        = 1 << 3
+	ONCSSaveSelect         = 1 << 4
+	ONCSReservations       = 1 << 5
+	ONCSTimestamp          = 1 << 6
+	ONCSVerify             = 1 << 7
+
+	VWCPresent = 1 << 0 // a volatile write cache is present
+
+	SGLSSupported    = 1 << 0  // SGLs supported, no alignment (bits 1:0 = 01b)
+	SGLSKeyed        = 1 << 2  // Keyed SGL Data Block descriptor
+	SGLSOversized    = 1 << 18 // SGLs may describe more than the data
+	SGLSOffsetInData = 1 << 20 // SGL Data Block Address may be an offset (in-capsule data)
+)
+
+// QueueEntrySizes builds SQES or CQES: the required and the maximum entry
+// size as powers of two, in bits 3:0 and 7:4. Fabrics fixes both.
+func QueueEntrySizes(log2 uint8) uint8 { return log2<<4 | log2 }
+
 // DefaultMaxPower is the PSD0 Maximum Power written when
 // IdentifyController.PSD0MaxPower is 0: 25 W in centiwatts.
 const DefaultMaxPower = 2500
@@ -114,7 +152,7 @@ type IdentifyController struct {
 	IEEE             [3]byte
 	CMIC             uint8
 	MDTS             uint8 // 2^n minimum pages; 0 means no limit
-	CNTLID           uint16
+	CNTLID           CNTLID
 	Version          uint32
 	RTD3R, RTD3E     uint32
 	OAES             uint32
@@ -162,7 +200,7 @@ func (id *IdentifyController) MarshalTo(b []byte) {
 	copy(b[idcIEEE:], id.IEEE[:])
 	b[idcCMIC] = id.CMIC
 	b[idcMDTS] = id.MDTS
-	le.PutUint16(b[idcCNTLID:], id.CNTLID)
+	le.PutUint16(b[idcCNTLID:], uint16(id.CNTLID))
 	le.PutUint32(b[idcVER:], id.Version)
 	le.PutUint32(b[idcRTD3R:], id.RTD3R)
 	le.PutUint32(b[idcRTD3E:], id.RTD3E)
@@ -225,7 +263,7 @@ func UnmarshalIdentifyController(b []byte) IdentifyController {
 		IEEE:             [3]byte(b[idcIEEE : idcIEEE+3]),
 		CMIC:             b[idcCMIC],
 		MDTS:             b[idcMDTS],
-		CNTLID:           le.Uint16(b[idcCNTLID:]),
+		CNTLID:           CNTLID(le.Uint16(b[idcCNTLID:])),
 		Version:          le.Uint32(b[idcVER:]),
 		RTD3R:            le.Uint32(b[idcRTD3R:]),
 		RTD3E:            le.Uint32(b[idcRTD3E:]),
@@ -306,6 +344,14 @@ const (
 	idnLBAF0    = 128
 
 	lbafSize = 4
+)
+
+// Identify Namespace field bits (base 1.4 §5.15.2).
+const (
+	NMICShared = 1 << 0 // may be attached to more than one controller
+
+	DLFEATReadZeroes             = 1 << 0 // deallocated blocks read as zeroes (bits 2:0 = 001b)
+	DLFEATWriteZeroesDeallocates = 1 << 3 // Write Zeroes with DEAC deallocates
 )
 
 // MaxLBAFormats is the number of LBA Format entries: 16 in base 1.4, 64 in
@@ -453,11 +499,11 @@ const MaxNSListEntries = IdentifyDataSize / 4
 // PutNSList zeroes b[:IdentifyDataSize] and writes up to 1024 NSIDs; unused
 // entries stay zero (base 1.4 §5.15.2, CNS 02h). The caller supplies the
 // increasing NSIDs greater than the command's NSID.
-func PutNSList(b []byte, nsids []uint32) {
+func PutNSList(b []byte, nsids []NSID) {
 	b = b[:IdentifyDataSize]
 	clear(b)
 	for i, id := range nsids[:min(len(nsids), MaxNSListEntries)] {
-		binary.LittleEndian.PutUint32(b[4*i:], id)
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(id))
 	}
 }
 

@@ -167,13 +167,13 @@ func TestIdentifyNamespace(t *testing.T) {
 
 func TestPutNSList(t *testing.T) {
 	b := bytes.Repeat([]byte{0xee}, IdentifyDataSize)
-	PutNSList(b, []uint32{1, 2, 0x10})
+	PutNSList(b, []NSID{1, 2, 0x10})
 	if binary.LittleEndian.Uint32(b[0:]) != 1 || binary.LittleEndian.Uint32(b[8:]) != 0x10 || !bytes.Equal(b[12:], make([]byte, IdentifyDataSize-12)) {
 		t.Errorf("PutNSList = %x", b[:16])
 	}
-	many := make([]uint32, 2000)
+	many := make([]NSID, 2000)
 	for i := range many {
-		many[i] = uint32(i + 1)
+		many[i] = NSID(i + 1)
 	}
 	PutNSList(b, many)
 	if binary.LittleEndian.Uint32(b[4092:]) != 1024 {

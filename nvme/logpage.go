@@ -42,11 +42,12 @@ const (
 // ErrorLogEntry is one Error Information Log Entry.
 type ErrorLogEntry struct {
 	ErrorCount         uint64 // unique, increasing; 0 marks an empty entry
-	SQID, CID          uint16
+	SQID               QID
+	CID                uint16
 	Status             Status
 	ParamErrorLocation uint16 // byte in bits 7:0, bit in bits 10:8
 	LBA                uint64
-	NSID               uint32
+	NSID               NSID
 	VS                 uint8
 	TRTYPE             uint8 // 0 unless the error is a transport one
 	CommandSpecific    uint64
@@ -59,12 +60,12 @@ func (e *ErrorLogEntry) MarshalTo(b []byte) {
 	clear(b)
 	le := binary.LittleEndian
 	le.PutUint64(b[errCount:], e.ErrorCount)
-	le.PutUint16(b[errSQID:], e.SQID)
+	le.PutUint16(b[errSQID:], uint16(e.SQID))
 	le.PutUint16(b[errCID:], e.CID)
 	le.PutUint16(b[errStatus:], uint16(e.Status&statusMask)<<1)
 	le.PutUint16(b[errParamLoc:], e.ParamErrorLocation)
 	le.PutUint64(b[errLBA:], e.LBA)
-	le.PutUint32(b[errNSID:], e.NSID)
+	le.PutUint32(b[errNSID:], uint32(e.NSID))
 	b[errVS] = e.VS
 	b[errTRTYPE] = e.TRTYPE
 	le.PutUint64(b[errCmdInfo:], e.CommandSpecific)
@@ -77,12 +78,12 @@ func UnmarshalErrorLogEntry(b []byte) ErrorLogEntry {
 	le := binary.LittleEndian
 	return ErrorLogEntry{
 		ErrorCount:         le.Uint64(b[errCount:]),
-		SQID:               le.Uint16(b[errSQID:]),
+		SQID:               QID(le.Uint16(b[errSQID:])),
 		CID:                le.Uint16(b[errCID:]),
 		Status:             Status(le.Uint16(b[errStatus:]) >> 1),
 		ParamErrorLocation: le.Uint16(b[errParamLoc:]),
 		LBA:                le.Uint64(b[errLBA:]),
-		NSID:               le.Uint32(b[errNSID:]),
+		NSID:               NSID(le.Uint32(b[errNSID:])),
 		VS:                 b[errVS],
 		TRTYPE:             b[errTRTYPE],
 		CommandSpecific:    le.Uint64(b[errCmdInfo:]),
@@ -219,15 +220,15 @@ const MaxChangedNSEntries = ChangedNSListSize / 4
 
 // PutChangedNSList zeroes b[:ChangedNSListSize] and writes nsids. With more
 // than 1024 the list is the single entry FFFFFFFFh (base 1.4 §5.14.1.4).
-func PutChangedNSList(b []byte, nsids []uint32) {
+func PutChangedNSList(b []byte, nsids []NSID) {
 	b = b[:ChangedNSListSize]
 	clear(b)
 	if len(nsids) > MaxChangedNSEntries {
-		binary.LittleEndian.PutUint32(b, 0xffffffff)
+		binary.LittleEndian.PutUint32(b, uint32(NSIDAll))
 		return
 	}
 	for i, id := range nsids {
-		binary.LittleEndian.PutUint32(b[4*i:], id)
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(id))
 	}
 }
 

@@ -71,15 +71,15 @@ func TestFirmwareSlotLog(t *testing.T) {
 
 func TestPutChangedNSList(t *testing.T) {
 	b := bytes.Repeat([]byte{0xee}, ChangedNSListSize)
-	PutChangedNSList(b, []uint32{3, 5})
+	PutChangedNSList(b, []NSID{3, 5})
 	if binary.LittleEndian.Uint32(b) != 3 || binary.LittleEndian.Uint32(b[4:]) != 5 || !bytes.Equal(b[8:], make([]byte, ChangedNSListSize-8)) {
 		t.Errorf("list = %x", b[:12])
 	}
-	PutChangedNSList(b, make([]uint32, 1024))
+	PutChangedNSList(b, make([]NSID, 1024))
 	if binary.LittleEndian.Uint32(b) != 0 {
 		t.Error("1024 entries overflowed")
 	}
-	PutChangedNSList(b, make([]uint32, 1025))
+	PutChangedNSList(b, make([]NSID, 1025))
 	if binary.LittleEndian.Uint32(b) != 0xffffffff || !bytes.Equal(b[4:], make([]byte, ChangedNSListSize-4)) {
 		t.Errorf("overflow list = %x", b[:8])
 	}

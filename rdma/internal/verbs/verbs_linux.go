@@ -687,9 +687,6 @@ func (cq *CQ) ReqNotify() error {
 	return nil
 }
 
-// Ack is kept for API symmetry: GetEvent acknowledges each event itself.
-func (cq *CQ) Ack(int) {}
-
 // Destroy frees the CQ; its QPs must be destroyed first.
 func (cq *CQ) Destroy() error {
 	if rc := C.ibv_destroy_cq(cq.p); rc != 0 {

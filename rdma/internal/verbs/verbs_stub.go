@@ -78,7 +78,6 @@ func (*CompChannel) Wait(int) error                      { return ErrNotSupporte
 func (*CompChannel) Close() error                        { return nil }
 func (*CQ) Poll([]WC) (int, error)                       { return 0, ErrNotSupported }
 func (*CQ) ReqNotify() error                             { return ErrNotSupported }
-func (*CQ) Ack(int)                                      {}
 func (*CQ) Destroy() error                               { return nil }
 func (*QP) Num() uint32                                  { return 0 }
 func (*QP) SetError() error                              { return ErrNotSupported }
