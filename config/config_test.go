@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 )
 
 // exampleYAML is the example from the design brief.
@@ -89,7 +91,7 @@ func TestLoadExample(t *testing.T) {
 	wantSubs := []Subsystem{{
 		NQN:          "nqn.2026-11.io.example:disk1",
 		AllowAnyHost: true,
-		Serial:       defaultSerial("nqn.2026-11.io.example:disk1"),
+		Serial:       fabric.DefaultSerial("nqn.2026-11.io.example:disk1"),
 		Model:        "nvmeof-tgt",
 		Namespaces: []Namespace{
 			{NSID: 1, Backend: "file", Path: "/var/lib/nvmeof-tgt/disk1.img", Size: 1 * GiB, BlockSize: 512},

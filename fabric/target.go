@@ -29,22 +29,33 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Controller defaults, used when a caller leaves a limit unset. The RDMA
+// transport and the configuration (package config) take theirs from here.
+const (
+	DefaultMDTS          = 1 << 20
+	DefaultMaxQueueDepth = 128
+	DefaultMaxIOQueues   = 16
+	DefaultKATOMax       = 2 * time.Minute
+	// DefaultModel is Identify Controller MN when a subsystem sets none.
+	DefaultModel = "nvmeof-tgt"
+)
+
 // AdminQueueDepth is the admin queue's size: the Linux host asks for 32
 // (NVME_AQ_DEPTH).
 const AdminQueueDepth = 32
 
 func (o *Options) setDefaults() {
 	if o.MDTS == 0 {
-		o.MDTS = 1 << 20
+		o.MDTS = DefaultMDTS
 	}
 	if o.MaxQueueDepth == 0 {
-		o.MaxQueueDepth = 128
+		o.MaxQueueDepth = DefaultMaxQueueDepth
 	}
 	if o.MaxIOQueues == 0 {
-		o.MaxIOQueues = 16
+		o.MaxIOQueues = DefaultMaxIOQueues
 	}
 	if o.KATOMax == 0 {
-		o.KATOMax = 2 * time.Minute
+		o.KATOMax = DefaultKATOMax
 	}
 	if o.FirmwareRevision == "" {
 		o.FirmwareRevision = "0.1"
@@ -92,7 +103,7 @@ var ErrClosed = errors.New("fabric: target closed")
 func NewTarget(o Options) *Target {
 	o.setDefaults()
 	t := &Target{opts: o, log: o.Logger, subsystems: map[string]*Subsystem{}, genctr: 1}
-	t.discovery = newSubsystem(t, SubsystemConfig{NQN: nvme.DiscoveryNQN, AllowAnyHost: true, Model: "nvmeof-tgt discovery"}, true)
+	t.discovery = newSubsystem(t, SubsystemConfig{NQN: nvme.DiscoveryNQN, Serial: discoverySerial, AllowAnyHost: true, Model: "nvmeof-tgt discovery"}, true)
 	return t
 }
 

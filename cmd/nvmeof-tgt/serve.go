@@ -246,21 +246,11 @@ func addSubsystems(tgt *fabric.Target, cfg *config.Config, log *slog.Logger) err
 				dev.Close()
 				return fmt.Errorf("%s: %w", key, err)
 			}
-			log.Info("namespace added", "subnqn", sc.NQN, "nsid", nc.NSID, "backend", backendName(nc),
+			log.Info("namespace added", "subnqn", sc.NQN, "nsid", nc.NSID, "backend", nc.Backend,
 				"path", nc.Path, "bytes", dev.Size(), "block_size", dev.BlockSize(), "uuid", u.String())
 		}
 	}
 	return nil
-}
-
-func backendName(nc config.Namespace) string {
-	if nc.Backend != "" {
-		return nc.Backend
-	}
-	if nc.Path == "" {
-		return "memory"
-	}
-	return "file"
 }
 
 // openBackend opens a namespace's device and says how many workers it
@@ -268,25 +258,18 @@ func backendName(nc config.Namespace) string {
 func openBackend(nc config.Namespace, log *slog.Logger) (blockdev.Device, int, error) {
 	o := blockdev.Options{Path: nc.Path, Size: int64(nc.Size), BlockSize: nc.BlockSize, ReadOnly: nc.ReadOnly, Buffered: nc.BufferedIO, Logger: log}
 	switch nc.Backend {
-	case "memory":
+	case config.BackendMemory:
 		d, err := blockdev.NewMemory(int64(nc.Size), nc.BlockSize)
 		return d, 0, err
-	case "file":
+	case config.BackendFile:
 		d, err := blockdev.OpenFile(o)
 		return d, fileWorkers, err
-	case "block":
+	case config.BackendBlock:
 		// A block device uses its own logical block size.
 		o.BlockSize = 0
 		d, err := blockdev.OpenBlockDevice(o)
 		return d, fileWorkers, err
 	}
-	if nc.Path == "" {
-		d, err := blockdev.NewMemory(int64(nc.Size), nc.BlockSize)
-		return d, 0, err
-	}
-	if st, err := os.Stat(nc.Path); err == nil && st.Mode()&os.ModeDevice != 0 {
-		o.BlockSize = 0
-	}
-	d, err := blockdev.Open(o)
-	return d, fileWorkers, err
+	// config.Load inferred any backend left unset.
+	return nil, 0, fmt.Errorf("unknown backend %q", nc.Backend)
 }
