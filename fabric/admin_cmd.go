@@ -26,7 +26,7 @@ func (c *Controller) parseAdmin(r *Request) nvme.Status {
 		r.DataLen, r.Dir, r.handle = nvme.IdentifyDataSize, DirCtrlToHost, handleIdentify
 	case nvme.OpAdminGetLogPage:
 		n := uint64(r.Cmd.LogPageNumDwords()) * 4
-		if n > uint64(c.s.t.opts.MDTS) {
+		if n > uint64(c.port.MDTS) {
 			return r.invalidField(locCDW10)
 		}
 		r.DataLen, r.Dir, r.handle = uint32(n), DirCtrlToHost, handleGetLogPage
@@ -142,7 +142,7 @@ func (c *Controller) identify() nvme.IdentifyController {
 		SerialNumber:     c.s.serial,
 		ModelNumber:      c.s.model,
 		FirmwareRevision: o.FirmwareRevision,
-		MDTS:             uint8(bits.TrailingZeros32(o.MDTS / 4096)),
+		MDTS:             uint8(bits.TrailingZeros32(c.port.MDTS / 4096)),
 		CNTLID:           c.id,
 		Version:          nvme.MakeVS(1, 3, 0),
 		CTRATT:           1, // 128-bit host identifier
@@ -171,7 +171,7 @@ func (c *Controller) identify() nvme.IdentifyController {
 	id.FRMW = 1<<1 | 1 // one slot, read-only
 	id.SQES = 0x66
 	id.CQES = 0x44
-	id.MAXCMD = uint16(o.MaxQueueDepth)
+	id.MAXCMD = uint16(c.port.MaxQueueDepth)
 	id.NN = c.s.nn()
 	id.ONCS = 1<<2 | 1<<3 // Dataset Management, Write Zeroes
 	id.VWC = 1
@@ -319,7 +319,7 @@ func handleSetFeatures(r *Request) nvme.Status {
 			return r.invalidField(locCDW11)
 		}
 		n := uint32(max(nsqr, ncqr)) + 1
-		n = min(n, uint32(c.s.t.opts.MaxIOQueues))
+		n = min(n, uint32(c.port.MaxIOQueues))
 		c.mu.Lock()
 		c.nrIOQ = uint16(n)
 		c.nrIOQSet = true
@@ -394,7 +394,7 @@ func handleGetFeatures(r *Request) nvme.Status {
 	defer c.mu.Unlock()
 	switch fid {
 	case nvme.FeatNumberOfQueues:
-		n := uint32(c.s.t.opts.MaxIOQueues)
+		n := uint32(c.port.MaxIOQueues)
 		if current {
 			n = uint32(c.nrIOQ)
 		}

@@ -160,7 +160,7 @@ func handleConnect(r *Request) nvme.Status {
 		t.stats.rejects.Add(1)
 		return connectInvalid(r, false, ipoSQEQID)
 	}
-	if sqsize+1 > t.opts.MaxQueueDepth {
+	if sqsize+1 > q.port.MaxQueueDepth {
 		t.stats.rejects.Add(1)
 		return connectInvalid(r, false, ipoSQESQSize)
 	}

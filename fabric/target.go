@@ -13,14 +13,9 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
-// Options are the controller limits every transport honours.
+// Options configure the target. The limits that depend on the transport
+// (MDTS, queue sizes) are the transport's: see TransportLimits.
 type Options struct {
-	// MDTS is the largest data transfer in bytes: 4096 * 2^n.
-	MDTS uint32
-	// MaxQueueDepth is the most entries of an I/O queue (CAP.MQES+1).
-	MaxQueueDepth uint32
-	// MaxIOQueues is the most I/O queues one controller grants.
-	MaxIOQueues uint16
 	// KATOMax caps the keep-alive timeout a host may ask for.
 	KATOMax time.Duration
 	// FirmwareRevision is reported in Identify Controller.
@@ -29,8 +24,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Controller defaults, used when a caller leaves a limit unset. The RDMA
-// transport and the configuration (package config) take theirs from here.
+// Controller defaults, used when a transport or caller leaves a limit
+// unset. The RDMA transport and the configuration (package config) take
+// theirs from here.
 const (
 	DefaultMDTS          = 1 << 20
 	DefaultMaxQueueDepth = 128
@@ -45,15 +41,6 @@ const (
 const AdminQueueDepth = 32
 
 func (o *Options) setDefaults() {
-	if o.MDTS == 0 {
-		o.MDTS = DefaultMDTS
-	}
-	if o.MaxQueueDepth == 0 {
-		o.MaxQueueDepth = DefaultMaxQueueDepth
-	}
-	if o.MaxIOQueues == 0 {
-		o.MaxIOQueues = DefaultMaxIOQueues
-	}
 	if o.KATOMax == 0 {
 		o.KATOMax = DefaultKATOMax
 	}
@@ -163,8 +150,14 @@ func (t *Target) Subsystems() []*Subsystem {
 	return out
 }
 
-// AddPort starts listening on p with tr. The port's ID is assigned here.
+// AddPort starts listening on p with tr. The port's ID is assigned here,
+// and its limits are read from tr (see Limiter).
 func (t *Target) AddPort(tr Transport, p *Port) error {
+	lim, err := limitsOf(tr)
+	if err != nil {
+		return fmt.Errorf("listen %s %s:%s: %w", tr.Name(), p.Address, p.Service, err)
+	}
+	p.TransportLimits = lim
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()

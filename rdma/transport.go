@@ -149,6 +149,9 @@ func (c *Config) validate() error {
 	if c.MaxQueueDepth < QueueDepthMin || c.MaxQueueDepth > QueueDepthMax {
 		errs = append(errs, fmt.Errorf("max queue depth %d: want %d..%d", c.MaxQueueDepth, QueueDepthMin, QueueDepthMax))
 	}
+	if c.MaxIOQueueID < IOQueuesMin || c.MaxIOQueueID > IOQueuesMax {
+		errs = append(errs, fmt.Errorf("max I/O queue ID %d: want %d..%d", c.MaxIOQueueID, IOQueuesMin, IOQueuesMax))
+	}
 	if c.IOUnitSize < IOUnitSizeMin || c.IOUnitSize&(c.IOUnitSize-1) != 0 {
 		errs = append(errs, fmt.Errorf("io unit size %d: want a power of two >= %d", c.IOUnitSize, IOUnitSizeMin))
 	}
@@ -219,6 +222,20 @@ func New(cfg Config) (*Transport, error) {
 // Name is "rdma".
 func (t *Transport) Name() string { return "rdma" }
 
+// Limits implements fabric.Limiter: fabric sizes the controllers of rdma
+// ports from the transport's own configuration.
+func (t *Transport) Limits() fabric.TransportLimits { return t.cfg.Limits() }
+
+// Limits are the controller limits c gives its ports.
+func (c Config) Limits() fabric.TransportLimits {
+	return fabric.TransportLimits{
+		MDTS:              c.MDTS,
+		MaxQueueDepth:     uint32(c.MaxQueueDepth),
+		MaxIOQueues:       uint16(c.MaxIOQueueID),
+		InCapsuleDataSize: c.InCapsuleDataSize,
+	}
+}
+
 // Stats returns the live counters.
 func (t *Transport) Stats() *Stats { return &t.stats }
 
@@ -242,7 +259,6 @@ func (t *Transport) Listen(tgt *fabric.Target, p *fabric.Port) (fabric.Listener,
 	}
 	// Reliable connected QPs, no particular provider, rdma_cm (NVMe-oF §7.3).
 	p.TSAS = nvme.RDMATSAS(1, 1, 1, 0)
-	p.InCapsuleDataSize = t.cfg.InCapsuleDataSize
 	l, err := t.listen(tgt, p, ip, port)
 	if err != nil {
 		return nil, err

@@ -73,10 +73,8 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	slog.SetDefault(log)
 	raiseMemlock(log)
 
+	rcfg := rdmaConfig(cfg.RDMA, log)
 	tgt := fabric.NewTarget(fabric.Options{
-		MDTS:             uint32(cfg.RDMA.MDTS),
-		MaxQueueDepth:    uint32(cfg.RDMA.MaxQueueDepth),
-		MaxIOQueues:      uint16(cfg.RDMA.MaxIOQueues),
 		KATOMax:          cfg.Controller.KeepAliveTimeoutMax,
 		FirmwareRevision: firmwareRevision(),
 		Logger:           log,
@@ -88,28 +86,14 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	}
 
 	var rt *rdma.Transport
-	loop := fabric.NewLoopTransport()
+	loop := fabric.NewLoopTransport(loopLimits(rcfg))
 	for i, p := range cfg.Ports {
 		var tr fabric.Transport
 		switch p.Transport {
 		case "rdma":
 			if rt == nil {
 				var err error
-				rt, err = rdma.New(rdma.Config{
-					InCapsuleDataSize:  uint32(cfg.RDMA.InCapsuleDataSize),
-					MaxQueueDepth:      cfg.RDMA.MaxQueueDepth,
-					MaxIOQueueID:       cfg.RDMA.MaxIOQueues,
-					MaxQueues:          cfg.RDMA.MaxQueues,
-					MDTS:               uint32(cfg.RDMA.MDTS),
-					IOUnitSize:         uint32(cfg.RDMA.IOUnitSize),
-					BufferPoolSize:     uint64(cfg.RDMA.BufferPoolSize),
-					Pollers:            cfg.RDMA.Pollers,
-					PollIdle:           cfg.RDMA.PollIdle,
-					PollNap:            cfg.RDMA.PollNap,
-					SendWithInvalidate: cfg.RDMA.SendWithInvalidate,
-					IOUring:            cfg.RDMA.IOUring,
-					Logger:             log,
-				})
+				rt, err = rdma.New(rcfg)
 				if err != nil {
 					tgt.Close()
 					return err
@@ -198,6 +182,35 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// rdmaConfig is the RDMA transport's configuration. The transport hands
+// fabric the controller limits (MDTS, queue sizes) of its ports itself.
+func rdmaConfig(c config.RDMA, log *slog.Logger) rdma.Config {
+	return rdma.Config{
+		InCapsuleDataSize:  uint32(c.InCapsuleDataSize),
+		MaxQueueDepth:      c.MaxQueueDepth,
+		MaxIOQueueID:       c.MaxIOQueues,
+		MaxQueues:          c.MaxQueues,
+		MDTS:               uint32(c.MDTS),
+		IOUnitSize:         uint32(c.IOUnitSize),
+		BufferPoolSize:     uint64(c.BufferPoolSize),
+		Pollers:            c.Pollers,
+		PollIdle:           c.PollIdle,
+		PollNap:            c.PollNap,
+		SendWithInvalidate: c.SendWithInvalidate,
+		IOUring:            c.IOUring,
+		Logger:             log,
+	}
+}
+
+// loopLimits gives loop ports (for tests) the limits of the rdma ones, as
+// the rdma section has always applied to every port, but no in-capsule
+// data: a loop capsule carries none.
+func loopLimits(rc rdma.Config) fabric.TransportLimits {
+	l := rc.Limits()
+	l.InCapsuleDataSize = 0
+	return l
 }
 
 func ctxDone(ctx context.Context) <-chan struct{} {
