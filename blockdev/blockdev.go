@@ -96,31 +96,65 @@ var (
 // DefaultBlockSize is used when Options.BlockSize is 0.
 const DefaultBlockSize = 512
 
-// Open dispatches on Options.Path: empty selects memory, a block special file
-// a block device, and anything else a regular file (created if missing).
-func Open(o Options) (Device, error) {
-	if o.Path == "" {
-		return newMemory(o.Size, o.BlockSize, o.ReadOnly)
+// Kind names a backend.
+type Kind string
+
+// Backends, as KindOf infers them from a path.
+const (
+	KindMemory Kind = "memory"
+	KindFile   Kind = "file"
+	KindBlock  Kind = "block"
+)
+
+// KindOf infers the backend for path: memory for an empty path, block for a
+// block special file, file for anything else, including a path that does
+// not exist yet (OpenFile creates it). A stat failure other than
+// fs.ErrNotExist is returned along with KindFile.
+func KindOf(path string) (Kind, error) {
+	if path == "" {
+		return KindMemory, nil
 	}
-	st, err := os.Stat(o.Path)
+	st, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return OpenFile(o)
+		return KindFile, nil
 	case err != nil:
-		return nil, fmt.Errorf("open %s: %w", o.Path, err)
+		return KindFile, err
 	case st.Mode()&fs.ModeDevice != 0 && st.Mode()&fs.ModeCharDevice == 0:
-		return OpenBlockDevice(o)
-	default:
-		return OpenFile(o)
+		return KindBlock, nil
 	}
+	return KindFile, nil
+}
+
+// Open dispatches on Options.Path as KindOf infers it: empty selects
+// memory, a block special file a block device, and anything else a regular
+// file (created if missing).
+func Open(o Options) (Device, error) {
+	k, err := KindOf(o.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", o.Path, err)
+	}
+	switch k {
+	case KindMemory:
+		return newMemory(o.Size, o.BlockSize, o.ReadOnly)
+	case KindBlock:
+		return OpenBlockDevice(o)
+	}
+	return OpenFile(o)
+}
+
+// ValidBlockSize reports whether files and memory support the logical
+// block size bs.
+func ValidBlockSize(bs uint32) bool {
+	return bs == 512 || bs == 4096
 }
 
 // checkBlockSize validates a block size for files and memory.
 func checkBlockSize(bs uint32) (uint32, error) {
-	switch bs {
-	case 0:
+	switch {
+	case bs == 0:
 		return DefaultBlockSize, nil
-	case 512, 4096:
+	case ValidBlockSize(bs):
 		return bs, nil
 	}
 	return 0, fmt.Errorf("block size %d: must be 512 or 4096: %w", bs, ErrInvalidArgument)

@@ -10,13 +10,15 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
-	"io/fs"
-	"os"
 	"reflect"
 	"strings"
 	"time"
 
 	"github.com/spf13/viper"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 )
 
 // Config is the whole target configuration.
@@ -44,19 +46,20 @@ type Subsystem struct {
 	NQN          string   `mapstructure:"nqn"`
 	AllowAnyHost bool     `mapstructure:"allow_any_host"`
 	Hosts        []string `mapstructure:"hosts"`
-	// Serial defaults to the first 20 hex digits of sha256(NQN), so it is
-	// stable across restarts and distinct between subsystems.
+	// Serial defaults to fabric.DefaultSerial(NQN): the first 20 hex
+	// digits of sha256(NQN), stable across restarts and distinct between
+	// subsystems.
 	Serial string `mapstructure:"serial"`
-	// Model defaults to "nvmeof-tgt".
+	// Model defaults to fabric.DefaultModel, "nvmeof-tgt".
 	Model      string      `mapstructure:"model"`
 	Namespaces []Namespace `mapstructure:"namespaces"`
 }
 
-// Backend names.
+// Backend names, those of blockdev.KindOf.
 const (
-	BackendFile   = "file"
-	BackendBlock  = "block"
-	BackendMemory = "memory"
+	BackendFile   = string(blockdev.KindFile)
+	BackendBlock  = string(blockdev.KindBlock)
+	BackendMemory = string(blockdev.KindMemory)
 )
 
 // Namespace is one namespace of a subsystem and its backing store.
@@ -81,31 +84,34 @@ type Namespace struct {
 
 // Values of the auto/on/off keys (rdma.send_with_invalidate, rdma.io_uring).
 const (
-	ModeAuto = "auto"
-	ModeOn   = "on"
-	ModeOff  = "off"
+	ModeAuto = rdma.ModeAuto
+	ModeOn   = rdma.ModeOn
+	ModeOff  = rdma.ModeOff
 )
 
-// RDMA sizes the RDMA transport.
+// RDMA sizes the RDMA transport. Defaults and bounds are the rdma
+// package's (rdma.Default*, rdma.*Min, rdma.*Max) and fabric's
+// (fabric.DefaultMDTS, DefaultMaxQueueDepth, DefaultMaxIOQueues);
+// deploy/config.example.yaml lists their values.
 type RDMA struct {
-	InCapsuleDataSize  Bytes         `mapstructure:"in_capsule_data_size"` // default 8KiB, 0..16KiB, multiple of 16
-	MaxQueueDepth      int           `mapstructure:"max_queue_depth"`      // I/O queue entries, default 128, 16..1024
-	MaxIOQueues        int           `mapstructure:"max_io_queues"`        // per controller, default 16, 1..128
-	MaxQueues          int           `mapstructure:"max_queues"`           // admin+I/O queues of all hosts per device, sizes the registered pools, default 64, 2..4096
-	MDTS               Bytes         `mapstructure:"mdts"`                 // maximum data transfer, default 1MiB, power of two 4KiB..16MiB
-	IOUnitSize         Bytes         `mapstructure:"io_unit_size"`         // data buffer chunk, default 64KiB, power of two 4KiB..MDTS
-	BufferPoolSize     Bytes         `mapstructure:"buffer_pool_size"`     // registered data buffer memory per device, default 64MiB, >= MDTS
-	Pollers            int           `mapstructure:"pollers"`              // completion pollers per device, default 1, 1..64
-	PollIdle           time.Duration `mapstructure:"poll_idle"`            // busy-poll at least this long before sleeping (adapts up to 2ms), default 200us, 0..1s
-	PollNap            time.Duration `mapstructure:"poll_nap"`             // pause between empty polls, default 20us, 0 (spin) ..1ms
-	SendWithInvalidate string        `mapstructure:"send_with_invalidate"` // "auto" (default), "on" or "off"
-	IOUring            string        `mapstructure:"io_uring"`             // file/block I/O on the pollers' io_uring: "auto" (default), "on" or "off"
+	InCapsuleDataSize  Bytes         `mapstructure:"in_capsule_data_size"` // multiple of 16
+	MaxQueueDepth      int           `mapstructure:"max_queue_depth"`      // I/O queue entries
+	MaxIOQueues        int           `mapstructure:"max_io_queues"`        // per controller
+	MaxQueues          int           `mapstructure:"max_queues"`           // admin+I/O queues of all hosts per device, sizes the registered pools
+	MDTS               Bytes         `mapstructure:"mdts"`                 // maximum data transfer, a power of two
+	IOUnitSize         Bytes         `mapstructure:"io_unit_size"`         // data buffer chunk, a power of two up to MDTS
+	BufferPoolSize     Bytes         `mapstructure:"buffer_pool_size"`     // registered data buffer memory per device, >= MDTS
+	Pollers            int           `mapstructure:"pollers"`              // completion pollers per device
+	PollIdle           time.Duration `mapstructure:"poll_idle"`            // busy-poll at least this long before sleeping (adapts up to 2ms)
+	PollNap            time.Duration `mapstructure:"poll_nap"`             // pause between empty polls, 0 spins
+	SendWithInvalidate string        `mapstructure:"send_with_invalidate"` // ModeAuto, ModeOn or ModeOff
+	IOUring            string        `mapstructure:"io_uring"`             // file/block I/O on the pollers' io_uring: ModeAuto, ModeOn or ModeOff
 }
 
 // Controller bounds per-controller behaviour.
 type Controller struct {
 	// KeepAliveTimeoutMax caps the KATO a host may ask for in Connect.
-	// Default 2m, at least 1s.
+	// Default fabric.DefaultKATOMax, at least 1s.
 	KeepAliveTimeoutMax time.Duration `mapstructure:"kato_max"`
 }
 
@@ -128,8 +134,8 @@ type Log struct {
 // lists.
 const (
 	defaultPort      = 4420
-	defaultModel     = "nvmeof-tgt"
-	defaultBlockSize = 512
+	defaultModel     = fabric.DefaultModel
+	defaultBlockSize = blockdev.DefaultBlockSize
 )
 
 // scalarDefaults holds every key outside the ports and subsystems lists.
@@ -140,19 +146,19 @@ var scalarDefaults = []struct {
 	key string
 	val any
 }{
-	{"rdma.in_capsule_data_size", 8 * KiB},
-	{"rdma.max_queue_depth", 128},
-	{"rdma.max_io_queues", 16},
-	{"rdma.max_queues", 64},
-	{"rdma.mdts", 1 * MiB},
-	{"rdma.io_unit_size", 64 * KiB},
-	{"rdma.buffer_pool_size", 64 * MiB},
-	{"rdma.pollers", 1},
-	{"rdma.poll_idle", 200 * time.Microsecond},
-	{"rdma.poll_nap", 20 * time.Microsecond},
-	{"rdma.send_with_invalidate", ModeAuto},
-	{"rdma.io_uring", ModeAuto},
-	{"controller.kato_max", 2 * time.Minute},
+	{"rdma.in_capsule_data_size", Bytes(rdma.DefaultInCapsuleDataSize)},
+	{"rdma.max_queue_depth", fabric.DefaultMaxQueueDepth},
+	{"rdma.max_io_queues", fabric.DefaultMaxIOQueues},
+	{"rdma.max_queues", rdma.DefaultMaxQueues},
+	{"rdma.mdts", Bytes(fabric.DefaultMDTS)},
+	{"rdma.io_unit_size", Bytes(rdma.DefaultIOUnitSize)},
+	{"rdma.buffer_pool_size", Bytes(rdma.DefaultBufferPoolSize)},
+	{"rdma.pollers", rdma.DefaultPollers},
+	{"rdma.poll_idle", rdma.DefaultPollIdle},
+	{"rdma.poll_nap", rdma.DefaultPollNap},
+	{"rdma.send_with_invalidate", rdma.DefaultMode},
+	{"rdma.io_uring", rdma.DefaultMode},
+	{"controller.kato_max", fabric.DefaultKATOMax},
 	{"metrics.listen", "127.0.0.1:9771"},
 	{"metrics.pprof", false},
 	{"log.level", "info"},
@@ -308,7 +314,7 @@ func (c *Config) ApplyDefaults() {
 	for i := range c.Subsystems {
 		s := &c.Subsystems[i]
 		if s.Serial == "" {
-			s.Serial = defaultSerial(s.NQN)
+			s.Serial = fabric.DefaultSerial(s.NQN)
 		}
 		if s.Model == "" {
 			s.Model = defaultModel
@@ -327,13 +333,10 @@ func (c *Config) ApplyDefaults() {
 	c.Log.Format = strings.ToLower(c.Log.Format)
 }
 
-// inferBackend picks a backend for a namespace that names none.
+// inferBackend picks a backend for a namespace that names none, as
+// blockdev.Open would. A path that cannot be stated yet is a file:
+// Validate reports why it cannot be used.
 func inferBackend(path string) string {
-	if path == "" {
-		return BackendMemory
-	}
-	if st, err := os.Stat(path); err == nil && st.Mode()&fs.ModeDevice != 0 && st.Mode()&fs.ModeCharDevice == 0 {
-		return BackendBlock
-	}
-	return BackendFile
+	k, _ := blockdev.KindOf(path)
+	return string(k)
 }

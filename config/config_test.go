@@ -1,13 +1,19 @@
 package config
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 )
 
 // exampleYAML is the example from the design brief.
@@ -89,7 +95,7 @@ func TestLoadExample(t *testing.T) {
 	wantSubs := []Subsystem{{
 		NQN:          "nqn.2026-11.io.example:disk1",
 		AllowAnyHost: true,
-		Serial:       defaultSerial("nqn.2026-11.io.example:disk1"),
+		Serial:       fabric.DefaultSerial("nqn.2026-11.io.example:disk1"),
 		Model:        "nvmeof-tgt",
 		Namespaces: []Namespace{
 			{NSID: 1, Backend: "file", Path: "/var/lib/nvmeof-tgt/disk1.img", Size: 1 * GiB, BlockSize: 512},
@@ -250,8 +256,10 @@ func TestLoadDefault(t *testing.T) {
 	}
 }
 
-// TestExampleFile keeps deploy/config.example.yaml loadable and its values
-// in step with the built-in defaults it documents.
+// TestExampleFile keeps deploy/config.example.yaml, which claims to show
+// every key with its default, in step with the code: it loads, it shows
+// every key the code knows and none it does not, every scalar key is set
+// to the default the code uses, and every "default X" comment agrees.
 func TestExampleFile(t *testing.T) {
 	path := filepath.Join("..", "deploy", "config.example.yaml")
 	if _, err := os.Stat(path); err != nil {
@@ -273,6 +281,117 @@ func TestExampleFile(t *testing.T) {
 	if c.RDMA != wantDefaults.RDMA || c.Controller != wantDefaults.Controller ||
 		c.Metrics != wantDefaults.Metrics || c.Log != wantDefaults.Log {
 		t.Errorf("example's scalar sections = %+v %+v %+v %+v, want defaults %+v", c.RDMA, c.Controller, c.Metrics, c.Log, wantDefaults)
+	}
+
+	// The defaults the code applies to a file that sets no scalar key.
+	def, err := loadYAML([]byte(minimalYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := []struct {
+		name      string
+		got, want any
+	}{
+		{"rdma", c.RDMA, def.RDMA},
+		{"controller", c.Controller, def.Controller},
+		{"metrics", c.Metrics, def.Metrics},
+		{"log", c.Log, def.Log},
+	}
+	for _, s := range sections {
+		if s.got != s.want {
+			t.Errorf("example's %s = %+v, the code's defaults are %+v", s.name, s.got, s.want)
+		}
+	}
+
+	// Every scalar key is set (not just mentioned in a comment), and the
+	// file sets no key the code does not know, at any depth.
+	v := newViper()
+	if err := v.ReadConfig(bytes.NewReader(text)); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range scalarDefaults {
+		if !v.InConfig(d.key) {
+			t.Errorf("example does not set %s", d.key)
+		}
+	}
+	checkKnownKeys(t, "", v.AllSettings(), reflect.TypeFor[Config]())
+
+	// A scalar key's "default X" comment names the value on its line, so
+	// neither can drift from the other.
+	line := regexp.MustCompile(`^\s*(\w+):\s*(\S+)\s*#\s*default (\S+?)[;,.]?(\s|$)`)
+	section := ""
+	commented := map[string]bool{}
+	for i, l := range strings.Split(string(text), "\n") {
+		if m := regexp.MustCompile(`^(\w+):`).FindStringSubmatch(l); m != nil {
+			section = m[1]
+		}
+		m := line.FindStringSubmatch(l)
+		if m == nil || section == "ports" || section == "subsystems" {
+			continue
+		}
+		commented[section+"."+m[1]] = true
+		if m[2] != m[3] {
+			t.Errorf("example line %d: %s.%s is %s but its comment says default %s", i+1, section, m[1], m[2], m[3])
+		}
+	}
+	for _, d := range scalarDefaults {
+		if !commented[d.key] {
+			t.Errorf("example does not mark %s's value as the default (\"# default ...\")", d.key)
+		}
+	}
+
+	// Defaults inside the lists, which the example documents in comments.
+	elementDefaults := []struct {
+		key  string
+		want string
+	}{
+		{"port", strconv.Itoa(defaultPort)},
+		{"model", defaultModel},
+		{"block_size", strconv.Itoa(defaultBlockSize)},
+	}
+	for _, d := range elementDefaults {
+		re := regexp.MustCompile(`(?m)^\s*(- )?` + d.key + `:[^#\n]*#[^\n]*\bdefault\b[^\n]*`)
+		l := re.FindString(string(text))
+		if l == "" {
+			t.Errorf("example does not document the default of %s", d.key)
+			continue
+		}
+		if !regexp.MustCompile(`(^|\W)` + regexp.QuoteMeta(d.want) + `(\W|$)`).MatchString(l[strings.Index(l, "#"):]) {
+			t.Errorf("example's comment on %s does not name the default %s: %q", d.key, d.want, l)
+		}
+	}
+}
+
+// checkKnownKeys reports keys of the decoded YAML m that no field of t
+// (by mapstructure tag) takes, descending into sections and lists.
+func checkKnownKeys(t *testing.T, prefix string, m map[string]any, typ reflect.Type) {
+	t.Helper()
+	fields := map[string]reflect.Type{}
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		fields[f.Tag.Get("mapstructure")] = f.Type
+	}
+	for k, val := range m {
+		ft, ok := fields[k]
+		if !ok {
+			t.Errorf("example sets %s%s, which the code does not know", prefix, k)
+			continue
+		}
+		switch val := val.(type) {
+		case map[string]any:
+			if ft.Kind() == reflect.Struct {
+				checkKnownKeys(t, prefix+k+".", val, ft)
+			}
+		case []any:
+			if ft.Kind() != reflect.Slice || ft.Elem().Kind() != reflect.Struct {
+				continue
+			}
+			for i, e := range val {
+				if em, ok := e.(map[string]any); ok {
+					checkKnownKeys(t, fmt.Sprintf("%s%s[%d].", prefix, k, i), em, ft.Elem())
+				}
+			}
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package config
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -35,12 +34,4 @@ func (n Namespace) NGUID(subnqn string) [16]byte {
 	var g [16]byte
 	copy(g[:], sum[:16])
 	return g
-}
-
-// defaultSerial derives a serial number from the NQN: the first 20 hex
-// digits of its SHA-256, which fill the 20-byte SN field of Identify
-// Controller.
-func defaultSerial(nqn string) string {
-	sum := sha256.Sum256([]byte(nqn))
-	return hex.EncodeToString(sum[:])[:20]
 }

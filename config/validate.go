@@ -17,6 +17,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 )
 
 // FieldError is one problem found by Validate. Validate joins all of them
@@ -166,7 +170,7 @@ func (c *Config) validateSubsystems(p *problems) {
 func (n Namespace) validate(p *problems, k string) {
 	bs, bsOK := n.BlockSize, true
 	switch {
-	case bs == 512 || bs == 4096:
+	case blockdev.ValidBlockSize(bs):
 	case bs == 0 && n.Backend == BackendBlock:
 		bs = 512 // the device's own block size is at least 512
 	default:
@@ -228,26 +232,27 @@ func unwrapPathError(err error) error {
 	return err
 }
 
+// validate checks the bounds the rdma package defines (rdma.*Min, *Max).
 func (r RDMA) validate(p *problems) {
 	// Identify Controller reports the capsule size (IOCCSZ) in 16-byte
 	// units, so only multiples of 16 can be advertised.
-	if r.InCapsuleDataSize > 16*KiB || r.InCapsuleDataSize%16 != 0 {
-		p.add("rdma.in_capsule_data_size", "%s: want a multiple of 16 in 0..16KiB", r.InCapsuleDataSize)
+	if r.InCapsuleDataSize > rdma.InCapsuleDataSizeMax || r.InCapsuleDataSize%16 != 0 {
+		p.add("rdma.in_capsule_data_size", "%s: want a multiple of 16 in 0..%s", r.InCapsuleDataSize, Bytes(rdma.InCapsuleDataSizeMax))
 	}
-	checkRange(p, "rdma.max_queue_depth", r.MaxQueueDepth, 16, 1024)
-	checkRange(p, "rdma.max_io_queues", r.MaxIOQueues, 1, 128)
-	checkRange(p, "rdma.max_queues", r.MaxQueues, 2, 4096)
-	checkRange(p, "rdma.pollers", r.Pollers, 1, 64)
+	checkRange(p, "rdma.max_queue_depth", r.MaxQueueDepth, rdma.QueueDepthMin, rdma.QueueDepthMax)
+	checkRange(p, "rdma.max_io_queues", r.MaxIOQueues, rdma.IOQueuesMin, rdma.IOQueuesMax)
+	checkRange(p, "rdma.max_queues", r.MaxQueues, rdma.QueuesMin, rdma.QueuesMax)
+	checkRange(p, "rdma.pollers", r.Pollers, rdma.PollersMin, rdma.PollersMax)
 
 	// MDTS is reported as a power of two in units of the 4KiB minimum
 	// memory page size (Identify Controller byte 77).
-	mdtsOK := r.MDTS.isPow2() && r.MDTS >= 4*KiB && r.MDTS <= 16*MiB
+	mdtsOK := r.MDTS.isPow2() && r.MDTS >= rdma.MDTSMin && r.MDTS <= rdma.MDTSMax
 	if !mdtsOK {
-		p.add("rdma.mdts", "%s: want a power of two in 4KiB..16MiB", r.MDTS)
+		p.add("rdma.mdts", "%s: want a power of two in %s..%s", r.MDTS, Bytes(rdma.MDTSMin), Bytes(rdma.MDTSMax))
 	}
 	switch {
-	case !r.IOUnitSize.isPow2() || r.IOUnitSize < 4*KiB:
-		p.add("rdma.io_unit_size", "%s: want a power of two of at least 4KiB", r.IOUnitSize)
+	case !r.IOUnitSize.isPow2() || r.IOUnitSize < rdma.IOUnitSizeMin:
+		p.add("rdma.io_unit_size", "%s: want a power of two of at least %s", r.IOUnitSize, Bytes(rdma.IOUnitSizeMin))
 	case mdtsOK && r.IOUnitSize > r.MDTS:
 		p.add("rdma.io_unit_size", "%s is larger than rdma.mdts %s", r.IOUnitSize, r.MDTS)
 	}
@@ -255,11 +260,11 @@ func (r RDMA) validate(p *problems) {
 		// One maximal transfer must fit, or it could never be served.
 		p.add("rdma.buffer_pool_size", "%s is smaller than rdma.mdts %s", r.BufferPoolSize, r.MDTS)
 	}
-	if r.PollIdle < 0 || r.PollIdle > time.Second {
-		p.add("rdma.poll_idle", "%s: want 0..1s", r.PollIdle)
+	if r.PollIdle < 0 || r.PollIdle > rdma.PollIdleMax {
+		p.add("rdma.poll_idle", "%s: want 0..%s", r.PollIdle, rdma.PollIdleMax)
 	}
-	if r.PollNap < 0 || r.PollNap > time.Millisecond {
-		p.add("rdma.poll_nap", "%s: want 0..1ms", r.PollNap)
+	if r.PollNap < 0 || r.PollNap > rdma.PollNapMax {
+		p.add("rdma.poll_nap", "%s: want 0..%s", r.PollNap, rdma.PollNapMax)
 	}
 	checkMode(p, "rdma.send_with_invalidate", r.SendWithInvalidate)
 	checkMode(p, "rdma.io_uring", r.IOUring)
@@ -315,12 +320,8 @@ func (l Log) validate(p *problems) {
 	}
 }
 
-// NVMe Qualified Names, as the base specification defines them.
-const (
-	maxNQNLen     = 223
-	discoveryNQN  = "nqn.2014-08.org.nvmexpress.discovery"
-	uuidNQNPrefix = "nqn.2014-08.org.nvmexpress:uuid:"
-)
+// uuidNQNPrefix starts the second NQN form (NVMe base §4.5).
+const uuidNQNPrefix = "nqn.2014-08.org.nvmexpress:uuid:"
 
 // nqnRE is the first NQN form: nqn.yyyy-mm.reverse-domain:name.
 var nqnRE = regexp.MustCompile(`^nqn\.[0-9]{4}-(0[1-9]|1[0-2])\.` +
@@ -330,9 +331,9 @@ func checkNQN(s string) error {
 	switch {
 	case s == "":
 		return errors.New("empty NQN")
-	case len(s) > maxNQNLen:
-		return fmt.Errorf("NQN is %d bytes, more than %d", len(s), maxNQNLen)
-	case s == discoveryNQN:
+	case len(s) > nvme.MaxNQNLength:
+		return fmt.Errorf("NQN is %d bytes, more than %d", len(s), nvme.MaxNQNLength)
+	case s == nvme.DiscoveryNQN:
 		return fmt.Errorf("%q is reserved for the discovery subsystem", s)
 	case !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsControl):
 		return fmt.Errorf("%q has invalid UTF-8 or control characters", s)

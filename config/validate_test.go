@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 )
 
 // validConfig returns the brief's example, loaded and valid.
@@ -298,10 +300,10 @@ func TestApplyDefaults(t *testing.T) {
 		t.Errorf("configured serial/model overwritten: %q %q", s.Serial, s.Model)
 	}
 	y := c.Subsystems[1]
-	if y.Serial != defaultSerial(y.NQN) || len(y.Serial) != 20 || y.Model != "nvmeof-tgt" {
+	if y.Serial != fabric.DefaultSerial(y.NQN) || len(y.Serial) != 20 || y.Model != "nvmeof-tgt" {
 		t.Errorf("defaults not applied: %q %q", y.Serial, y.Model)
 	}
-	if defaultSerial("a") == defaultSerial("b") {
+	if fabric.DefaultSerial("a") == fabric.DefaultSerial("b") {
 		t.Error("serials of different NQNs collide")
 	}
 	wantBackend := []string{"memory", "file", "file", "block", "memory"}

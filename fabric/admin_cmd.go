@@ -42,7 +42,7 @@ func (c *Controller) parseAdmin(r *Request) nvme.Status {
 // parseGetLogPage sizes a Get Log Page transfer and binds h.
 func (c *Controller) parseGetLogPage(r *Request, h handler) nvme.Status {
 	n := uint64(r.Cmd.LogPageNumDwords()) * 4
-	if n > uint64(c.s.t.opts.MDTS) {
+	if n > uint64(c.port.MDTS) {
 		return r.invalidField(nvme.ErrLocCDW10)
 	}
 	r.DataLen, r.Dir, r.handle = uint32(n), DirCtrlToHost, h
@@ -130,7 +130,7 @@ func (c *Controller) identifyCommon() nvme.IdentifyController {
 		SerialNumber:     c.s.serial,
 		ModelNumber:      c.s.model,
 		FirmwareRevision: o.FirmwareRevision,
-		MDTS:             uint8(bits.TrailingZeros32(o.MDTS / 4096)),
+		MDTS:             uint8(bits.TrailingZeros32(c.port.MDTS / 4096)),
 		CNTLID:           c.id,
 		Version:          nvme.Version1_3,
 		CTRATT:           nvme.CTRATTHostID128,
@@ -149,7 +149,6 @@ func (c *Controller) identifyCommon() nvme.IdentifyController {
 
 // identify builds Identify Controller for an NVM controller.
 func (c *Controller) identify() nvme.IdentifyController {
-	o := c.s.t.opts
 	id := c.identifyCommon()
 	id.CNTRLTYPE = nvme.ControllerTypeIO
 	id.RAB = 6
@@ -159,7 +158,7 @@ func (c *Controller) identify() nvme.IdentifyController {
 	id.FRMW = 1<<nvme.FRMWSlotsShift | nvme.FRMWSlot1ReadOnly // one slot, read-only
 	id.SQES = nvme.QueueEntrySizes(nvme.CommandSizeShift)
 	id.CQES = nvme.QueueEntrySizes(nvme.CompletionSizeShift)
-	id.MAXCMD = uint16(o.MaxQueueDepth)
+	id.MAXCMD = uint16(c.port.MaxQueueDepth)
 	id.NN = uint32(c.s.nn())
 	id.ONCS = nvme.ONCSDSM | nvme.ONCSWriteZeroes
 	id.VWC = nvme.VWCPresent
@@ -299,7 +298,7 @@ func handleSetFeatures(r *Request) nvme.Status {
 			return r.invalidField(nvme.ErrLocCDW11)
 		}
 		n := uint32(max(nsqr, ncqr)) + 1
-		n = min(n, uint32(c.s.t.opts.MaxIOQueues))
+		n = min(n, uint32(c.port.MaxIOQueues))
 		c.mu.Lock()
 		c.nrIOQ = uint16(n)
 		c.mu.Unlock()
@@ -370,7 +369,7 @@ func handleGetFeatures(r *Request) nvme.Status {
 	defer c.mu.Unlock()
 	switch fid {
 	case nvme.FeatNumberOfQueues:
-		n := uint32(c.s.t.opts.MaxIOQueues)
+		n := uint32(c.port.MaxIOQueues)
 		if current {
 			n = uint32(c.nrIOQ)
 		}

@@ -30,9 +30,9 @@ func BenchmarkLoopIO(b *testing.B) {
 		{"read-4k-4queues", nvme.OpRead, 4 << 10, 4},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			tgt := NewTarget(Options{MDTS: 1 << 20, MaxQueueDepth: 128, MaxIOQueues: 8})
+			tgt := NewTarget(Options{})
 			defer tgt.Close()
-			lt := NewLoopTransport()
+			lt := NewLoopTransport(TransportLimits{MDTS: 1 << 20, MaxQueueDepth: 128, MaxIOQueues: 8})
 			sub, _ := tgt.AddSubsystem(SubsystemConfig{NQN: testNQN, AllowAnyHost: true})
 			dev, err := blockdev.NewMemory(64<<20, 512)
 			if err != nil {

@@ -70,7 +70,7 @@ func (s *Subsystem) newController(hostNQN string, hostID [16]byte, p *Port, kato
 	c := &Controller{
 		s: s, id: id, hostNQN: hostNQN, hostID: hostID, port: p,
 		log:  s.t.log.With("subnqn", s.nqn, "hostnqn", hostNQN, "cntlid", id),
-		kato: kato, queues: map[nvme.QID]*Queue{}, nrIOQ: s.t.opts.MaxIOQueues,
+		kato: kato, queues: map[nvme.QID]*Queue{}, nrIOQ: p.MaxIOQueues,
 		feat: map[uint8]uint32{}, created: time.Now(),
 	}
 	c.wce.Store(true)
@@ -168,7 +168,7 @@ func (c *Controller) ready() bool {
 
 // cap is the Controller Capabilities property.
 func (c *Controller) capability() nvme.CAP {
-	mqes := uint16(c.s.t.opts.MaxQueueDepth - 1)
+	mqes := uint16(c.port.MaxQueueDepth - 1)
 	if c.isDiscovery() {
 		mqes = AdminQueueDepth - 1
 	}

@@ -183,7 +183,7 @@ func executeIOConnect(r *Request, a *connectArgs) nvme.Status {
 	if a.qid > nvme.QID(nr) {
 		return connectInvalid(r, false, nvme.ErrLocConnectQID)
 	}
-	if a.sqsize > q.t.opts.MaxQueueDepth {
+	if a.sqsize > q.port.MaxQueueDepth {
 		return connectInvalid(r, false, nvme.ErrLocConnectSQSize)
 	}
 	if st := c.addQueue(q, a.qid, a.sqsize); !st.IsSuccess() {

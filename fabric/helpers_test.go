@@ -28,8 +28,8 @@ type rigOpt func(*SubsystemConfig, *NamespaceConfig)
 
 func newRig(t *testing.T, opts ...rigOpt) *rig {
 	t.Helper()
-	tgt := NewTarget(Options{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4})
-	lt := NewLoopTransport()
+	tgt := NewTarget(Options{})
+	lt := NewLoopTransport(TransportLimits{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4})
 	sc := SubsystemConfig{NQN: testNQN, AllowAnyHost: true}
 	dev, err := blockdev.NewMemory(4<<20, 512)
 	if err != nil {

@@ -20,7 +20,7 @@ func (c *Controller) parseIO(r *Request) nvme.Status {
 			return st
 		}
 		n := uint64(r.Cmd.NumBlocks()) << ns.blockShift
-		if n > uint64(c.s.t.opts.MDTS) {
+		if n > uint64(c.port.MDTS) {
 			return r.invalidField(nvme.ErrLocCDW12)
 		}
 		r.DataLen = uint32(n)

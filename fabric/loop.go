@@ -12,17 +12,23 @@ import (
 // submits commands with data in ordinary buffers. It exercises the whole
 // core without hardware, as nvme-loop does for the kernel target.
 type LoopTransport struct {
-	mu    sync.Mutex
-	ports map[string]*loopListener
+	limits TransportLimits
+	mu     sync.Mutex
+	ports  map[string]*loopListener
 }
 
-// NewLoopTransport creates a loop transport.
-func NewLoopTransport() *LoopTransport {
-	return &LoopTransport{ports: map[string]*loopListener{}}
+// NewLoopTransport creates a loop transport whose ports have the limits l;
+// zero fields take fabric's defaults. It carries no in-capsule data, so
+// l.InCapsuleDataSize is only what Identify reports.
+func NewLoopTransport(l TransportLimits) *LoopTransport {
+	return &LoopTransport{limits: l, ports: map[string]*loopListener{}}
 }
 
 // Name is "loop".
 func (lt *LoopTransport) Name() string { return "loop" }
+
+// Limits implements Limiter.
+func (lt *LoopTransport) Limits() TransportLimits { return lt.limits }
 
 type loopListener struct {
 	lt     *LoopTransport

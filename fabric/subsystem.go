@@ -1,6 +1,8 @@
 package fabric
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -48,10 +50,10 @@ func newSubsystem(t *Target, c SubsystemConfig, discovery bool) *Subsystem {
 		namespaces: map[nvme.NSID]*Namespace{}, controllers: map[nvme.CNTLID]*Controller{}, nextCNTLID: 1,
 	}
 	if s.model == "" {
-		s.model = "nvmeof-tgt"
+		s.model = DefaultModel
 	}
 	if s.serial == "" {
-		s.serial = fmt.Sprintf("%016x", hashString(c.NQN))
+		s.serial = DefaultSerial(c.NQN)
 	}
 	for _, h := range c.Hosts {
 		s.hosts[h] = true
@@ -59,15 +61,19 @@ func newSubsystem(t *Target, c SubsystemConfig, discovery bool) *Subsystem {
 	return s
 }
 
-func hashString(s string) uint64 {
-	// FNV-1a: a stable serial number derived from the NQN.
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
+// DefaultSerial derives a serial number from a subsystem NQN: the first 20
+// hex digits of its SHA-256, which fill the 20-byte SN field of Identify
+// Controller and are stable across restarts and distinct between
+// subsystems.
+func DefaultSerial(nqn string) string {
+	sum := sha256.Sum256([]byte(nqn))
+	return hex.EncodeToString(sum[:])[:20]
 }
+
+// discoverySerial is the discovery controller's SN. Hosts have always seen
+// this value (FNV-1a of the discovery NQN), so it stays fixed rather than
+// switching to DefaultSerial.
+const discoverySerial = "eecef49c0e3d1e6d"
 
 // NQN is the subsystem's NQN.
 func (s *Subsystem) NQN() string { return s.nqn }

@@ -13,14 +13,9 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
-// Options are the controller limits every transport honours.
+// Options configure the target. The limits that depend on the transport
+// (MDTS, queue sizes) are the transport's: see TransportLimits.
 type Options struct {
-	// MDTS is the largest data transfer in bytes: 4096 * 2^n.
-	MDTS uint32
-	// MaxQueueDepth is the most entries of an I/O queue (CAP.MQES+1).
-	MaxQueueDepth uint32
-	// MaxIOQueues is the most I/O queues one controller grants.
-	MaxIOQueues uint16
 	// KATOMax caps the keep-alive timeout a host may ask for.
 	KATOMax time.Duration
 	// FirmwareRevision is reported in Identify Controller.
@@ -29,22 +24,25 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Controller defaults, used when a transport or caller leaves a limit
+// unset. The RDMA transport and the configuration (package config) take
+// theirs from here.
+const (
+	DefaultMDTS          = 1 << 20
+	DefaultMaxQueueDepth = 128
+	DefaultMaxIOQueues   = 16
+	DefaultKATOMax       = 2 * time.Minute
+	// DefaultModel is Identify Controller MN when a subsystem sets none.
+	DefaultModel = "nvmeof-tgt"
+)
+
 // AdminQueueDepth is the admin queue's size: the Linux host asks for 32
 // (NVME_AQ_DEPTH).
 const AdminQueueDepth = 32
 
 func (o *Options) setDefaults() {
-	if o.MDTS == 0 {
-		o.MDTS = 1 << 20
-	}
-	if o.MaxQueueDepth == 0 {
-		o.MaxQueueDepth = 128
-	}
-	if o.MaxIOQueues == 0 {
-		o.MaxIOQueues = 16
-	}
 	if o.KATOMax == 0 {
-		o.KATOMax = 2 * time.Minute
+		o.KATOMax = DefaultKATOMax
 	}
 	if o.FirmwareRevision == "" {
 		o.FirmwareRevision = "0.1"
@@ -92,7 +90,7 @@ var ErrClosed = errors.New("fabric: target closed")
 func NewTarget(o Options) *Target {
 	o.setDefaults()
 	t := &Target{opts: o, log: o.Logger, subsystems: map[string]*Subsystem{}, genctr: 1}
-	t.discovery = newSubsystem(t, SubsystemConfig{NQN: nvme.DiscoveryNQN, AllowAnyHost: true, Model: "nvmeof-tgt discovery"}, true)
+	t.discovery = newSubsystem(t, SubsystemConfig{NQN: nvme.DiscoveryNQN, Serial: discoverySerial, AllowAnyHost: true, Model: "nvmeof-tgt discovery"}, true)
 	return t
 }
 
@@ -152,8 +150,14 @@ func (t *Target) Subsystems() []*Subsystem {
 	return out
 }
 
-// AddPort starts listening on p with tr. The port's ID is assigned here.
+// AddPort starts listening on p with tr. The port's ID is assigned here,
+// and its limits are read from tr (see Limiter).
 func (t *Target) AddPort(tr Transport, p *Port) error {
+	lim, err := limitsOf(tr)
+	if err != nil {
+		return fmt.Errorf("listen %s %s:%s: %w", tr.Name(), p.Address, p.Service, err)
+	}
+	p.TransportLimits = lim
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()

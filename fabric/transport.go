@@ -12,12 +12,71 @@
 //	q.Execute(r)             // runs; completes through Conn.QueueResponse exactly once
 package fabric
 
+import (
+	"fmt"
+	"math/bits"
+)
+
 // Transport is one fabric's plug-in point.
 type Transport interface {
 	// Name is the configuration name ("rdma", "loop").
 	Name() string
 	// Listen starts accepting host queues on p, handing them to t.
 	Listen(t *Target, p *Port) (Listener, error)
+}
+
+// Limiter is the optional Transport method that states what the transport
+// can serve, as nvmet's get_mdts and queue size transport ops do. A
+// transport without it gets the Default* limits and no in-capsule data.
+type Limiter interface {
+	Limits() TransportLimits
+}
+
+// TransportLimits are the controller limits of one transport's ports.
+// Target.AddPort reads them from the transport into Port.
+type TransportLimits struct {
+	// MDTS is the largest data transfer in bytes: 4096 * 2^n. 0 means
+	// DefaultMDTS.
+	MDTS uint32
+	// MaxQueueDepth is the most entries of an I/O queue (CAP.MQES+1,
+	// MAXCMD). 0 means DefaultMaxQueueDepth.
+	MaxQueueDepth uint32
+	// MaxIOQueues is the most I/O queues one controller grants, so the
+	// highest I/O queue ID. 0 means DefaultMaxIOQueues.
+	MaxIOQueues uint16
+	// InCapsuleDataSize is the in-capsule data on I/O queues, reported as
+	// IOCCSZ; a multiple of 16, 0 for none.
+	InCapsuleDataSize uint32
+}
+
+// limitsOf returns tr's limits with defaults for what it leaves unset.
+func limitsOf(tr Transport) (TransportLimits, error) {
+	var l TransportLimits
+	if lt, ok := tr.(Limiter); ok {
+		l = lt.Limits()
+	}
+	if l.MDTS == 0 {
+		l.MDTS = DefaultMDTS
+	}
+	if l.MaxQueueDepth == 0 {
+		l.MaxQueueDepth = DefaultMaxQueueDepth
+	}
+	if l.MaxIOQueues == 0 {
+		l.MaxIOQueues = DefaultMaxIOQueues
+	}
+	switch {
+	case l.MDTS < 4096 || bits.OnesCount32(l.MDTS) != 1:
+		// Identify Controller reports MDTS as a power of two in 4KiB units.
+		return l, fmt.Errorf("transport limits: MDTS %d is not 4KiB times a power of two", l.MDTS)
+	case l.MaxQueueDepth < 2 || l.MaxQueueDepth > 1<<16:
+		// CAP.MQES is a 16-bit 0's based count, and a queue of one entry
+		// is always full.
+		return l, fmt.Errorf("transport limits: queue depth %d is not in 2..65536", l.MaxQueueDepth)
+	case l.InCapsuleDataSize%16 != 0:
+		// IOCCSZ is in 16-byte units.
+		return l, fmt.Errorf("transport limits: in-capsule data size %d is not a multiple of 16", l.InCapsuleDataSize)
+	}
+	return l, nil
 }
 
 // Listener is a port a transport is accepting on.
@@ -47,9 +106,8 @@ type Port struct {
 	Address   string // TRADDR
 	Service   string // TRSVCID
 	TSAS      [256]byte
-	// InCapsuleDataSize is the transport's in-capsule data on I/O queues,
-	// reported as IOCCSZ.
-	InCapsuleDataSize uint32
+	// TransportLimits are the transport's, set by Target.AddPort.
+	TransportLimits
 }
 
 // QueueHint carries what the transport learned while connecting the queue.

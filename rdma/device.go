@@ -87,9 +87,9 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 	}
 	d.wrsPerReq = 1 + (int(cfg.MDTS)/d.ioUnit+d.sgePerWR-1)/d.sgePerWR
 	switch cfg.SendWithInvalidate {
-	case "on":
+	case ModeOn:
 		d.sendInv = true
-	case "auto":
+	case ModeAuto:
 		d.sendInv = attr.MemMgtExtensions
 	}
 

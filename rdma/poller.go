@@ -73,10 +73,10 @@ func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
 	maxReqs := cfg.MaxQueues * 2 * d.depth
-	if cfg.IOUring != "off" {
+	if cfg.IOUring != ModeOff {
 		p.io, err = fabric.NewIOContext(ioRingDepth, p.evfd)
 		if err != nil {
-			if cfg.IOUring == "on" {
+			if cfg.IOUring == ModeOn {
 				return nil, fmt.Errorf("io_uring for file and block I/O: %w", err)
 			}
 			p.log.Warn("io_uring unavailable: file and block I/O goes to namespace workers", "err", err)

@@ -53,7 +53,7 @@ type Config struct {
 	// while the host is between I/Os. 0 spins: the lowest latency, for
 	// dedicated cores.
 	PollNap time.Duration
-	// SendWithInvalidate is "auto", "on" or "off".
+	// SendWithInvalidate is ModeAuto, ModeOn or ModeOff.
 	SendWithInvalidate string
 	// IOUring runs file and block-device I/O on an io_uring per poller,
 	// reaped by the poller itself: "auto" (where the kernel allows it),
@@ -63,33 +63,78 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Values of Config.SendWithInvalidate and Config.IOUring.
+const (
+	ModeAuto = "auto"
+	ModeOn   = "on"
+	ModeOff  = "off"
+)
+
+// Defaults of the RDMA sizing. The configuration (package config) takes
+// its rdma.* defaults from here; New applies those whose zero value means
+// nothing. A zero InCapsuleDataSize, PollIdle or PollNap is meaningful (no
+// in-capsule data, never busy-poll, spin), so New leaves those alone.
+const (
+	DefaultInCapsuleDataSize = 8 << 10
+	DefaultMaxQueues         = 64
+	DefaultIOUnitSize        = 64 << 10
+	DefaultBufferPoolSize    = 64 << 20
+	DefaultPollers           = 1
+	DefaultPollIdle          = 200 * time.Microsecond
+	DefaultPollNap           = 20 * time.Microsecond
+	DefaultMode              = ModeAuto
+)
+
+// Bounds of the RDMA sizing, checked by New and, key by key, by config.
+const (
+	// InCapsuleDataSizeMax bounds the receive buffers; the size must also
+	// be a multiple of 16, since Identify Controller reports the capsule
+	// size (IOCCSZ) in 16-byte units.
+	InCapsuleDataSizeMax = 16 << 10
+	QueueDepthMin        = 16
+	QueueDepthMax        = 1024
+	IOQueuesMin          = 1
+	IOQueuesMax          = 128
+	QueuesMin            = 2
+	QueuesMax            = 4096
+	// MDTSMin is one memory page: Identify Controller reports MDTS as a
+	// power of two in units of the 4KiB minimum page size.
+	MDTSMin       = 4 << 10
+	MDTSMax       = 16 << 20
+	IOUnitSizeMin = 4 << 10
+	PollersMin    = 1
+	PollersMax    = 64
+	PollIdleMax   = time.Second
+	PollNapMax    = time.Millisecond
+)
+
 func (c *Config) setDefaults() {
 	if c.MaxQueueDepth == 0 {
-		c.MaxQueueDepth = 128
+		c.MaxQueueDepth = fabric.DefaultMaxQueueDepth
 	}
 	if c.MaxIOQueueID == 0 {
-		c.MaxIOQueueID = 128
+		c.MaxIOQueueID = fabric.DefaultMaxIOQueues
 	}
 	if c.MaxQueues == 0 {
-		c.MaxQueues = 64
+		c.MaxQueues = DefaultMaxQueues
 	}
 	if c.MDTS == 0 {
-		c.MDTS = 1 << 20
+		c.MDTS = fabric.DefaultMDTS
 	}
 	if c.IOUnitSize == 0 {
-		c.IOUnitSize = 64 << 10
+		c.IOUnitSize = DefaultIOUnitSize
 	}
 	if c.BufferPoolSize == 0 {
-		c.BufferPoolSize = 64 << 20
+		c.BufferPoolSize = DefaultBufferPoolSize
 	}
 	if c.Pollers == 0 {
-		c.Pollers = 1
+		c.Pollers = DefaultPollers
 	}
 	if c.SendWithInvalidate == "" {
-		c.SendWithInvalidate = "auto"
+		c.SendWithInvalidate = DefaultMode
 	}
 	if c.IOUring == "" {
-		c.IOUring = "auto"
+		c.IOUring = DefaultMode
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -98,14 +143,17 @@ func (c *Config) setDefaults() {
 
 func (c *Config) validate() error {
 	var errs []error
-	if c.InCapsuleDataSize%16 != 0 || c.InCapsuleDataSize > 16<<10 {
-		errs = append(errs, fmt.Errorf("in-capsule data size %d: want a multiple of 16 up to 16 KiB", c.InCapsuleDataSize))
+	if c.InCapsuleDataSize%16 != 0 || c.InCapsuleDataSize > InCapsuleDataSizeMax {
+		errs = append(errs, fmt.Errorf("in-capsule data size %d: want a multiple of 16 up to %d", c.InCapsuleDataSize, InCapsuleDataSizeMax))
 	}
-	if c.MaxQueueDepth < 2 || c.MaxQueueDepth > 1024 {
-		errs = append(errs, fmt.Errorf("max queue depth %d: want 2..1024", c.MaxQueueDepth))
+	if c.MaxQueueDepth < QueueDepthMin || c.MaxQueueDepth > QueueDepthMax {
+		errs = append(errs, fmt.Errorf("max queue depth %d: want %d..%d", c.MaxQueueDepth, QueueDepthMin, QueueDepthMax))
 	}
-	if c.IOUnitSize < 4096 || c.IOUnitSize&(c.IOUnitSize-1) != 0 {
-		errs = append(errs, fmt.Errorf("io unit size %d: want a power of two >= 4096", c.IOUnitSize))
+	if c.MaxIOQueueID < IOQueuesMin || c.MaxIOQueueID > IOQueuesMax {
+		errs = append(errs, fmt.Errorf("max I/O queue ID %d: want %d..%d", c.MaxIOQueueID, IOQueuesMin, IOQueuesMax))
+	}
+	if c.IOUnitSize < IOUnitSizeMin || c.IOUnitSize&(c.IOUnitSize-1) != 0 {
+		errs = append(errs, fmt.Errorf("io unit size %d: want a power of two >= %d", c.IOUnitSize, IOUnitSizeMin))
 	}
 	if c.MDTS < c.IOUnitSize || c.MDTS%c.IOUnitSize != 0 {
 		errs = append(errs, fmt.Errorf("mdts %d: want a multiple of the io unit size %d", c.MDTS, c.IOUnitSize))
@@ -118,7 +166,7 @@ func (c *Config) validate() error {
 	}
 	for _, m := range []struct{ key, v string }{{"send_with_invalidate", c.SendWithInvalidate}, {"io_uring", c.IOUring}} {
 		switch m.v {
-		case "auto", "on", "off":
+		case ModeAuto, ModeOn, ModeOff:
 		default:
 			errs = append(errs, fmt.Errorf("%s %q: want auto, on or off", m.key, m.v))
 		}
@@ -174,6 +222,20 @@ func New(cfg Config) (*Transport, error) {
 // Name is "rdma".
 func (t *Transport) Name() string { return "rdma" }
 
+// Limits implements fabric.Limiter: fabric sizes the controllers of rdma
+// ports from the transport's own configuration.
+func (t *Transport) Limits() fabric.TransportLimits { return t.cfg.Limits() }
+
+// Limits are the controller limits c gives its ports.
+func (c Config) Limits() fabric.TransportLimits {
+	return fabric.TransportLimits{
+		MDTS:              c.MDTS,
+		MaxQueueDepth:     uint32(c.MaxQueueDepth),
+		MaxIOQueues:       uint16(c.MaxIOQueueID),
+		InCapsuleDataSize: c.InCapsuleDataSize,
+	}
+}
+
 // Stats returns the live counters.
 func (t *Transport) Stats() *Stats { return &t.stats }
 
@@ -197,7 +259,6 @@ func (t *Transport) Listen(tgt *fabric.Target, p *fabric.Port) (fabric.Listener,
 	}
 	// Reliable connected QPs, no particular provider, rdma_cm (NVMe-oF §7.3).
 	p.TSAS = nvme.RDMATSAS(1, 1, 1, 0)
-	p.InCapsuleDataSize = t.cfg.InCapsuleDataSize
 	l, err := t.listen(tgt, p, ip, port)
 	if err != nil {
 		return nil, err

@@ -73,61 +73,76 @@ func serve(ctx context.Context, cfg *config.Config) error {
 	slog.SetDefault(log)
 	raiseMemlock(log)
 
-	tgt := fabric.NewTarget(fabric.Options{
-		MDTS:             uint32(cfg.RDMA.MDTS),
-		MaxQueueDepth:    uint32(cfg.RDMA.MaxQueueDepth),
-		MaxIOQueues:      uint16(cfg.RDMA.MaxIOQueues),
+	srv, err := build(cfg, log)
+	if err != nil {
+		return err
+	}
+	srv.run(ctx, cfg)
+	return srv.shutdown()
+}
+
+// server is a built target and what serves it. Fields are nil until built.
+type server struct {
+	log     *slog.Logger
+	tgt     *fabric.Target
+	rt      *rdma.Transport // only with an rdma port
+	metrics *http.Server    // only with metrics.listen set
+}
+
+// build creates the target, its namespaces, ports and the metrics
+// endpoint. On failure it releases whatever it made.
+func build(cfg *config.Config, log *slog.Logger) (_ *server, err error) {
+	s := &server{log: log}
+	defer func() {
+		if err != nil {
+			// The failure is what the operator needs; close errors would
+			// only obscure it.
+			s.close()
+		}
+	}()
+	rcfg := rdmaConfig(cfg.RDMA, log)
+	s.tgt = fabric.NewTarget(fabric.Options{
 		KATOMax:          cfg.Controller.KeepAliveTimeoutMax,
 		FirmwareRevision: firmwareRevision(),
 		Logger:           log,
 	})
-	// Namespaces opened so far are closed by tgt.Close on any later failure.
-	if err := addSubsystems(tgt, cfg, log); err != nil {
-		tgt.Close()
-		return err
+	if err := addSubsystems(s.tgt, cfg, log); err != nil {
+		return nil, err
 	}
+	if err := s.addPorts(cfg.Ports, rcfg); err != nil {
+		return nil, err
+	}
+	if cfg.Metrics.Listen != "" {
+		if err := s.startMetrics(cfg.Metrics); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
 
-	var rt *rdma.Transport
-	loop := fabric.NewLoopTransport()
-	for i, p := range cfg.Ports {
+// addPorts listens on every port; the rdma transport is created with the
+// first rdma port and serves them all.
+func (s *server) addPorts(ports []config.Port, rcfg rdma.Config) error {
+	loop := fabric.NewLoopTransport(loopLimits(rcfg))
+	for i, p := range ports {
 		var tr fabric.Transport
 		switch p.Transport {
 		case "rdma":
-			if rt == nil {
-				var err error
-				rt, err = rdma.New(rdma.Config{
-					InCapsuleDataSize:  uint32(cfg.RDMA.InCapsuleDataSize),
-					MaxQueueDepth:      cfg.RDMA.MaxQueueDepth,
-					MaxIOQueueID:       cfg.RDMA.MaxIOQueues,
-					MaxQueues:          cfg.RDMA.MaxQueues,
-					MDTS:               uint32(cfg.RDMA.MDTS),
-					IOUnitSize:         uint32(cfg.RDMA.IOUnitSize),
-					BufferPoolSize:     uint64(cfg.RDMA.BufferPoolSize),
-					Pollers:            cfg.RDMA.Pollers,
-					PollIdle:           cfg.RDMA.PollIdle,
-					PollNap:            cfg.RDMA.PollNap,
-					SendWithInvalidate: cfg.RDMA.SendWithInvalidate,
-					IOUring:            cfg.RDMA.IOUring,
-					Logger:             log,
-				})
+			if s.rt == nil {
+				rt, err := rdma.New(rcfg)
 				if err != nil {
-					tgt.Close()
 					return err
 				}
+				s.rt = rt
 			}
-			tr = rt
+			tr = s.rt
 		case "loop":
 			tr = loop
 		default:
-			tgt.Close()
 			return fmt.Errorf("ports[%d].transport: unknown transport %q", i, p.Transport)
 		}
 		fp := &fabric.Port{Address: p.Address, Service: strconv.Itoa(p.Port)}
-		if err := tgt.AddPort(tr, fp); err != nil {
-			tgt.Close()
-			if rt != nil {
-				rt.Close()
-			}
+		if err := s.tgt.AddPort(tr, fp); err != nil {
 			if errors.Is(err, rdma.ErrNoDevice) {
 				return fmt.Errorf("ports[%d]: %w: no RDMA device serves %s (set one up, e.g. Soft-RoCE with `nvmeof-tgt softroce add`)", i, err, p.Address)
 			}
@@ -137,67 +152,112 @@ func serve(ctx context.Context, cfg *config.Config) error {
 			return fmt.Errorf("ports[%d]: %w", i, err)
 		}
 	}
+	return nil
+}
 
-	var srv *http.Server
-	if cfg.Metrics.Listen != "" {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-			newCollector(tgt, rt))
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		if cfg.Metrics.Pprof {
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		}
-		ln, err := net.Listen("tcp", cfg.Metrics.Listen)
-		if err != nil {
-			tgt.Close()
-			if rt != nil {
-				rt.Close()
-			}
-			return fmt.Errorf("metrics.listen: %w", err)
-		}
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
-		log.Info("metrics listening", "address", ln.Addr().String())
+// startMetrics serves Prometheus metrics, and pprof if asked, on m.Listen.
+func (s *server) startMetrics(m config.Metrics) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newCollector(s.tgt, s.rt))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if m.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	ln, err := net.Listen("tcp", m.Listen)
+	if err != nil {
+		return fmt.Errorf("metrics.listen: %w", err)
+	}
+	s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go s.metrics.Serve(ln)
+	s.log.Info("metrics listening", "address", ln.Addr().String())
+	return nil
+}
 
+// run tells systemd the target is ready and waits for SIGTERM, SIGINT or
+// the end of ctx.
+func (s *server) run(ctx context.Context, cfg *config.Config) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
-		log.Warn("sd_notify", "err", err)
+		s.log.Warn("sd_notify", "err", err)
 	}
-	log.Info("target ready", "subsystems", len(cfg.Subsystems), "ports", len(cfg.Ports))
+	s.log.Info("target ready", "subsystems", len(cfg.Subsystems), "ports", len(cfg.Ports))
 
 	select {
-	case s := <-sig:
-		log.Info("shutting down", "signal", s.String())
+	case got := <-sig:
+		s.log.Info("shutting down", "signal", got.String())
 	case <-ctxDone(ctx):
 	}
+}
+
+// shutdown tells systemd the target is stopping and closes it; an error
+// makes the command fail.
+func (s *server) shutdown() error {
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
-	var errs []error
-	if err := tgt.Close(); err != nil {
-		errs = append(errs, err)
+	if err := s.close(); err != nil {
+		s.log.Error("shutdown", "err", err)
+		return err
 	}
-	if rt != nil {
-		if err := rt.Close(); err != nil {
+	s.log.Info("stopped")
+	return nil
+}
+
+// close releases what build made: the target first, whose listeners
+// disconnect every host, then the RDMA transport under them, then the
+// metrics endpoint (its shutdown errors are not the target's).
+func (s *server) close() error {
+	var errs []error
+	if s.tgt != nil {
+		if err := s.tgt.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if srv != nil {
+	if s.rt != nil {
+		if err := s.rt.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.metrics != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		srv.Shutdown(sctx)
+		s.metrics.Shutdown(sctx)
 		cancel()
 	}
-	if err := errors.Join(errs...); err != nil {
-		log.Error("shutdown", "err", err)
-		return err
+	return errors.Join(errs...)
+}
+
+// rdmaConfig is the RDMA transport's configuration. The transport hands
+// fabric the controller limits (MDTS, queue sizes) of its ports itself.
+func rdmaConfig(c config.RDMA, log *slog.Logger) rdma.Config {
+	return rdma.Config{
+		InCapsuleDataSize:  uint32(c.InCapsuleDataSize),
+		MaxQueueDepth:      c.MaxQueueDepth,
+		MaxIOQueueID:       c.MaxIOQueues,
+		MaxQueues:          c.MaxQueues,
+		MDTS:               uint32(c.MDTS),
+		IOUnitSize:         uint32(c.IOUnitSize),
+		BufferPoolSize:     uint64(c.BufferPoolSize),
+		Pollers:            c.Pollers,
+		PollIdle:           c.PollIdle,
+		PollNap:            c.PollNap,
+		SendWithInvalidate: c.SendWithInvalidate,
+		IOUring:            c.IOUring,
+		Logger:             log,
 	}
-	log.Info("stopped")
-	return nil
+}
+
+// loopLimits gives loop ports (for tests) the limits of the rdma ones, as
+// the rdma section has always applied to every port, but no in-capsule
+// data: a loop capsule carries none.
+func loopLimits(rc rdma.Config) fabric.TransportLimits {
+	l := rc.Limits()
+	l.InCapsuleDataSize = 0
+	return l
 }
 
 func ctxDone(ctx context.Context) <-chan struct{} {
@@ -246,21 +306,11 @@ func addSubsystems(tgt *fabric.Target, cfg *config.Config, log *slog.Logger) err
 				dev.Close()
 				return fmt.Errorf("%s: %w", key, err)
 			}
-			log.Info("namespace added", "subnqn", sc.NQN, "nsid", nc.NSID, "backend", backendName(nc),
+			log.Info("namespace added", "subnqn", sc.NQN, "nsid", nc.NSID, "backend", nc.Backend,
 				"path", nc.Path, "bytes", dev.Size(), "block_size", dev.BlockSize(), "uuid", u.String())
 		}
 	}
 	return nil
-}
-
-func backendName(nc config.Namespace) string {
-	if nc.Backend != "" {
-		return nc.Backend
-	}
-	if nc.Path == "" {
-		return "memory"
-	}
-	return "file"
 }
 
 // openBackend opens a namespace's device and says how many workers it
@@ -268,25 +318,18 @@ func backendName(nc config.Namespace) string {
 func openBackend(nc config.Namespace, log *slog.Logger) (blockdev.Device, int, error) {
 	o := blockdev.Options{Path: nc.Path, Size: int64(nc.Size), BlockSize: nc.BlockSize, ReadOnly: nc.ReadOnly, Buffered: nc.BufferedIO, Logger: log}
 	switch nc.Backend {
-	case "memory":
+	case config.BackendMemory:
 		d, err := blockdev.NewMemory(int64(nc.Size), nc.BlockSize)
 		return d, 0, err
-	case "file":
+	case config.BackendFile:
 		d, err := blockdev.OpenFile(o)
 		return d, fileWorkers, err
-	case "block":
+	case config.BackendBlock:
 		// A block device uses its own logical block size.
 		o.BlockSize = 0
 		d, err := blockdev.OpenBlockDevice(o)
 		return d, fileWorkers, err
 	}
-	if nc.Path == "" {
-		d, err := blockdev.NewMemory(int64(nc.Size), nc.BlockSize)
-		return d, 0, err
-	}
-	if st, err := os.Stat(nc.Path); err == nil && st.Mode()&os.ModeDevice != 0 {
-		o.BlockSize = 0
-	}
-	d, err := blockdev.Open(o)
-	return d, fileWorkers, err
+	// config.Load inferred any backend left unset.
+	return nil, 0, fmt.Errorf("unknown backend %q", nc.Backend)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -81,7 +80,6 @@ func softRoCEAdd(netdev, rxe, addr string, dummy bool) error {
 	if err := netlink.RdmaLinkAdd(rxe, "rxe", netdev); err != nil {
 		return fmt.Errorf("rdma link add %s type rxe netdev %s (is rdma_rxe loaded?): %w", rxe, netdev, err)
 	}
-	_ = net.IPv4len
 	fmt.Printf("%s: rxe on %s\n", rxe, netdev)
 	return nil
 }

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+)
+
+// TestBuild checks that build either returns a target that shuts down
+// cleanly or fails having released everything it made: the file
+// namespace's workers and the metrics listener must not outlive it.
+func TestBuild(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", "") // no systemd
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+
+	tests := []struct {
+		name    string
+		ports   string
+		ns2     string // a second namespace, after a file one
+		metrics string
+		wantErr string
+	}{
+		{name: "ok", ports: "[{transport: loop, address: 127.0.0.1}]", metrics: "127.0.0.1:0"},
+		{name: "ok without metrics", ports: "[{transport: loop, address: 127.0.0.1}]"},
+		{name: "second namespace fails", ports: "[{transport: loop, address: 127.0.0.1}]",
+			ns2: "{nsid: 2, path: DIR/missing/ns.img, size: 1MiB}", wantErr: "subsystems[0].namespaces[1]"},
+		{name: "second port fails", ports: "[{transport: loop, address: 127.0.0.1, port: 1}, {transport: loop, address: 127.0.0.1, port: 2}]",
+			wantErr: "ports[1]"},
+		{name: "metrics address in use", ports: "[{transport: loop, address: 127.0.0.1}]", metrics: busy.Addr().String(),
+			wantErr: "metrics.listen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ns := fmt.Sprintf("{nsid: 1, path: %s, size: 1MiB}", filepath.Join(dir, "ns.img"))
+			if tt.ns2 != "" {
+				ns += ", " + strings.ReplaceAll(tt.ns2, "DIR", dir)
+			}
+			yaml := fmt.Sprintf(`ports: %s
+subsystems: [{nqn: "nqn.2026-11.io.example:t", allow_any_host: true, namespaces: [%s]}]
+metrics: {listen: ""}
+`, tt.ports, ns)
+			path := filepath.Join(dir, "config.yaml")
+			if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := config.LoadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// After Load: Validate refuses port 0, which picks a free one.
+			cfg.Metrics.Listen = tt.metrics
+
+			before := runtime.NumGoroutine()
+			srv, err := build(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("build: %v", err)
+				}
+				if err := srv.shutdown(); err != nil {
+					t.Fatalf("shutdown: %v", err)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("build: %v, want an error naming %s", err, tt.wantErr)
+			}
+			// Workers and the metrics server exit asynchronously.
+			deadline := time.Now().Add(5 * time.Second)
+			for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n := runtime.NumGoroutine(); n > before {
+				t.Errorf("%d goroutines after, %d before: something was not released", n, before)
+			}
+		})
+	}
+}
