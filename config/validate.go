@@ -134,9 +134,8 @@ func (c *Config) validateSubsystems(p *problems) {
 		nsids := make(map[uint32]int)
 		for j, n := range s.Namespaces {
 			nk := fmt.Sprintf("%s.namespaces[%d]", k, j)
-			// 0 is never a namespace and FFFFFFFFh is the broadcast NSID.
-			if n.NSID == 0 || n.NSID == math.MaxUint32 {
-				p.add(nk+".nsid", "%d is not a valid NSID (want 1..4294967294)", n.NSID)
+			if !nvme.NSID(n.NSID).Valid() {
+				p.add(nk+".nsid", "%d is not a valid NSID (want 1..%d)", n.NSID, nvme.MaxNSID)
 			} else if prev, dup := nsids[n.NSID]; dup {
 				p.add(nk+".nsid", "%d is also the NSID of namespaces[%d]", n.NSID, prev)
 			} else {

@@ -96,6 +96,7 @@ func TestValidateRejects(t *testing.T) {
 		// Namespaces.
 		{"nsid zero", func(c *Config) { ns(c, 1).NSID = 0 }, "subsystems[0].namespaces[1].nsid", "0 is not a valid NSID"},
 		{"nsid broadcast", func(c *Config) { ns(c, 1).NSID = 0xFFFFFFFF }, "subsystems[0].namespaces[1].nsid", ""},
+		{"nsid FFFFFFFEh", func(c *Config) { ns(c, 1).NSID = 0xFFFFFFFE }, "subsystems[0].namespaces[1].nsid", "not a valid NSID"},
 		{"nsid duplicate", func(c *Config) { ns(c, 1).NSID = 1 }, "subsystems[0].namespaces[1].nsid", "namespaces[0]"},
 		{"backend unknown", func(c *Config) { ns(c, 1).Backend = "nbd" }, "subsystems[0].namespaces[1].backend", ""},
 		{"memory without size", func(c *Config) { ns(c, 1).Size = 0 }, "subsystems[0].namespaces[1].size", "memory"},

@@ -127,7 +127,7 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 		return nil, errors.New("add namespace: the discovery subsystem has none")
 	}
 	nsid := nvme.NSID(c.NSID)
-	if nsid == 0 || nsid >= nvme.NSIDAll-1 {
+	if !nsid.Valid() {
 		return nil, fmt.Errorf("add namespace: invalid NSID %d", c.NSID)
 	}
 	bs := c.Device.BlockSize()

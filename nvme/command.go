@@ -158,6 +158,12 @@ func (c Command) SetCID(v uint16) { binary.LittleEndian.PutUint16(c[cmdCID:], v)
 // FFFFFFFEh below it is not a valid NSID either.
 const NSIDAll NSID = 0xffffffff
 
+// MaxNSID is the largest NSID a namespace can have.
+const MaxNSID NSID = NSIDAll - 2
+
+// Valid reports whether n can be a namespace's NSID.
+func (n NSID) Valid() bool { return n != 0 && n <= MaxNSID }
+
 // NSID returns the Namespace Identifier, CDW1.
 func (c Command) NSID() NSID { return NSID(binary.LittleEndian.Uint32(c[cmdNSID:])) }
 
