@@ -79,13 +79,13 @@ func (d *blockDevice) setup(o Options) error {
 	mask := int64(d.bs) - 1
 	switch {
 	case o.Size == 0:
-		d.size = devSize &^ mask
+		d.size.Store(devSize &^ mask)
 	case o.Size > devSize:
 		return fmt.Errorf("open %s: size %d exceeds device size %d: %w", d.path, o.Size, devSize, ErrInvalidArgument)
 	default:
-		d.size = o.Size &^ mask
+		d.size.Store(o.Size &^ mask)
 	}
-	if d.size == 0 {
+	if d.size.Load() == 0 {
 		return fmt.Errorf("open %s: size %d is less than one %d-byte block: %w", d.path, o.Size, d.bs, ErrInvalidArgument)
 	}
 	return nil
@@ -136,5 +136,30 @@ func (d *blockDevice) WriteZeroes(off, length int64) error {
 	if err != nil {
 		return fmt.Errorf("write zeroes %s at %d: %w", d.path, off, err)
 	}
+	return nil
+}
+
+// Resize implements Resizer: the device's size is read again, for a
+// device that grew underneath (a resized volume).
+func (d *blockDevice) Resize(size int64) error {
+	defer d.mu.rlock(0).RUnlock()
+	if d.fd < 0 {
+		return fmt.Errorf("resize %s: %w", d.path, ErrClosed)
+	}
+	devSize, err := blkSize64(d.fd)
+	if err != nil {
+		return fmt.Errorf("get size of %s: %w", d.path, err)
+	}
+	mask := int64(d.bs) - 1
+	switch {
+	case size == 0:
+		size = devSize
+	case size > devSize:
+		return fmt.Errorf("resize %s to %d: device is %d bytes: %w", d.path, size, devSize, ErrInvalidArgument)
+	}
+	if size&^mask <= 0 {
+		return fmt.Errorf("resize %s to %d: %w", d.path, size, ErrInvalidArgument)
+	}
+	d.size.Store(size &^ mask)
 	return nil
 }

@@ -180,3 +180,12 @@ func logger(l *slog.Logger) *slog.Logger {
 	}
 	return l
 }
+
+// Resizer is a Device whose size can change while it is in use.
+type Resizer interface {
+	// Resize makes the usable size size bytes, rounded down to the block
+	// size. A file grows to it (a smaller size only stops using the end of
+	// the file); a block device takes its size again from the kernel, so
+	// 0 means the whole device, and a size past the device is refused.
+	Resize(size int64) error
+}

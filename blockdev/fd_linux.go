@@ -25,7 +25,8 @@ type fdDev struct {
 	mu       closeLock
 	fd       int // -1 once closed
 	path     string
-	size     int64
+	// size is read by every call and changed by Resize.
+	size     atomic.Int64
 	bs       uint32
 	readOnly bool
 	direct   bool
@@ -35,11 +36,11 @@ type fdDev struct {
 	inflight atomic.Int64
 }
 
-func (d *fdDev) Size() int64       { return d.size }
+func (d *fdDev) Size() int64       { return d.size.Load() }
 func (d *fdDev) BlockSize() uint32 { return d.bs }
 
 func (d *fdDev) ReadAt(p []byte, off int64) (int, error) {
-	if err := checkRange("read", d.path, off, int64(len(p)), d.size, d.bs); err != nil {
+	if err := checkRange("read", d.path, off, int64(len(p)), d.size.Load(), d.bs); err != nil {
 		return 0, err
 	}
 	return d.transfer("read", p, off, false)
@@ -127,7 +128,7 @@ func (d *fdDev) Flush() error {
 // the ring is full or p is not aligned for O_DIRECT: the caller then uses
 // ReadAt.
 func (d *fdDev) QueueRead(r *Ring, p []byte, off int64, tag uint64) error {
-	if err := checkRange("read", d.path, off, int64(len(p)), d.size, d.bs); err != nil {
+	if err := checkRange("read", d.path, off, int64(len(p)), d.size.Load(), d.bs); err != nil {
 		return err
 	}
 	return d.queue(r, ringOp{opc: iouringOpRead, p: p, off: off, tag: tag})
@@ -194,7 +195,7 @@ func (d *fdDev) checkModify(op string, off, length int64) error {
 	if d.readOnly {
 		return fmt.Errorf("%s %s at %d: %w", op, d.path, off, ErrReadOnly)
 	}
-	return checkRange(op, d.path, off, length, d.size, d.bs)
+	return checkRange(op, d.path, off, length, d.size.Load(), d.bs)
 }
 
 // writeZeroesSlow writes zeroes in bounded chunks, for backends that cannot

@@ -130,8 +130,8 @@ func (f *fileDevice) setup(o Options, want int64, log *slog.Logger) error {
 	cur := st.Size
 	switch {
 	case want == 0:
-		f.size = cur &^ mask
-		if f.size == 0 {
+		f.size.Store(cur &^ mask)
+		if f.size.Load() == 0 {
 			return fmt.Errorf("open %s: file is %d bytes, smaller than one %d-byte block, and no size given: %w",
 				f.path, cur, f.bs, ErrInvalidArgument)
 		}
@@ -142,9 +142,9 @@ func (f *fileDevice) setup(o Options, want int64, log *slog.Logger) error {
 		if err := unix.Ftruncate(f.fd, want); err != nil {
 			return fmt.Errorf("grow %s to %d: %w", f.path, want, err)
 		}
-		f.size = want
+		f.size.Store(want)
 	default:
-		f.size = want
+		f.size.Store(want)
 		if cur > want {
 			// Shrinking would destroy data the operator may want back.
 			log.Info("file larger than size, using its first bytes",
@@ -162,7 +162,7 @@ func (f *fileDevice) probePunch() {
 		return
 	}
 	mask := int64(f.bs) - 1
-	off := (max(st.Size, f.size) + mask) &^ mask
+	off := (max(st.Size, f.size.Load()) + mask) &^ mask
 	err := fallocate(f.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, int64(f.bs))
 	if isNotSupported(err) {
 		f.noPunch.Store(true)
@@ -239,5 +239,31 @@ func (f *fileDevice) WriteZeroes(off, length int64) error {
 	if err := f.writeZeroesSlow(off, length); err != nil {
 		return fmt.Errorf("write zeroes %s at %d: %w", f.path, off, err)
 	}
+	return nil
+}
+
+// Resize implements Resizer.
+func (f *fileDevice) Resize(size int64) error {
+	defer f.mu.rlock(0).RUnlock()
+	if f.fd < 0 {
+		return fmt.Errorf("resize %s: %w", f.path, ErrClosed)
+	}
+	size &^= int64(f.bs) - 1
+	if size <= 0 {
+		return fmt.Errorf("resize %s to %d: %w", f.path, size, ErrInvalidArgument)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(f.fd, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", f.path, err)
+	}
+	if st.Size < size {
+		if f.readOnly {
+			return fmt.Errorf("grow read-only %s: %w", f.path, ErrReadOnly)
+		}
+		if err := unix.Ftruncate(f.fd, size); err != nil {
+			return fmt.Errorf("grow %s to %d: %w", f.path, size, err)
+		}
+	}
+	f.size.Store(size)
 	return nil
 }
