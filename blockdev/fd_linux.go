@@ -22,9 +22,9 @@ var probeRead = preadFull
 type fdDev struct {
 	// mu is held shared by every call and exclusively by Close, so the fd
 	// number is never reused by the kernel under an in-flight call.
-	mu       closeLock
-	fd       int // -1 once closed
-	path     string
+	mu   closeLock
+	fd   int // -1 once closed
+	path string
 	// size is read by every call and changed by Resize.
 	size     atomic.Int64
 	bs       uint32
