@@ -169,8 +169,9 @@ func (c *Controller) identify() nvme.IdentifyController {
 
 // identify builds Identify Namespace (NVMe base §5.15.2.2).
 func (ns *Namespace) identify() nvme.IdentifyNamespace {
+	nb := ns.nblocks.Load()
 	id := nvme.IdentifyNamespace{
-		NSZE: ns.nblocks, NCAP: ns.nblocks, NUSE: ns.nblocks,
+		NSZE: nb, NCAP: nb, NUSE: nb,
 		NMIC:       nvme.NMICShared,
 		NGUID:      ns.nguid,
 		LBAFormats: []nvme.LBAFormat{{LBADS: uint8(ns.blockShift)}},
@@ -204,8 +205,8 @@ func handleGetLogPage(r *Request) nvme.Status {
 		fw.FRS[0] = c.s.t.opts.FirmwareRevision
 		fw.MarshalTo(log)
 	case nvme.LogChangedNSList:
-		// Namespaces do not change at run time yet: the list is empty.
 		log = make([]byte, nvme.ChangedNSListSize)
+		nvme.PutChangedNSList(log, c.takeChangedNS(r.Cmd.LogPageRAE()))
 	case nvme.LogCommandEffects:
 		log = commandEffectsLog()
 	default:

@@ -3,6 +3,8 @@ package fabric
 import (
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,20 +30,26 @@ type Controller struct {
 	port    *Port
 	log     *slog.Logger
 
-	mu       sync.Mutex
-	cc       nvme.CC
-	csts     uint32
-	kato     time.Duration
-	kaTimer  *time.Timer
-	queues   map[nvme.QID]*Queue
-	admin    *Queue
-	nrIOQ    uint16 // granted by Set Features Number of Queues
-	aec      uint32 // Async Event Configuration
-	pending  []uint32
-	errLog   []nvme.ErrorLogEntry
-	errCount uint64
-	deleted  bool
-	feat     map[uint8]uint32
+	mu      sync.Mutex
+	cc      nvme.CC
+	csts    uint32
+	kato    time.Duration
+	kaTimer *time.Timer
+	queues  map[nvme.QID]*Queue
+	admin   *Queue
+	nrIOQ   uint16 // granted by Set Features Number of Queues
+	aec     uint32 // Async Event Configuration
+	pending []uint32
+	// changedNS is the Changed Namespace List (log page 04h): NSIDs whose
+	// attributes changed since the host last read it; [NSIDAll] once more
+	// than it holds changed. aenMasked are the notices sent and not yet
+	// acknowledged by reading their log page (events.go).
+	changedNS []nvme.NSID
+	aenMasked aenKind
+	errLog    []nvme.ErrorLogEntry
+	errCount  uint64
+	deleted   bool
+	feat      map[uint8]uint32
 
 	wce     atomic.Bool // volatile write cache enabled
 	enabled atomic.Bool // CSTS.RDY, read lock-free on the I/O path
@@ -63,6 +71,9 @@ func (c *Controller) isDiscovery() bool { return c.s.discovery }
 func (s *Subsystem) newController(hostNQN string, hostID [16]byte, p *Port, kato time.Duration) (*Controller, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.removed {
+		return nil, fmt.Errorf("subsystem %s is being removed", s.nqn)
+	}
 	id, ok := s.allocCNTLID()
 	if !ok {
 		return nil, fmt.Errorf("no free controller ID in %s", s.nqn)
@@ -280,4 +291,54 @@ func (c *Controller) postEvent(result uint32) {
 	c.mu.Lock()
 	c.pending = append(c.pending, result)
 	c.mu.Unlock()
+}
+
+// ControllerInfo describes a connected controller for the operator.
+type ControllerInfo struct {
+	SubNQN    string
+	HostNQN   string
+	CNTLID    nvme.CNTLID
+	Discovery bool
+	// HostAddress is the host's transport address, as the admin queue's
+	// connection reports it.
+	HostAddress string
+	PortID      uint16
+	IOQueues    int
+	KATO        time.Duration
+	Connected   time.Time
+	Enabled     bool // CSTS.RDY
+}
+
+// Info describes the controller.
+func (c *Controller) Info() ControllerInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ci := ControllerInfo{
+		SubNQN: c.s.nqn, HostNQN: c.hostNQN, CNTLID: c.id, Discovery: c.isDiscovery(),
+		PortID: c.port.ID, IOQueues: len(c.queues), KATO: c.kato, Connected: c.created,
+		Enabled: c.csts&nvme.CSTSReady != 0,
+	}
+	if c.admin != nil {
+		ci.HostAddress = c.admin.hint.Remote
+		ci.IOQueues--
+	}
+	return ci
+}
+
+// Controllers describes every connected controller, discovery controllers
+// too, sorted by subsystem and CNTLID.
+func (t *Target) Controllers() []ControllerInfo {
+	var out []ControllerInfo
+	for _, s := range append(t.Subsystems(), t.discovery) {
+		for _, c := range s.controllerList() {
+			out = append(out, c.Info())
+		}
+	}
+	slices.SortFunc(out, func(a, b ControllerInfo) int {
+		if a.SubNQN != b.SubNQN {
+			return strings.Compare(a.SubNQN, b.SubNQN)
+		}
+		return int(a.CNTLID) - int(b.CNTLID)
+	})
+	return out
 }

@@ -61,7 +61,9 @@ func handleDiscGetLogPage(r *Request) nvme.Status {
 	if r.Cmd.LogPageID() != nvme.LogDiscovery {
 		return nvme.StatusInvalidLogPage.WithDNR()
 	}
-	return r.sendLog(r.q.ctrl.Load().discoveryLog(), off)
+	c := r.q.ctrl.Load()
+	c.discoveryLogRead(r.Cmd.LogPageRAE())
+	return r.sendLog(c.discoveryLog(), off)
 }
 
 // discFeature reports whether a discovery controller has feature fid:

@@ -57,8 +57,8 @@ func (c *Controller) parseIO(r *Request) nvme.Status {
 
 // checkRange rejects a command whose SLBA/NLB reach past the namespace.
 func (ns *Namespace) checkRange(r *Request) nvme.Status {
-	slba, nlb := r.Cmd.SLBA(), uint64(r.Cmd.NumBlocks())
-	if slba >= ns.nblocks || nlb > ns.nblocks-slba {
+	slba, nlb, nb := r.Cmd.SLBA(), uint64(r.Cmd.NumBlocks()), ns.nblocks.Load()
+	if slba >= nb || nlb > nb-slba {
 		r.errLoc = nvme.ErrLocCDW10
 		r.errLBA = slba
 		return nvme.StatusLBAOutOfRange.WithDNR()
@@ -181,7 +181,7 @@ func doDSM(r *Request) nvme.Status {
 		if nlb == 0 {
 			continue
 		}
-		if slba >= ns.nblocks || nlb > ns.nblocks-slba {
+		if nb := ns.nblocks.Load(); slba >= nb || nlb > nb-slba {
 			r.errLBA = slba
 			return nvme.StatusLBAOutOfRange.WithDNR()
 		}

@@ -107,6 +107,14 @@ func (q *Queue) Execute(r *Request) {
 		return
 	}
 	r.state = reqExecuting
+	if r.ns != nil {
+		if !r.ns.enter(r) {
+			// Removed since Parse: as if it had been gone then.
+			r.complete(nvme.StatusInvalidNamespace.WithDNR())
+			return
+		}
+		r.nsEntered = true
+	}
 	if st := r.handle(r); st != statusPending {
 		r.complete(st)
 	}
@@ -130,6 +138,10 @@ func (r *Request) complete(st nvme.Status) {
 		return
 	}
 	r.state = reqCompleted
+	if r.nsEntered {
+		r.nsEntered = false
+		r.ns.exit(r)
+	}
 	r.Rsp.SetCID(r.Cmd.CID())
 	r.Rsp.SetSQID(q.qid)
 	r.Rsp.SetSQHD(uint16(q.sqhd.Load()))

@@ -54,8 +54,10 @@ type Request struct {
 	ioLeft int
 	ioErr  error
 	state  reqState
-	errLoc uint16 // parameter error location for the error log
-	errLBA uint64
+	// nsEntered: counted as executing on ns (Namespace.enter).
+	nsEntered bool
+	errLoc    uint16 // parameter error location for the error log
+	errLBA    uint64
 }
 
 // Queue is the queue the request arrived on.

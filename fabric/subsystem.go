@@ -4,13 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"math/bits"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -40,7 +37,10 @@ type Subsystem struct {
 	nsTable     atomic.Pointer[map[nvme.NSID]*Namespace] // copy-on-write, for the I/O path
 	controllers map[nvme.CNTLID]*Controller
 	nextCNTLID  nvme.CNTLID
-	maxNSID     nvme.NSID
+	// removed is set by Target.RemoveSubsystem: no namespace or
+	// controller is added after it.
+	removed bool
+	maxNSID nvme.NSID
 }
 
 func newSubsystem(t *Target, c SubsystemConfig, discovery bool) *Subsystem {
@@ -83,92 +83,6 @@ func (s *Subsystem) hostAllowed(hostnqn string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.allowAny || s.hosts[hostnqn]
-}
-
-// NamespaceConfig describes one namespace.
-type NamespaceConfig struct {
-	NSID     uint32
-	Device   blockdev.Device
-	UUID     [16]byte
-	NGUID    [16]byte
-	ReadOnly bool
-	// Workers is how many goroutines run the backend's blocking I/O; 0 runs
-	// it inline on the transport's goroutine (the memory backend).
-	Workers int
-}
-
-// Namespace is one namespace of a subsystem.
-type Namespace struct {
-	nsid       nvme.NSID
-	dev        blockdev.Device
-	uuid       [16]byte
-	nguid      [16]byte
-	readOnly   bool
-	blockShift uint
-	nblocks    uint64
-	work       chan *Request
-	queuer     blockdev.Queuer // the backend, when it can queue I/O on an IOContext
-	wg         sync.WaitGroup
-	workers    int
-	lastErrLog atomic.Int64 // unix seconds of the last logged backend error
-
-	stats nsCounters
-}
-
-// NSID is the namespace ID.
-func (ns *Namespace) NSID() nvme.NSID { return ns.nsid }
-
-// Stats is a snapshot of the namespace's counters.
-func (ns *Namespace) Stats() NamespaceStats { return ns.stats.snapshot() }
-
-// AddNamespace attaches a backend as a namespace.
-func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
-	if s.discovery {
-		return nil, errors.New("add namespace: the discovery subsystem has none")
-	}
-	nsid := nvme.NSID(c.NSID)
-	if !nsid.Valid() {
-		return nil, fmt.Errorf("add namespace: invalid NSID %d", c.NSID)
-	}
-	bs := c.Device.BlockSize()
-	if bs < 512 || bs&(bs-1) != 0 {
-		return nil, fmt.Errorf("add namespace %d: block size %d is not a power of two >= 512", c.NSID, bs)
-	}
-	ns := &Namespace{
-		nsid: nsid, dev: c.Device, uuid: c.UUID, nguid: c.NGUID, readOnly: c.ReadOnly,
-		blockShift: uint(bits.TrailingZeros32(bs)),
-	}
-	ns.queuer, _ = c.Device.(blockdev.Queuer)
-	ns.nblocks = uint64(c.Device.Size()) >> ns.blockShift
-	if ns.nblocks == 0 {
-		return nil, fmt.Errorf("add namespace %d: device is smaller than one block", c.NSID)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.namespaces[nsid]; ok {
-		return nil, fmt.Errorf("add namespace %d: NSID in use", c.NSID)
-	}
-	if c.Workers > 0 {
-		// Deep enough for every request of every queue: submit never blocks.
-		ns.work = make(chan *Request, 1<<16)
-		ns.workers = c.Workers
-		for i := 0; i < c.Workers; i++ {
-			ns.wg.Add(1)
-			go ns.worker()
-		}
-	}
-	s.namespaces[nsid] = ns
-	table := make(map[nvme.NSID]*Namespace, len(s.namespaces))
-	for k, v := range s.namespaces {
-		table[k] = v
-	}
-	s.nsTable.Store(&table)
-	s.nsids = append(s.nsids, nsid)
-	sort.Slice(s.nsids, func(i, j int) bool { return s.nsids[i] < s.nsids[j] })
-	if nsid > s.maxNSID {
-		s.maxNSID = nsid
-	}
-	return ns, nil
 }
 
 // namespace looks up an active namespace.
@@ -242,18 +156,7 @@ func (s *Subsystem) close() error {
 	s.mu.Unlock()
 	var errs []error
 	for _, ns := range nss {
-		// A nil request stops a worker; the channel is never closed, so a
-		// late submit cannot panic.
-		for i := 0; i < ns.workers; i++ {
-			ns.work <- nil
-		}
-		ns.wg.Wait()
-		if err := ns.dev.Flush(); err != nil {
-			errs = append(errs, fmt.Errorf("flush namespace %d: %w", ns.nsid, err))
-		}
-		if err := ns.dev.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close namespace %d: %w", ns.nsid, err))
-		}
+		errs = append(errs, ns.close())
 	}
 	return errors.Join(errs...)
 }
@@ -267,4 +170,72 @@ func (s *Subsystem) Namespaces() []*Namespace {
 		}
 	}
 	return out
+}
+
+// AllowAnyHost reports whether any host may connect.
+func (s *Subsystem) AllowAnyHost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.allowAny
+}
+
+// Hosts lists the hosts allowed to connect, sorted.
+func (s *Subsystem) Hosts() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.hosts))
+	for h := range s.hosts {
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// AddHost allows hostnqn to connect.
+func (s *Subsystem) AddHost(hostnqn string) {
+	s.mu.Lock()
+	s.hosts[hostnqn] = true
+	s.mu.Unlock()
+	s.t.discoveryChanged() // the host's discovery log now lists s
+}
+
+// RemoveHost takes hostnqn off the allowed hosts and deletes its
+// controllers, as SPDK's nvmf_subsystem_remove_host does: a host the
+// operator removed keeps no access through a connection it already had.
+// It returns how many controllers were deleted.
+func (s *Subsystem) RemoveHost(hostnqn string) int {
+	s.mu.Lock()
+	delete(s.hosts, hostnqn)
+	s.mu.Unlock()
+	s.t.discoveryChanged()
+	return s.disconnectUnless(func(c *Controller) bool { return c.hostNQN != hostnqn })
+}
+
+// SetAllowAnyHost opens the subsystem to every host, or restricts it to its
+// host list, deleting the controllers of hosts not on it.
+func (s *Subsystem) SetAllowAnyHost(any bool) int {
+	s.mu.Lock()
+	changed := s.allowAny != any
+	s.allowAny = any
+	s.mu.Unlock()
+	if !changed {
+		return 0
+	}
+	s.t.discoveryChanged()
+	if any {
+		return 0
+	}
+	return s.disconnectUnless(func(c *Controller) bool { return s.hostAllowed(c.hostNQN) })
+}
+
+// disconnectUnless deletes the controllers keep refuses.
+func (s *Subsystem) disconnectUnless(keep func(*Controller) bool) int {
+	n := 0
+	for _, c := range s.controllerList() {
+		if !keep(c) {
+			c.delete("host removed from the subsystem")
+			n++
+		}
+	}
+	return n
 }

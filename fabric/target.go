@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,7 @@ type Target struct {
 	ports      []*Port
 	listeners  []Listener
 	genctr     uint64
+	nextPortID uint16
 	closed     bool
 
 	stats targetStats
@@ -111,6 +113,15 @@ func (t *Target) Stats() Stats {
 
 // AddSubsystem adds an NVM subsystem.
 func (t *Target) AddSubsystem(c SubsystemConfig) (*Subsystem, error) {
+	s, err := t.addSubsystem(c)
+	if err != nil {
+		return nil, err
+	}
+	t.discoveryChanged()
+	return s, nil
+}
+
+func (t *Target) addSubsystem(c SubsystemConfig) (*Subsystem, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -124,9 +135,35 @@ func (t *Target) AddSubsystem(c SubsystemConfig) (*Subsystem, error) {
 	}
 	s := newSubsystem(t, c, false)
 	t.subsystems[c.NQN] = s
-	t.genctr++
 	return s, nil
 }
+
+// RemoveSubsystem deletes a subsystem while hosts may be connected: its
+// controllers are deleted (their hosts disconnected), its namespaces closed
+// once their commands finished, and discovery controllers told.
+func (t *Target) RemoveSubsystem(nqn string) error {
+	t.mu.Lock()
+	s := t.subsystems[nqn]
+	if s != nil {
+		delete(t.subsystems, nqn)
+	}
+	t.mu.Unlock()
+	if s == nil {
+		return fmt.Errorf("remove subsystem %s: %w", nqn, ErrNoSubsystem)
+	}
+	s.mu.Lock()
+	s.removed = true
+	s.mu.Unlock()
+	t.discoveryChanged()
+	s.shutdown()
+	return s.close()
+}
+
+// ErrNoSubsystem means the target has no subsystem with that NQN.
+var ErrNoSubsystem = errors.New("no such subsystem")
+
+// ErrNoPort means the target has no such port.
+var ErrNoPort = errors.New("no such port")
 
 // Subsystem finds a subsystem (including the discovery subsystem) by NQN.
 func (t *Target) Subsystem(nqn string) *Subsystem {
@@ -163,7 +200,8 @@ func (t *Target) AddPort(tr Transport, p *Port) error {
 		t.mu.Unlock()
 		return ErrClosed
 	}
-	p.ID = uint16(len(t.ports) + 1)
+	t.nextPortID++
+	p.ID = t.nextPortID
 	if p.Transport == "" {
 		p.Transport = tr.Name()
 	}
@@ -175,10 +213,28 @@ func (t *Target) AddPort(tr Transport, p *Port) error {
 	t.mu.Lock()
 	t.ports = append(t.ports, p)
 	t.listeners = append(t.listeners, l)
-	t.genctr++
 	t.mu.Unlock()
+	t.discoveryChanged()
 	t.log.Info("listening", "transport", p.Transport, "address", p.Address, "port", p.Service)
 	return nil
+}
+
+// RemovePort stops listening on the port with that ID: every queue
+// connected through it is disconnected, and discovery controllers told.
+func (t *Target) RemovePort(id uint16) error {
+	t.mu.Lock()
+	i := slices.IndexFunc(t.ports, func(p *Port) bool { return p.ID == id })
+	if i < 0 {
+		t.mu.Unlock()
+		return fmt.Errorf("remove port %d: %w", id, ErrNoPort)
+	}
+	p, l := t.ports[i], t.listeners[i]
+	t.ports = slices.Delete(t.ports, i, i+1)
+	t.listeners = slices.Delete(t.listeners, i, i+1)
+	t.mu.Unlock()
+	t.discoveryChanged()
+	t.log.Info("port closing", "transport", p.Transport, "address", p.Address, "port", p.Service)
+	return l.Close()
 }
 
 // Ports lists the ports in order.

@@ -1,0 +1,516 @@
+package fabric
+
+import (
+	"encoding/binary"
+	"errors"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// Changes made while hosts are connected: namespaces added, removed and
+// resized, hosts, subsystems and ports removed, and the notices hosts get.
+
+// setAEC enables asynchronous event notices (Set Features 0Bh).
+func setAEC(h *host, v uint32) {
+	c := newCmd(nvme.OpAdminSetFeatures, 20)
+	c.SetCDW(10, nvme.FeatAsyncEventConfig)
+	c.SetCDW(11, v)
+	h.mustOK(c, nil)
+}
+
+// aer submits an Asynchronous Event Request; its completion arrives on the
+// channel when the target sends an event.
+func aer(h *host, cid uint16) <-chan nvme.Completion {
+	done := make(chan nvme.Completion, 1)
+	go func() {
+		rsp := nvme.Completion(make([]byte, nvme.CompletionSize))
+		if err := h.lq.Submit(newCmd(nvme.OpAdminAsyncEvent, cid), nil, rsp); err == nil {
+			done <- rsp
+		}
+	}()
+	// Held once it is in the queue's list.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		h.lq.q.mu.Lock()
+		n := len(h.lq.q.aers)
+		h.lq.q.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return done
+}
+
+func wantEvent(t *testing.T, ch <-chan nvme.Completion, want uint32) {
+	t.Helper()
+	select {
+	case rsp := <-ch:
+		if !rsp.Status().IsSuccess() || rsp.DW0() != want {
+			t.Fatalf("event %v %#x, want %#x", rsp.Status(), rsp.DW0(), want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no event %#x", want)
+	}
+}
+
+func wantNoEvent(t *testing.T, ch <-chan nvme.Completion) {
+	t.Helper()
+	select {
+	case rsp := <-ch:
+		t.Fatalf("unexpected event %#x", rsp.DW0())
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// changedNS reads the Changed Namespace List.
+func changedNS(t *testing.T, h *host, retain bool) []nvme.NSID {
+	t.Helper()
+	c := newCmd(nvme.OpAdminGetLogPage, 21)
+	c.SetNSID(nvme.NSIDAll)
+	c.SetGetLogPage(nvme.LogChangedNSList, nvme.ChangedNSListSize/4, 0)
+	if retain {
+		c.SetCDW(10, c.CDW(10)|1<<15)
+	}
+	buf := make([]byte, nvme.ChangedNSListSize)
+	h.mustOK(withData(c, len(buf)), buf)
+	var out []nvme.NSID
+	for i := 0; i < len(buf); i += 4 {
+		if id := binary.LittleEndian.Uint32(buf[i:]); id != 0 {
+			out = append(out, nvme.NSID(id))
+		}
+	}
+	return out
+}
+
+func activeNS(t *testing.T, h *host) []nvme.NSID {
+	t.Helper()
+	c := newCmd(nvme.OpAdminIdentify, 22)
+	c.SetIdentify(nvme.CNSActiveNSList, 0, 0)
+	buf := make([]byte, nvme.IdentifyDataSize)
+	h.mustOK(withData(c, len(buf)), buf)
+	var out []nvme.NSID
+	for i := 0; i < len(buf); i += 4 {
+		if id := binary.LittleEndian.Uint32(buf[i:]); id != 0 {
+			out = append(out, nvme.NSID(id))
+		}
+	}
+	return out
+}
+
+func nsze(t *testing.T, h *host, nsid nvme.NSID) uint64 {
+	t.Helper()
+	c := newCmd(nvme.OpAdminIdentify, 23)
+	c.SetNSID(nsid)
+	c.SetIdentify(nvme.CNSNamespace, 0, 0)
+	buf := make([]byte, nvme.IdentifyDataSize)
+	h.mustOK(withData(c, len(buf)), buf)
+	return binary.LittleEndian.Uint64(buf)
+}
+
+func memNS(t *testing.T, nsid uint32, size int64) NamespaceConfig {
+	t.Helper()
+	dev, err := blockdev.NewMemory(size, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NamespaceConfig{NSID: nsid, Device: dev}
+}
+
+var nsChangedEvent = nvme.MakeAsyncEventResult(nvme.AsyncEventTypeNotice, nvme.AsyncInfoNSAttrChanged, nvme.LogChangedNSList)
+
+// TestNamespaceAttach: a namespace added or removed while a host is
+// connected is announced once, listed in the Changed Namespace List, and
+// not announced again until the host read that list.
+func TestNamespaceAttach(t *testing.T) {
+	r := newRig(t)
+	h, _ := r.adminConnect(testNQN, testHostNQN, 0)
+	setAEC(h, nvme.AECNSAttrNotices)
+	ev := aer(h, 100)
+	if _, err := r.sub.AddNamespace(memNS(t, 2, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	wantEvent(t, ev, nsChangedEvent)
+	if got := activeNS(t, h); !slices.Equal(got, []nvme.NSID{1, 2}) {
+		t.Fatalf("active namespaces %v, want [1 2]", got)
+	}
+	// Masked until the log is read: a second change sends nothing.
+	ev = aer(h, 101)
+	if _, err := r.sub.AddNamespace(memNS(t, 3, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	wantNoEvent(t, ev)
+	if got := changedNS(t, h, true); !slices.Equal(got, []nvme.NSID{2, 3}) {
+		t.Fatalf("changed namespaces %v, want [2 3]", got)
+	}
+	// Retained: still masked. Read for real: the list empties, and the
+	// next change is sent.
+	if err := r.sub.RemoveNamespace(3); err != nil {
+		t.Fatal(err)
+	}
+	wantNoEvent(t, ev)
+	if got := changedNS(t, h, false); !slices.Equal(got, []nvme.NSID{3}) {
+		t.Fatalf("changed namespaces %v, want [3]", got)
+	}
+	if got := changedNS(t, h, false); len(got) != 0 {
+		t.Fatalf("changed namespaces %v after reading, want none", got)
+	}
+	if err := r.sub.RemoveNamespace(2); err != nil {
+		t.Fatal(err)
+	}
+	wantEvent(t, ev, nsChangedEvent)
+	if got := activeNS(t, h); !slices.Equal(got, []nvme.NSID{1}) {
+		t.Fatalf("active namespaces %v, want [1]", got)
+	}
+	if err := r.sub.RemoveNamespace(2); !errors.Is(err, ErrNoNamespace) {
+		t.Fatalf("removing it twice: %v", err)
+	}
+}
+
+// TestNamespaceAttachNoAEC: a host that did not enable the notice gets
+// none, but the list is kept.
+func TestNamespaceAttachNoAEC(t *testing.T) {
+	r := newRig(t)
+	h, _ := r.adminConnect(testNQN, testHostNQN, 0)
+	ev := aer(h, 100)
+	if _, err := r.sub.AddNamespace(memNS(t, 2, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	wantNoEvent(t, ev)
+	if got := changedNS(t, h, false); !slices.Equal(got, []nvme.NSID{2}) {
+		t.Fatalf("changed namespaces %v, want [2]", got)
+	}
+}
+
+// TestChangedNSListOverflow: past 1024 changes the list says "all".
+func TestChangedNSListOverflow(t *testing.T) {
+	r := newRig(t)
+	h, _ := r.adminConnect(testNQN, testHostNQN, 0)
+	c := h.lq.q.Controller()
+	for id := nvme.NSID(1); id <= nvme.MaxChangedNSEntries; id++ {
+		c.nsChanged(id)
+	}
+	c.nsChanged(5) // already listed: still not overflowed
+	c.mu.Lock()
+	n := len(c.changedNS)
+	c.mu.Unlock()
+	if n != nvme.MaxChangedNSEntries {
+		t.Fatalf("%d entries, want %d", n, nvme.MaxChangedNSEntries)
+	}
+	c.nsChanged(nvme.MaxChangedNSEntries + 1)
+	c.nsChanged(7)
+	if got := changedNS(t, h, false); !slices.Equal(got, []nvme.NSID{nvme.NSIDAll}) {
+		t.Fatalf("overflowed list %v, want [FFFFFFFFh]", got)
+	}
+}
+
+// gatedDevice holds writes until released, and records Close.
+type gatedDevice struct {
+	blockdev.Device
+	entered chan struct{}
+	release chan struct{}
+	mu      sync.Mutex
+	closed  bool
+}
+
+func (d *gatedDevice) WriteAt(p []byte, off int64) (int, error) {
+	d.entered <- struct{}{}
+	<-d.release
+	return d.Device.WriteAt(p, off)
+}
+
+func (d *gatedDevice) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	return d.Device.Close()
+}
+
+func (d *gatedDevice) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
+}
+
+// TestNamespaceRemoveDrains: removing a namespace with a write in flight
+// lets the write complete, refuses new commands with Invalid Namespace, and
+// closes the backend only after the write.
+func TestNamespaceRemoveDrains(t *testing.T) {
+	mem, err := blockdev.NewMemory(1<<20, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := &gatedDevice{Device: mem, entered: make(chan struct{}), release: make(chan struct{})}
+	r := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Device, nc.Workers = dev, 1 })
+	_, cntlid := r.adminConnect(testNQN, testHostNQN, 0)
+	io := r.ioConnect(1, cntlid)
+	io2 := r.ioConnect(2, cntlid)
+
+	wrote := make(chan nvme.Status, 1)
+	go func() { wrote <- io.submit(ioCmd(nvme.OpWrite, 1, 0, 8), make([]byte, 4096)).Status() }()
+	<-dev.entered
+	removed := make(chan error, 1)
+	go func() { removed <- r.sub.RemoveNamespace(1) }()
+	// New commands are refused at once, from any queue.
+	for deadline := time.Now().Add(5 * time.Second); r.sub.lookup(1) != nil; {
+		if time.Now().After(deadline) {
+			t.Fatal("namespace still looked up after RemoveNamespace started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st := io2.submit(ioCmd(nvme.OpRead, 2, 0, 8), make([]byte, 4096)).Status(); st != nvme.StatusInvalidNamespace.WithDNR() {
+		t.Fatalf("read of a removed namespace: %v, want Invalid Namespace", st)
+	}
+	select {
+	case err := <-removed:
+		t.Fatalf("RemoveNamespace returned (%v) with a write in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if dev.isClosed() {
+		t.Fatal("backend closed under a write in flight")
+	}
+	close(dev.release)
+	if st := <-wrote; !st.IsSuccess() {
+		t.Fatalf("the write in flight: %v, want success", st)
+	}
+	if err := <-removed; err != nil {
+		t.Fatal(err)
+	}
+	if !dev.isClosed() {
+		t.Fatal("backend not closed after the namespace drained")
+	}
+}
+
+// TestNamespaceRemovedAfterParse: a command parsed before the removal and
+// executed after it gets Invalid Namespace and never reaches the backend.
+func TestNamespaceRemovedAfterParse(t *testing.T) {
+	r := newRig(t)
+	_, cntlid := r.adminConnect(testNQN, testHostNQN, 0)
+	io := r.ioConnect(1, cntlid)
+	req := &Request{Cmd: ioCmd(nvme.OpRead, 9, 0, 8), Rsp: make(nvme.Completion, nvme.CompletionSize)}
+	q := io.lq.q
+	if st := q.Parse(req); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	if err := r.sub.RemoveNamespace(1); err != nil {
+		t.Fatal(err)
+	}
+	req.Data = [][]byte{make([]byte, 4096)}
+	// The loop queue takes the response; read it from the request.
+	q.Execute(req)
+	if st := req.Rsp.Status(); st != nvme.StatusInvalidNamespace.WithDNR() {
+		t.Fatalf("status %v, want Invalid Namespace", st)
+	}
+	if n := r.ns.executing(); n != 0 {
+		t.Fatalf("%d commands counted as executing", n)
+	}
+}
+
+// TestNamespaceResize: a file namespace grows while connected; the host is
+// told, Identify reports the new size, and I/O reaches the new blocks.
+func TestNamespaceResize(t *testing.T) {
+	dev, err := blockdev.OpenFile(blockdev.Options{Path: filepath.Join(t.TempDir(), "ns.img"), Size: 1 << 20, Buffered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Device = dev })
+	h, cntlid := r.adminConnect(testNQN, testHostNQN, 0)
+	io := r.ioConnect(1, cntlid)
+	setAEC(h, nvme.AECNSAttrNotices)
+	ev := aer(h, 100)
+	last := uint64(2<<20/512 - 8)
+	if st := io.submit(ioCmd(nvme.OpWrite, 1, last, 8), make([]byte, 4096)).Status(); st != nvme.StatusLBAOutOfRange.WithDNR() {
+		t.Fatalf("write past the end before: %v", st)
+	}
+	if err := r.sub.ResizeNamespace(1, 2<<20); err != nil {
+		t.Fatal(err)
+	}
+	wantEvent(t, ev, nsChangedEvent)
+	if got := nsze(t, h, 1); got != 2<<20/512 {
+		t.Fatalf("NSZE %d, want %d", got, 2<<20/512)
+	}
+	io.mustOK(ioCmd(nvme.OpWrite, 2, last, 8), make([]byte, 4096))
+	if got := changedNS(t, h, false); !slices.Equal(got, []nvme.NSID{1}) {
+		t.Fatalf("changed namespaces %v, want [1]", got)
+	}
+	// The same size again is no change.
+	ev = aer(h, 101)
+	if err := r.sub.ResizeNamespace(1, 2<<20); err != nil {
+		t.Fatal(err)
+	}
+	wantNoEvent(t, ev)
+	if err := r.sub.ResizeNamespace(7, 2<<20); !errors.Is(err, ErrNoNamespace) {
+		t.Fatalf("resize of a missing namespace: %v", err)
+	}
+}
+
+// TestNamespaceResizeMemory: memory cannot change size, and says so.
+func TestNamespaceResizeMemory(t *testing.T) {
+	r := newRig(t)
+	if err := r.sub.ResizeNamespace(1, 8<<20); !errors.Is(err, blockdev.ErrNotSupported) {
+		t.Fatalf("resize of memory: %v, want ErrNotSupported", err)
+	}
+}
+
+// TestRemoveHost: a host taken off the list is disconnected and cannot
+// connect again; other hosts are untouched.
+func TestRemoveHost(t *testing.T) {
+	const other = "nqn.2026-11.io.example:host2"
+	r := newRig(t, func(sc *SubsystemConfig, _ *NamespaceConfig) {
+		sc.AllowAnyHost, sc.Hosts = false, []string{testHostNQN, other}
+	})
+	h1, _ := r.adminConnect(testNQN, testHostNQN, 0)
+	h2, _ := r.adminConnect(testNQN, other, 0)
+	if n := r.sub.RemoveHost(testHostNQN); n != 1 {
+		t.Fatalf("RemoveHost deleted %d controllers, want 1", n)
+	}
+	select {
+	case <-h1.lq.Disconnected():
+	case <-time.After(5 * time.Second):
+		t.Fatal("removed host still connected")
+	}
+	select {
+	case <-h2.lq.Disconnected():
+		t.Fatal("the other host was disconnected")
+	default:
+	}
+	h := r.dial(0, 32)
+	if st := h.submit(connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff)).Status(); st != nvme.StatusConnectInvalidHost.WithDNR() {
+		t.Fatalf("connect of a removed host: %v", st)
+	}
+	if got := r.sub.Hosts(); !slices.Equal(got, []string{other}) {
+		t.Fatalf("hosts %v", got)
+	}
+	// Closing the subsystem to hosts off its list disconnects nobody here.
+	if n := r.sub.SetAllowAnyHost(false); n != 0 {
+		t.Fatalf("SetAllowAnyHost(false) deleted %d", n)
+	}
+}
+
+// TestRemoveSubsystem: its hosts are disconnected, it is gone from
+// discovery, and Connect to it fails.
+func TestRemoveSubsystem(t *testing.T) {
+	r := newRig(t)
+	h, _ := r.adminConnect(testNQN, testHostNQN, 0)
+	gen := r.tgt.discoveryGeneration()
+	if err := r.tgt.RemoveSubsystem(testNQN); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.lq.Disconnected():
+	case <-time.After(5 * time.Second):
+		t.Fatal("host of a removed subsystem still connected")
+	}
+	if r.tgt.discoveryGeneration() == gen {
+		t.Fatal("discovery generation did not move")
+	}
+	if n := r.tgt.Stats().Controllers; n != 0 {
+		t.Fatalf("%d controllers left", n)
+	}
+	h2 := r.dial(0, 32)
+	if st := h2.submit(connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff)).Status(); st.IsSuccess() {
+		t.Fatal("connect to a removed subsystem succeeded")
+	}
+	if err := r.tgt.RemoveSubsystem(testNQN); !errors.Is(err, ErrNoSubsystem) {
+		t.Fatalf("removing it twice: %v", err)
+	}
+	if _, err := r.sub.AddNamespace(memNS(t, 9, 1<<20)); err == nil {
+		t.Fatal("a namespace was added to a removed subsystem")
+	}
+}
+
+// TestDiscoveryChange: a persistent discovery controller is told when the
+// discovery log changes, once until it reads the log, and the log's
+// generation counter moves.
+func TestDiscoveryChange(t *testing.T) {
+	r := newRig(t)
+	h := r.dial(0, 32)
+	h.mustOK(connectCmd(0, 31, 5000), connectData(nvme.DiscoveryNQN, testHostNQN, testHostID, 0xffff))
+	h.propSet(nvme.PropCC, ccEnable)
+	setAEC(h, nvme.AECDiscoveryChanged)
+	discEvent := nvme.MakeAsyncEventResult(nvme.AsyncEventTypeNotice, nvme.AsyncInfoDiscoveryChanged, nvme.LogDiscovery)
+	readLog := func() (gen, n uint64) {
+		c := newCmd(nvme.OpAdminGetLogPage, 30)
+		c.SetGetLogPage(nvme.LogDiscovery, 1024/4, 0)
+		buf := make([]byte, 1024)
+		h.mustOK(withData(c, len(buf)), buf)
+		return binary.LittleEndian.Uint64(buf), binary.LittleEndian.Uint64(buf[8:])
+	}
+	gen0, n0 := readLog()
+	for i, change := range []struct {
+		name string
+		do   func() error
+		dn   int64 // change in the number of records
+	}{
+		{"subsystem added", func() error {
+			_, err := r.tgt.AddSubsystem(SubsystemConfig{NQN: "nqn.2026-11.io.example:new", AllowAnyHost: true})
+			return err
+		}, 1},
+		{"subsystem removed", func() error { return r.tgt.RemoveSubsystem("nqn.2026-11.io.example:new") }, -1},
+		{"port added", func() error { return r.tgt.AddPort(r.lt, &Port{Address: "loop1", Service: "1"}) }, 1},
+		{"host removed from an open subsystem", func() error { r.sub.RemoveHost("x"); return nil }, 0},
+	} {
+		t.Run(change.name, func(t *testing.T) {
+			ev := aer(h, uint16(100+i))
+			if err := change.do(); err != nil {
+				t.Fatal(err)
+			}
+			wantEvent(t, ev, discEvent)
+			gen, n := readLog()
+			if gen <= gen0 || int64(n)-int64(n0) != change.dn {
+				t.Fatalf("generation %d -> %d, records %d -> %d (want %+d)", gen0, gen, n0, n, change.dn)
+			}
+			gen0, n0 = gen, n
+		})
+	}
+}
+
+// TestRemovePort: the queues connected through it are disconnected.
+func TestRemovePort(t *testing.T) {
+	r := newRig(t)
+	h, _ := r.adminConnect(testNQN, testHostNQN, 0)
+	ports := r.tgt.Ports()
+	if err := r.tgt.RemovePort(ports[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.lq.Disconnected():
+	case <-time.After(5 * time.Second):
+		t.Fatal("queue of a removed port still connected")
+	}
+	if len(r.tgt.Ports()) != 0 {
+		t.Fatal("port still listed")
+	}
+	if err := r.tgt.RemovePort(ports[0].ID); !errors.Is(err, ErrNoPort) {
+		t.Fatalf("removing it twice: %v", err)
+	}
+	// A port added now gets a new ID.
+	if err := r.tgt.AddPort(r.lt, &Port{Address: "loop2", Service: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if id := r.tgt.Ports()[0].ID; id == ports[0].ID {
+		t.Fatalf("port ID %d reused", id)
+	}
+}
+
+// TestControllerInfo: what status shows of a connected host.
+func TestControllerInfo(t *testing.T) {
+	r := newRig(t)
+	_, cntlid := r.adminConnect(testNQN, testHostNQN, 15000)
+	r.ioConnect(1, cntlid)
+	r.ioConnect(2, cntlid)
+	got := r.tgt.Controllers()
+	if len(got) != 1 {
+		t.Fatalf("%d controllers, want 1", len(got))
+	}
+	ci := got[0]
+	if ci.SubNQN != testNQN || ci.HostNQN != testHostNQN || ci.CNTLID != cntlid || ci.IOQueues != 2 ||
+		ci.KATO != 15*time.Second || !ci.Enabled || ci.Connected.IsZero() || ci.Discovery {
+		t.Fatalf("controller info %+v", ci)
+	}
+}

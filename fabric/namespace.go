@@ -1,0 +1,254 @@
+package fabric
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// NamespaceConfig describes one namespace.
+type NamespaceConfig struct {
+	NSID     uint32
+	Device   blockdev.Device
+	UUID     [16]byte
+	NGUID    [16]byte
+	ReadOnly bool
+	// Workers is how many goroutines run the backend's blocking I/O; 0 runs
+	// it inline on the transport's goroutine (the memory backend).
+	Workers int
+}
+
+// Namespace is one namespace of a subsystem.
+type Namespace struct {
+	nsid       nvme.NSID
+	dev        blockdev.Device
+	uuid       [16]byte
+	nguid      [16]byte
+	readOnly   bool
+	blockShift uint
+	// nblocks is the size in blocks, read on every I/O and changed by
+	// ResizeNamespace.
+	nblocks    atomic.Uint64
+	work       chan *Request
+	queuer     blockdev.Queuer // the backend, when it can queue I/O on an IOContext
+	wg         sync.WaitGroup
+	workers    int
+	lastErrLog atomic.Int64 // unix seconds of the last logged backend error
+
+	stats nsCounters
+	// refs counts the commands executing on the namespace, so that it is
+	// closed only after they finish; removed refuses new ones.
+	refs    nsRefs
+	removed atomic.Bool
+}
+
+// NSID is the namespace ID.
+func (ns *Namespace) NSID() nvme.NSID { return ns.nsid }
+
+// Stats is a snapshot of the namespace's counters.
+func (ns *Namespace) Stats() NamespaceStats { return ns.stats.snapshot() }
+
+// AddNamespace attaches a backend as a namespace.
+func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
+	if s.discovery {
+		return nil, errors.New("add namespace: the discovery subsystem has none")
+	}
+	nsid := nvme.NSID(c.NSID)
+	if !nsid.Valid() {
+		return nil, fmt.Errorf("add namespace: invalid NSID %d", c.NSID)
+	}
+	bs := c.Device.BlockSize()
+	if bs < 512 || bs&(bs-1) != 0 {
+		return nil, fmt.Errorf("add namespace %d: block size %d is not a power of two >= 512", c.NSID, bs)
+	}
+	ns := &Namespace{
+		nsid: nsid, dev: c.Device, uuid: c.UUID, nguid: c.NGUID, readOnly: c.ReadOnly,
+		blockShift: uint(bits.TrailingZeros32(bs)),
+	}
+	ns.queuer, _ = c.Device.(blockdev.Queuer)
+	ns.nblocks.Store(uint64(c.Device.Size()) >> ns.blockShift)
+	if ns.nblocks.Load() == 0 {
+		return nil, fmt.Errorf("add namespace %d: device is smaller than one block", c.NSID)
+	}
+	if err := s.insertNamespace(ns, c.Workers); err != nil {
+		return nil, err
+	}
+	// Hosts connected now learn of it (nothing is connected at start).
+	s.nsChanged(nsid)
+	return ns, nil
+}
+
+// insertNamespace publishes ns, with its workers, unless its NSID is taken.
+func (s *Subsystem) insertNamespace(ns *Namespace, workers int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.removed {
+		return fmt.Errorf("add namespace %d: subsystem removed", ns.nsid)
+	}
+	if _, ok := s.namespaces[ns.nsid]; ok {
+		return fmt.Errorf("add namespace %d: NSID in use", ns.nsid)
+	}
+	if workers > 0 {
+		// Deep enough for every request of every queue: submit never blocks.
+		ns.work = make(chan *Request, 1<<16)
+		ns.workers = workers
+		for i := 0; i < workers; i++ {
+			ns.wg.Add(1)
+			go ns.worker()
+		}
+	}
+	s.namespaces[ns.nsid] = ns
+	s.publishNamespaces()
+	s.maxNSID = max(s.maxNSID, ns.nsid)
+	return nil
+}
+
+// NamespaceInfo describes a namespace for the operator.
+type NamespaceInfo struct {
+	NSID      nvme.NSID
+	Size      int64 // bytes
+	BlockSize uint32
+	ReadOnly  bool
+	UUID      [16]byte
+}
+
+// Info describes the namespace.
+func (ns *Namespace) Info() NamespaceInfo {
+	return NamespaceInfo{
+		NSID: ns.nsid, Size: int64(ns.nblocks.Load()) << ns.blockShift, BlockSize: 1 << ns.blockShift,
+		ReadOnly: ns.readOnly, UUID: ns.uuid,
+	}
+}
+
+// publishNamespaces makes the namespace map the one the I/O path reads. s.mu is held.
+func (s *Subsystem) publishNamespaces() {
+	table := make(map[nvme.NSID]*Namespace, len(s.namespaces))
+	s.nsids = s.nsids[:0]
+	for k, v := range s.namespaces {
+		table[k] = v
+		s.nsids = append(s.nsids, k)
+	}
+	s.nsTable.Store(&table)
+	sort.Slice(s.nsids, func(i, j int) bool { return s.nsids[i] < s.nsids[j] })
+}
+
+// ErrNoNamespace means the subsystem has no namespace with that NSID.
+var ErrNoNamespace = errors.New("no such namespace")
+
+// RemoveNamespace detaches a namespace while hosts may be using it: new
+// commands to it get Invalid Namespace, hosts get a Namespace Attribute
+// Changed notice, commands already executing complete, and only then is the
+// backend flushed and closed.
+func (s *Subsystem) RemoveNamespace(nsid nvme.NSID) error {
+	s.mu.Lock()
+	ns := s.namespaces[nsid]
+	if ns != nil {
+		delete(s.namespaces, nsid)
+		s.publishNamespaces()
+	}
+	s.mu.Unlock()
+	if ns == nil {
+		return fmt.Errorf("remove namespace %d: %w", nsid, ErrNoNamespace)
+	}
+	s.nsChanged(nsid)
+	return ns.close()
+}
+
+// ResizeNamespace changes a namespace's size while hosts use it, and tells
+// them (the Linux host then updates the block device's capacity). The
+// backend must be a blockdev.Resizer; size is in bytes (0: a block device's
+// whole size).
+func (s *Subsystem) ResizeNamespace(nsid nvme.NSID, size int64) error {
+	ns := s.namespace(nsid)
+	if ns == nil {
+		return fmt.Errorf("resize namespace %d: %w", nsid, ErrNoNamespace)
+	}
+	rs, ok := ns.dev.(blockdev.Resizer)
+	if !ok {
+		return fmt.Errorf("resize namespace %d: %w: the backend cannot change size", nsid, blockdev.ErrNotSupported)
+	}
+	if err := rs.Resize(size); err != nil {
+		return fmt.Errorf("resize namespace %d: %w", nsid, err)
+	}
+	nb := uint64(ns.dev.Size()) >> ns.blockShift
+	if nb == ns.nblocks.Swap(nb) {
+		return nil
+	}
+	s.nsChanged(nsid)
+	return nil
+}
+
+// nsRefs counts commands executing on a namespace, sharded by queue like
+// its counters so that queues on different cores do not share a line.
+type nsRefs struct {
+	shards [statShards]struct {
+		n atomic.Int64
+		_ [56]byte
+	}
+}
+
+// enter counts r as executing on its namespace, unless the namespace was
+// removed since r was parsed. A command counted is let go by exit, in
+// Request.complete.
+func (ns *Namespace) enter(r *Request) bool {
+	c := &ns.refs.shards[int(r.q.qid)&(statShards-1)].n
+	c.Add(1)
+	// Ordered with close: it sets removed, then reads the counts.
+	if ns.removed.Load() {
+		c.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (ns *Namespace) exit(r *Request) { ns.refs.shards[int(r.q.qid)&(statShards-1)].n.Add(-1) }
+
+func (ns *Namespace) executing() int64 {
+	var n int64
+	for i := range ns.refs.shards {
+		n += ns.refs.shards[i].n.Load()
+	}
+	return n
+}
+
+// drainLogEvery is how often a namespace waiting for its commands says so.
+const drainLogEvery = 10 * time.Second
+
+// close refuses new commands, waits for those executing, stops the workers
+// and flushes and closes the backend. Only once.
+func (ns *Namespace) close() error {
+	if ns.removed.Swap(true) {
+		return nil
+	}
+	start := time.Now()
+	for last := start; ns.executing() > 0; {
+		time.Sleep(time.Millisecond)
+		if time.Since(last) > drainLogEvery {
+			last = time.Now()
+			slog.Default().Warn("namespace still has commands executing", "nsid", ns.nsid,
+				"executing", ns.executing(), "waited", time.Since(start).Round(time.Second))
+		}
+	}
+	// A nil request stops a worker; the channel is never closed, so a late
+	// submit cannot panic.
+	for i := 0; i < ns.workers; i++ {
+		ns.work <- nil
+	}
+	ns.wg.Wait()
+	var errs []error
+	if err := ns.dev.Flush(); err != nil {
+		errs = append(errs, fmt.Errorf("flush namespace %d: %w", ns.nsid, err))
+	}
+	if err := ns.dev.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close namespace %d: %w", ns.nsid, err))
+	}
+	return errors.Join(errs...)
+}
