@@ -1,0 +1,112 @@
+package config
+
+import (
+	"encoding"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Marshal writes c as YAML that Load reads back to the same configuration:
+// the running configuration, for `config save` and for persisting changes
+// made through the management API. Comments are not kept.
+//
+// Ports and subsystems leave out keys at their zero value (a namespace
+// without a path, a subsystem closed to other hosts). The other sections
+// are written whole: there a zero is a setting (poll_nap: 0s spins), not
+// the absence of one.
+func Marshal(c *Config) ([]byte, error) {
+	root := &yaml.Node{Kind: yaml.MappingNode}
+	v := reflect.ValueOf(c).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		key := keyOf(f)
+		omitZero := key == "ports" || key == "subsystems"
+		n, err := node(v.Field(i), omitZero)
+		if err != nil {
+			return nil, fmt.Errorf("marshal %s: %w", key, err)
+		}
+		root.Content = append(root.Content, scalar(key), n)
+	}
+	out, err := yaml.Marshal(root)
+	if err != nil {
+		return nil, fmt.Errorf("marshal config: %w", err)
+	}
+	return out, nil
+}
+
+func keyOf(f reflect.StructField) string {
+	k, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+	return k
+}
+
+func scalar(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+
+var textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+
+func node(v reflect.Value, omitZero bool) (*yaml.Node, error) {
+	switch {
+	case v.Type() == durationType:
+		return scalar(time.Duration(v.Int()).String()), nil
+	case v.Type().Implements(textMarshaler):
+		b, err := v.Interface().(encoding.TextMarshaler).MarshalText()
+		if err != nil {
+			return nil, err
+		}
+		return scalar(string(b)), nil
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		m := &yaml.Node{Kind: yaml.MappingNode}
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			key := keyOf(f)
+			if key == "" || !f.IsExported() || omitZero && v.Field(i).IsZero() {
+				continue
+			}
+			n, err := node(v.Field(i), omitZero)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", key, err)
+			}
+			m.Content = append(m.Content, scalar(key), n)
+		}
+		return m, nil
+	case reflect.Slice:
+		s := &yaml.Node{Kind: yaml.SequenceNode}
+		for i := 0; i < v.Len(); i++ {
+			n, err := node(v.Index(i), omitZero)
+			if err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+			s.Content = append(s.Content, n)
+		}
+		return s, nil
+	case reflect.String:
+		return scalar(v.String()), nil
+	case reflect.Bool:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v.Bool())}, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(v.Int(), 10)}, nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatUint(v.Uint(), 10)}, nil
+	}
+	return nil, fmt.Errorf("cannot write a %s", v.Type())
+}
+
+// Clone returns a deep copy of c, to change without touching c.
+func (c *Config) Clone() *Config {
+	d := *c
+	d.Ports = slices.Clone(c.Ports)
+	d.Subsystems = slices.Clone(c.Subsystems)
+	for i := range d.Subsystems {
+		s := &d.Subsystems[i]
+		s.Hosts = slices.Clone(s.Hosts)
+		s.Namespaces = slices.Clone(s.Namespaces)
+	}
+	return &d
+}
