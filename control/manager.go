@@ -1,0 +1,176 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+)
+
+// Options configure a Manager.
+type Options struct {
+	// Path is the configuration file serve was started with: reload reads
+	// it, and changes made through the API are written back to it. Empty
+	// (the embedded default) keeps changes in memory only.
+	Path string
+	// Transport returns the transport for a port's transport name.
+	Transport func(name string) (fabric.Transport, error)
+	// Logger receives the log; nil discards it.
+	Logger *slog.Logger
+}
+
+// Manager owns the running configuration of a target. Its methods are safe
+// for concurrent use; changes are made one at a time.
+type Manager struct {
+	tgt       *fabric.Target
+	path      string
+	transport func(string) (fabric.Transport, error)
+	log       *slog.Logger
+
+	mu      sync.Mutex
+	running *config.Config
+	ports   map[config.Port]uint16 // fabric port ID of each running port
+}
+
+// Result says what a change did.
+type Result struct {
+	// Applied lists the steps made, in order.
+	Applied []string `json:"applied"`
+	// Restart names the keys that changed but take effect only at the
+	// next start.
+	Restart []string `json:"restart,omitempty"`
+	// Persisted reports that the running configuration was written to
+	// the configuration file.
+	Persisted bool `json:"persisted"`
+}
+
+// New serves cfg on tgt: everything in it is set up by the same steps a
+// later change uses. On error, what was set up stays on tgt, for the
+// caller to close.
+func New(tgt *fabric.Target, cfg *config.Config, o Options) (*Manager, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	m := &Manager{tgt: tgt, path: o.Path, transport: o.Transport, log: o.Logger, ports: map[config.Port]uint16{}}
+	empty := cfg.Clone()
+	empty.Ports, empty.Subsystems = nil, nil
+	m.running = empty
+	steps, _, err := m.plan(empty, cfg, false)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.apply(steps); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Running returns a copy of the running configuration.
+func (m *Manager) Running() *config.Config {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.running.Clone()
+}
+
+// Path is the configuration file changes are written to ("" for none).
+func (m *Manager) Path() string { return m.path }
+
+// ErrInvalid wraps a change refused before anything was done: the request
+// or the file was wrong.
+var ErrInvalid = errors.New("invalid change")
+
+// Update changes the running configuration: edit gets a copy to change,
+// which is then validated whole, applied as a diff, and persisted. force
+// allows namespaces to shrink.
+func (m *Manager) Update(edit func(*config.Config) error, force bool) (Result, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next := m.running.Clone()
+	if err := edit(next); err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	next.ApplyDefaults()
+	if err := next.Validate(); err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	res, err := m.change(next, force)
+	if res.Applied != nil {
+		if perr := m.persist(); perr != nil {
+			m.log.Error("the change is live but was not saved", "err", perr)
+			err = errors.Join(err, fmt.Errorf("save the configuration: %w", perr))
+		} else {
+			res.Persisted = m.path != ""
+		}
+	}
+	return res, err
+}
+
+// ErrNoFile means there is no configuration file to reload.
+var ErrNoFile = errors.New("no configuration file: the target was started with the embedded default")
+
+// Reload reads the configuration file again and applies it as a diff. A
+// file that does not load or validate is rejected whole, and nothing
+// changes. Keys that cannot change live are reported in Result.Restart.
+func (m *Manager) Reload() (Result, error) {
+	if m.path == "" {
+		return Result{}, ErrNoFile
+	}
+	next, err := config.LoadFile(m.path)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	res, err := m.change(next, false)
+	for _, k := range res.Restart {
+		m.log.Warn("configuration key changed: it takes effect at the next start", "key", k)
+	}
+	return res, err
+}
+
+// change applies the diff from the running configuration to next. m.mu is
+// held.
+func (m *Manager) change(next *config.Config, force bool) (Result, error) {
+	steps, restart, err := m.plan(m.running, next, force)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	applied, err := m.apply(steps)
+	return Result{Applied: applied, Restart: restart}, err
+}
+
+// apply prepares every step (opening backends), and only if all could be
+// prepared, runs them in order. It stops at the first step that fails.
+func (m *Manager) apply(steps []step) ([]string, error) {
+	for i, s := range steps {
+		if s.prepare == nil {
+			continue
+		}
+		if err := s.prepare(); err != nil {
+			for _, p := range steps[:i] {
+				if p.abort != nil {
+					p.abort()
+				}
+			}
+			return nil, err
+		}
+	}
+	applied := []string{}
+	for i, s := range steps {
+		if err := s.do(m); err != nil {
+			for _, rest := range steps[i+1:] {
+				if rest.abort != nil {
+					rest.abort()
+				}
+			}
+			return applied, fmt.Errorf("%s: %w", s.what, err)
+		}
+		m.log.Debug("configuration step", "step", s.what)
+		applied = append(applied, s.what)
+	}
+	return applied, nil
+}

@@ -1,0 +1,388 @@
+package control
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+const (
+	subA = "nqn.2026-11.io.example:a"
+	subB = "nqn.2026-11.io.example:b"
+	hst1 = "nqn.2026-11.io.example:host1"
+	hst2 = "nqn.2026-11.io.example:host2"
+)
+
+// baseYAML is a configuration on loop ports, which need no RDMA.
+const baseYAML = `
+ports:
+  - {transport: loop, address: 127.0.0.1, port: 4420}
+subsystems:
+  - nqn: nqn.2026-11.io.example:a
+    hosts: [nqn.2026-11.io.example:host1, nqn.2026-11.io.example:host2]
+    namespaces:
+      - {nsid: 1, backend: memory, size: 1MiB}
+      - {nsid: 2, path: FILE, size: 1MiB}
+  - nqn: nqn.2026-11.io.example:b
+    allow_any_host: true
+    namespaces:
+      - {nsid: 1, backend: memory, size: 2MiB}
+`
+
+type bench struct {
+	t    *testing.T
+	dir  string
+	path string
+	tgt  *fabric.Target
+	lt   *fabric.LoopTransport
+	m    *Manager
+}
+
+func newBench(t *testing.T, yaml string) *bench {
+	t.Helper()
+	dir := t.TempDir()
+	b := &bench{t: t, dir: dir, path: filepath.Join(dir, "config.yaml")}
+	yaml = strings.ReplaceAll(yaml, "FILE", filepath.Join(dir, "ns2.img"))
+	if err := os.WriteFile(b.path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadFile(b.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.tgt = fabric.NewTarget(fabric.Options{})
+	b.lt = fabric.NewLoopTransport(fabric.TransportLimits{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4})
+	t.Cleanup(func() { b.tgt.Close() })
+	b.m, err = New(b.tgt, cfg, Options{Path: b.path, Transport: b.transport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *bench) transport(name string) (fabric.Transport, error) {
+	if name != "loop" {
+		return nil, errors.New("only loop in tests")
+	}
+	return b.lt, nil
+}
+
+// connect makes hostnqn a controller of subnqn through the loop port at
+// address, and returns its admin queue.
+func (b *bench) connect(address, subnqn, hostnqn string) *fabric.LoopQueue {
+	b.t.Helper()
+	lq, err := b.lt.Dial(address, 0, 32)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(lq.Close)
+	c := nvme.Command(make([]byte, nvme.CommandSize))
+	c.SetOpcode(nvme.OpFabrics)
+	c.SetFlags(nvme.PSDTSGLContig << 6)
+	c.SetFCType(nvme.FCTypeConnect)
+	c.SetConnect(0, 0, 31, 0, 0)
+	c.SGL1().SetKeyed(0x1000, nvme.ConnectDataSize, 1, false)
+	d := nvme.ConnectData(make([]byte, nvme.ConnectDataSize))
+	d.SetHostID([16]byte{1})
+	d.SetCNTLID(nvme.CNTLIDDynamic)
+	d.SetSubNQN(subnqn)
+	d.SetHostNQN(hostnqn)
+	rsp := nvme.Completion(make([]byte, nvme.CompletionSize))
+	if err := lq.Submit(c, d, rsp); err != nil || !rsp.Status().IsSuccess() {
+		b.t.Fatalf("connect %s to %s: %v %v", hostnqn, subnqn, err, rsp.Status())
+	}
+	return lq
+}
+
+// disconnected reports whether lq is disconnected, waiting for it when
+// expected.
+func disconnected(lq *fabric.LoopQueue, expected bool) bool {
+	wait := 100 * time.Millisecond
+	if expected {
+		wait = 5 * time.Second
+	}
+	select {
+	case <-lq.Disconnected():
+		return true
+	case <-time.After(wait):
+		return false
+	}
+}
+
+func (b *bench) namespaces(nqn string) []uint32 {
+	var out []uint32
+	for _, ns := range b.tgt.Subsystem(nqn).Namespaces() {
+		out = append(out, uint32(ns.NSID()))
+	}
+	return out
+}
+
+func sub(c *config.Config, nqn string) *config.Subsystem { return findSubsystem(c, nqn) }
+
+// TestStart: New sets up what the configuration says, through the same
+// steps as any change.
+func TestStart(t *testing.T) {
+	b := newBench(t, baseYAML)
+	st := b.m.Status()
+	if len(st.Ports) != 1 || st.Ports[0].ID == 0 || len(st.Subsystems) != 2 {
+		t.Fatalf("status %+v", st)
+	}
+	a := st.Subsystems[0]
+	if a.NQN != subA || len(a.Namespaces) != 2 || a.Namespaces[1].Size != 1<<20 || a.Namespaces[1].Backend != "file" ||
+		!slices.Equal(a.Hosts, []string{hst1, hst2}) || a.AllowAnyHost {
+		t.Fatalf("subsystem a %+v", a)
+	}
+	b.connect("127.0.0.1", subB, hst1)
+	st = b.m.Status()
+	if len(st.Controllers) != 1 || st.Controllers[0].HostNQN != hst1 || st.Controllers[0].SubNQN != subB || st.Controllers[0].HostAddress == "" {
+		t.Fatalf("controllers %+v", st.Controllers)
+	}
+}
+
+// TestUpdate: each kind of change through Update, what the target serves
+// afterwards, and that it was written to the configuration file.
+func TestUpdate(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(c *config.Config) error
+		force   bool
+		wantErr error
+		check   func(t *testing.T, b *bench)
+	}{
+		{name: "add namespace", edit: func(c *config.Config) error {
+			s := sub(c, subA)
+			s.Namespaces = append(s.Namespaces, config.Namespace{NSID: 3, Backend: "memory", Size: config.MiB})
+			return nil
+		}, check: func(t *testing.T, b *bench) {
+			if got := b.namespaces(subA); !slices.Equal(got, []uint32{1, 2, 3}) {
+				t.Fatalf("namespaces %v", got)
+			}
+		}},
+		{name: "remove namespace", edit: func(c *config.Config) error {
+			s := sub(c, subA)
+			s.Namespaces = s.Namespaces[:1]
+			return nil
+		}, check: func(t *testing.T, b *bench) {
+			if got := b.namespaces(subA); !slices.Equal(got, []uint32{1}) {
+				t.Fatalf("namespaces %v", got)
+			}
+		}},
+		{name: "grow a file namespace", edit: func(c *config.Config) error {
+			sub(c, subA).Namespaces[1].Size = 4 * config.MiB
+			return nil
+		}, check: func(t *testing.T, b *bench) {
+			if got := b.m.Status().Subsystems[0].Namespaces[1].Size; got != 4<<20 {
+				t.Fatalf("size %d", got)
+			}
+			if st, _ := os.Stat(filepath.Join(b.dir, "ns2.img")); st.Size() != 4<<20 {
+				t.Fatalf("file is %d bytes", st.Size())
+			}
+		}},
+		{name: "shrink refused", edit: func(c *config.Config) error {
+			sub(c, subA).Namespaces[1].Size = 512 * config.KiB
+			return nil
+		}, wantErr: ErrShrink},
+		{name: "shrink forced", force: true, edit: func(c *config.Config) error {
+			sub(c, subA).Namespaces[1].Size = 512 * config.KiB
+			return nil
+		}, check: func(t *testing.T, b *bench) {
+			if got := b.m.Status().Subsystems[0].Namespaces[1].Size; got != 512<<10 {
+				t.Fatalf("size %d", got)
+			}
+		}},
+		{name: "memory cannot resize", edit: func(c *config.Config) error {
+			sub(c, subA).Namespaces[0].Size = 4 * config.MiB
+			return nil
+		}, wantErr: ErrInvalid},
+		{name: "namespace replaced", edit: func(c *config.Config) error {
+			sub(c, subA).Namespaces[0].ReadOnly = true
+			return nil
+		}, check: func(t *testing.T, b *bench) {
+			if !b.tgt.Subsystem(subA).Namespaces()[0].Info().ReadOnly {
+				t.Fatal("not read-only")
+			}
+		}},
+		{name: "remove host disconnects it", edit: func(c *config.Config) error {
+			s := sub(c, subA)
+			s.Hosts = s.Hosts[1:]
+			return nil
+		}, check: func(t *testing.T, b *bench) {
+			if got := b.tgt.Subsystem(subA).Hosts(); !slices.Equal(got, []string{hst2}) {
+				t.Fatalf("hosts %v", got)
+			}
+		}},
+		{name: "remove subsystem", edit: func(c *config.Config) error {
+			c.Subsystems = c.Subsystems[1:]
+			return nil
+		}, check: func(t *testing.T, b *bench) {
+			if b.tgt.Subsystem(subA) != nil {
+				t.Fatal("still there")
+			}
+		}},
+		{name: "add subsystem and port", edit: func(c *config.Config) error {
+			c.Subsystems = append(c.Subsystems, config.Subsystem{NQN: "nqn.2026-11.io.example:c", AllowAnyHost: true,
+				Namespaces: []config.Namespace{{NSID: 5, Backend: "memory", Size: config.MiB}}})
+			c.Ports = append(c.Ports, config.Port{Transport: "loop", Address: "127.0.0.2", Port: 4420})
+			return nil
+		}, check: func(t *testing.T, b *bench) {
+			if got := b.namespaces("nqn.2026-11.io.example:c"); !slices.Equal(got, []uint32{5}) {
+				t.Fatalf("namespaces %v", got)
+			}
+			b.connect("127.0.0.2", "nqn.2026-11.io.example:c", hst1)
+		}},
+		{name: "invalid configuration refused", edit: func(c *config.Config) error {
+			sub(c, subA).Namespaces[0].NSID = 2
+			return nil
+		}, wantErr: ErrInvalid},
+		{name: "a backend that cannot open changes nothing", edit: func(c *config.Config) error {
+			s := sub(c, subA)
+			s.Namespaces = s.Namespaces[:1] // this removal must not happen either
+			s.Namespaces = append(s.Namespaces, config.Namespace{NSID: 9, Backend: "file", Path: "/nonexistent/dir/x.img", Size: config.MiB})
+			return nil
+		}, wantErr: os.ErrNotExist},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBench(t, baseYAML)
+			before, _ := os.ReadFile(b.path)
+			lq := b.connect("127.0.0.1", subA, hst1)
+			res, err := b.m.Update(tc.edit, tc.force)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Update: %v, want %v", err, tc.wantErr)
+			}
+			after, _ := os.ReadFile(b.path)
+			if tc.wantErr != nil {
+				if len(res.Applied) != 0 || string(after) != string(before) {
+					t.Fatalf("a refused change applied %v or wrote the file", res.Applied)
+				}
+				if got := b.namespaces(subA); !slices.Equal(got, []uint32{1, 2}) {
+					t.Fatalf("namespaces %v after a refused change", got)
+				}
+				return
+			}
+			if len(res.Applied) == 0 || !res.Persisted {
+				t.Fatalf("result %+v", res)
+			}
+			tc.check(t, b)
+			// The file now holds the running configuration, and the old one
+			// is kept.
+			saved, err := config.LoadFile(b.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			running, _ := config.Marshal(b.m.Running())
+			if got, _ := config.Marshal(saved); string(got) != string(running) {
+				t.Fatalf("saved\n%s\nrunning\n%s", got, running)
+			}
+			if bak, _ := os.ReadFile(b.path + ".bak"); string(bak) != string(before) {
+				t.Fatal(".bak is not the previous file")
+			}
+			// Only changes that concern the connected host reach it.
+			wantGone := tc.name == "remove host disconnects it" || tc.name == "remove subsystem"
+			if got := disconnected(lq, wantGone); got != wantGone {
+				t.Fatalf("host disconnected: %v, want %v", got, wantGone)
+			}
+		})
+	}
+}
+
+// TestReload: a valid file is applied as a diff; a broken one is refused
+// whole and the target goes on as it was; keys that cannot change live
+// are named.
+func TestReload(t *testing.T) {
+	b := newBench(t, baseYAML)
+	lq := b.connect("127.0.0.1", subB, hst1)
+	write := func(s string) {
+		t.Helper()
+		s = strings.ReplaceAll(s, "FILE", filepath.Join(b.dir, "ns2.img"))
+		if err := os.WriteFile(b.path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(baseYAML + "  - {nqn: nqn.2026-11.io.example:c, allow_any_host: true}\n")
+	res, err := b.m.Reload()
+	if err != nil || !slices.Equal(res.Applied, []string{"add subsystem nqn.2026-11.io.example:c"}) {
+		t.Fatalf("reload: %+v %v", res, err)
+	}
+	if b.tgt.Subsystem("nqn.2026-11.io.example:c") == nil {
+		t.Fatal("subsystem not added")
+	}
+	for _, broken := range []string{"ports: [", "subsystems: []\nports: []\n", baseYAML + "bogus_key: 1\n"} {
+		write(broken)
+		if _, err := b.m.Reload(); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("broken file %q: %v, want ErrInvalid", broken, err)
+		}
+		if b.tgt.Subsystem("nqn.2026-11.io.example:c") == nil || len(b.tgt.Ports()) != 1 {
+			t.Fatal("a broken file changed the target")
+		}
+	}
+	write(baseYAML + "rdma: {max_queues: 8}\ncontroller: {kato_max: 1m}\n")
+	res, err = b.m.Reload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Restart, []string{"rdma.max_queues", "controller.kato_max"}) {
+		t.Fatalf("restart keys %v", res.Restart)
+	}
+	if got := b.m.Running().RDMA.MaxQueues; got == 8 {
+		t.Fatal("a key that cannot change live was taken as running")
+	}
+	select {
+	case <-lq.Disconnected():
+		t.Fatal("a host of an untouched subsystem was disconnected")
+	default:
+	}
+	bm := &Manager{}
+	if _, err := bm.Reload(); !errors.Is(err, ErrNoFile) {
+		t.Fatalf("reload without a file: %v", err)
+	}
+}
+
+// TestPersistCrash: a crash at any point of writing the configuration
+// leaves the old file or the new one, whole.
+func TestPersistCrash(t *testing.T) {
+	for _, point := range []string{"written", "synced", ""} {
+		t.Run("crash at "+point, func(t *testing.T) {
+			b := newBench(t, baseYAML)
+			before, _ := os.ReadFile(b.path)
+			// Crash on the configuration file itself; its .bak is written
+			// before it.
+			crashPoint = func(path, p string) bool { return p == point && path == b.path }
+			defer func() { crashPoint = func(string, string) bool { return false } }()
+			_, err := b.m.Update(func(c *config.Config) error {
+				c.Subsystems = c.Subsystems[1:]
+				return nil
+			}, false)
+			after, rerr := os.ReadFile(b.path)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if point == "" {
+				if err != nil || string(after) == string(before) {
+					t.Fatalf("no crash: %v, file changed %v", err, string(after) != string(before))
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("the crash was not reported")
+			}
+			if string(after) != string(before) {
+				t.Fatalf("after a crash at %s the file is not the old one:\n%s", point, after)
+			}
+			if bak, _ := os.ReadFile(b.path + ".bak"); string(bak) != string(before) {
+				t.Fatal(".bak is not the previous file")
+			}
+			if _, err := config.LoadFile(b.path); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

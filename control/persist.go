@@ -1,0 +1,92 @@
+package control
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+)
+
+// persist writes the running configuration to the file serve was started
+// with, replacing it atomically and keeping the previous one as FILE.bak.
+// Comments in the file are not kept. m.mu is held.
+func (m *Manager) persist() error {
+	if m.path == "" {
+		return nil
+	}
+	data, err := config.Marshal(m.running)
+	if err != nil {
+		return err
+	}
+	data = append([]byte("# Written by nvmeof-tgt with the running configuration; the previous file is\n# kept as "+filepath.Base(m.path)+".bak.\n"), data...)
+	if old, err := os.ReadFile(m.path); err == nil {
+		if err := writeAtomic(m.path+".bak", old); err != nil {
+			return err
+		}
+	}
+	return writeAtomic(m.path, data)
+}
+
+// crashPoint, in tests, stops writeAtomic at a named point as a crash
+// would: nothing after it happens, not even cleanup.
+var crashPoint = func(path, point string) bool { return false }
+
+// writeAtomic replaces path with data so that a crash at any point leaves
+// either the old file or the new one, never a torn one: the data goes to a
+// temporary file in the same directory, is synced, renamed over path, and
+// the directory is synced so that the rename itself is durable.
+func writeAtomic(path string, data []byte) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	mode := os.FileMode(0o600)
+	if st, err := os.Stat(path); err == nil {
+		mode = st.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	crashed := false
+	defer func() {
+		if err != nil && !crashed {
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if crashed = crashPoint(path, "written"); crashed {
+		tmp.Close()
+		return fmt.Errorf("crash injected after writing %s", tmp.Name())
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp.Name(), err)
+	}
+	if crashed = crashPoint(path, "synced"); crashed {
+		return fmt.Errorf("crash injected before renaming %s", tmp.Name())
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("rename %s: %w", tmp.Name(), err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+)
+
+// step is one change to the running target. prepare, when set, does what
+// can fail before anything changes (opening a backend); abort undoes it
+// when another step's prepare failed. do makes the change and records it
+// in the running configuration.
+type step struct {
+	what    string
+	prepare func() error
+	abort   func()
+	do      func(m *Manager) error
+}
+
+// ErrShrink refuses a namespace made smaller: the host's data past the new
+// end would be lost. A forced change allows it.
+var ErrShrink = errors.New("namespace would shrink")
+
+// plan returns the steps that turn the running configuration old into
+// next, and the keys whose change needs a restart. Removals come first,
+// then changes in place, then additions, ports last, so that a host told
+// of a new subsystem can connect to it.
+func (m *Manager) plan(old, next *config.Config, force bool) (steps []step, restart []string, err error) {
+	restart = staticChanges(old, next)
+	var removes, changes, adds []step
+	for _, os := range old.Subsystems {
+		if findSubsystem(next, os.NQN) == nil {
+			removes = append(removes, m.removeSubsystem(os.NQN))
+		}
+	}
+	for _, ns := range next.Subsystems {
+		os := findSubsystem(old, ns.NQN)
+		if os == nil {
+			adds = append(adds, m.addSubsystem(ns))
+			continue
+		}
+		if os.Serial != ns.Serial {
+			restart = append(restart, subKey(ns.NQN, "serial"))
+		}
+		if os.Model != ns.Model {
+			restart = append(restart, subKey(ns.NQN, "model"))
+		}
+		r, c, a, err := m.planSubsystem(*os, ns, force)
+		if err != nil {
+			return nil, nil, err
+		}
+		removes, changes, adds = append(removes, r...), append(changes, c...), append(adds, a...)
+	}
+	for _, op := range old.Ports {
+		if !slices.Contains(next.Ports, op) {
+			removes = append(removes, m.removePort(op))
+		}
+	}
+	for _, np := range next.Ports {
+		if !slices.Contains(old.Ports, np) {
+			adds = append(adds, m.addPort(np))
+		}
+	}
+	return slices.Concat(removes, changes, adds), restart, nil
+}
+
+// planSubsystem compares one subsystem's hosts and namespaces.
+func (m *Manager) planSubsystem(os, ns config.Subsystem, force bool) (removes, changes, adds []step, err error) {
+	nqn := ns.NQN
+	for _, h := range os.Hosts {
+		if !slices.Contains(ns.Hosts, h) {
+			removes = append(removes, m.removeHost(nqn, h))
+		}
+	}
+	if os.AllowAnyHost && !ns.AllowAnyHost {
+		removes = append(removes, m.setAllowAnyHost(nqn, false))
+	}
+	for _, on := range os.Namespaces {
+		nn := findNamespace(&ns, on.NSID)
+		switch {
+		case nn == nil:
+			removes = append(removes, m.removeNamespace(nqn, on.NSID))
+		case *nn == on:
+		case sameBackend(on, *nn):
+			// Only the size differs.
+			if on.Backend == config.BackendMemory {
+				return nil, nil, nil, fmt.Errorf("namespace %d of %s: a memory namespace cannot change size; remove it and add it again", on.NSID, nqn)
+			}
+			if nn.Size < on.Size && nn.Size != 0 && !force {
+				return nil, nil, nil, fmt.Errorf("namespace %d of %s: %v to %v: %w (force to allow it)", on.NSID, nqn, on.Size, nn.Size, ErrShrink)
+			}
+			changes = append(changes, m.resizeNamespace(nqn, *nn))
+		default:
+			// Another backend, path or identity: the host sees the old
+			// namespace go and the new one come.
+			removes = append(removes, m.removeNamespace(nqn, on.NSID))
+			adds = append(adds, m.addNamespace(nqn, *nn))
+		}
+	}
+	for _, nn := range ns.Namespaces {
+		if findNamespace(&os, nn.NSID) == nil {
+			adds = append(adds, m.addNamespace(nqn, nn))
+		}
+	}
+	for _, h := range ns.Hosts {
+		if !slices.Contains(os.Hosts, h) {
+			adds = append(adds, m.addHost(nqn, h))
+		}
+	}
+	if !os.AllowAnyHost && ns.AllowAnyHost {
+		adds = append(adds, m.setAllowAnyHost(nqn, true))
+	}
+	return removes, changes, adds, nil
+}
+
+// sameBackend reports whether a and b differ at most in size.
+func sameBackend(a, b config.Namespace) bool {
+	a.Size = b.Size
+	return a == b
+}
+
+// staticChanges names the keys outside ports and subsystems that differ:
+// they size what was set up at start (registered pools, pollers, listeners
+// of the metrics endpoint) and take effect at the next start.
+func staticChanges(old, next *config.Config) []string {
+	var keys []string
+	ov, nv := reflect.ValueOf(old).Elem(), reflect.ValueOf(next).Elem()
+	for i := 0; i < ov.NumField(); i++ {
+		sec := ov.Type().Field(i)
+		if sec.Type.Kind() != reflect.Struct {
+			continue // ports and subsystems change live
+		}
+		for j := 0; j < sec.Type.NumField(); j++ {
+			if !reflect.DeepEqual(ov.Field(i).Field(j).Interface(), nv.Field(i).Field(j).Interface()) {
+				keys = append(keys, tagOf(sec)+"."+tagOf(sec.Type.Field(j)))
+			}
+		}
+	}
+	return keys
+}
+
+func tagOf(f reflect.StructField) string {
+	k := f.Tag.Get("mapstructure")
+	if i := slices.Index([]byte(k), ','); i >= 0 {
+		k = k[:i]
+	}
+	return k
+}
+
+func subKey(nqn, key string) string { return "subsystems[" + strconv.Quote(nqn) + "]." + key }
+
+func findSubsystem(c *config.Config, nqn string) *config.Subsystem {
+	for i := range c.Subsystems {
+		if c.Subsystems[i].NQN == nqn {
+			return &c.Subsystems[i]
+		}
+	}
+	return nil
+}
+
+func findNamespace(s *config.Subsystem, nsid uint32) *config.Namespace {
+	for i := range s.Namespaces {
+		if s.Namespaces[i].NSID == nsid {
+			return &s.Namespaces[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package control
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// The steps plan builds. Each does one fabric change and records it in
+// m.running; m.mu is held.
+
+func (m *Manager) addSubsystem(sc config.Subsystem) step {
+	var opened []fabric.NamespaceConfig
+	return step{
+		what: "add subsystem " + sc.NQN,
+		prepare: func() error {
+			for _, nc := range sc.Namespaces {
+				fc, err := openNamespace(sc.NQN, nc, m.log)
+				if err != nil {
+					m.closeAll(opened)
+					opened = nil
+					return fmt.Errorf("subsystem %s namespace %d: %w", sc.NQN, nc.NSID, err)
+				}
+				opened = append(opened, fc)
+			}
+			return nil
+		},
+		abort: func() { m.closeAll(opened) },
+		do: func(m *Manager) error {
+			s, err := m.tgt.AddSubsystem(fabric.SubsystemConfig{
+				NQN: sc.NQN, Serial: sc.Serial, Model: sc.Model, AllowAnyHost: sc.AllowAnyHost, Hosts: sc.Hosts,
+			})
+			if err != nil {
+				m.closeAll(opened)
+				return err
+			}
+			rs := sc
+			rs.Namespaces = nil
+			m.running.Subsystems = append(m.running.Subsystems, rs)
+			for i, fc := range opened {
+				if err := m.attach(s, sc.Namespaces[i], fc); err != nil {
+					m.closeAll(opened[i+1:])
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// attach adds an opened namespace to s and to the running configuration.
+func (m *Manager) attach(s *fabric.Subsystem, nc config.Namespace, fc fabric.NamespaceConfig) error {
+	if _, err := s.AddNamespace(fc); err != nil {
+		fc.Device.Close()
+		return err
+	}
+	rs := findSubsystem(m.running, s.NQN())
+	rs.Namespaces = append(rs.Namespaces, nc)
+	slices.SortFunc(rs.Namespaces, func(a, b config.Namespace) int { return int(int64(a.NSID) - int64(b.NSID)) })
+	m.log.Info("namespace added", "subnqn", s.NQN(), "nsid", nc.NSID, "backend", nc.Backend, "path", nc.Path,
+		"bytes", fc.Device.Size(), "block_size", fc.Device.BlockSize(), "uuid", nc.ResolvedUUID(s.NQN()).String())
+	return nil
+}
+
+func (m *Manager) closeAll(fcs []fabric.NamespaceConfig) {
+	for _, fc := range fcs {
+		fc.Device.Close()
+	}
+}
+
+func (m *Manager) removeSubsystem(nqn string) step {
+	return step{what: "remove subsystem " + nqn, do: func(m *Manager) error {
+		err := m.tgt.RemoveSubsystem(nqn)
+		m.running.Subsystems = slices.DeleteFunc(m.running.Subsystems, func(s config.Subsystem) bool { return s.NQN == nqn })
+		return err
+	}}
+}
+
+func (m *Manager) addNamespace(nqn string, nc config.Namespace) step {
+	var fc fabric.NamespaceConfig
+	return step{
+		what: fmt.Sprintf("add namespace %d to %s", nc.NSID, nqn),
+		prepare: func() (err error) {
+			fc, err = openNamespace(nqn, nc, m.log)
+			if err != nil {
+				return fmt.Errorf("subsystem %s namespace %d: %w", nqn, nc.NSID, err)
+			}
+			return nil
+		},
+		abort: func() { fc.Device.Close() },
+		do: func(m *Manager) error {
+			s := m.tgt.Subsystem(nqn)
+			if s == nil {
+				fc.Device.Close()
+				return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+			}
+			return m.attach(s, nc, fc)
+		},
+	}
+}
+
+func (m *Manager) removeNamespace(nqn string, nsid uint32) step {
+	return step{what: fmt.Sprintf("remove namespace %d from %s", nsid, nqn), do: func(m *Manager) error {
+		s := m.tgt.Subsystem(nqn)
+		if s == nil {
+			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+		}
+		// Off the running configuration even if closing the backend
+		// failed: the namespace is gone for hosts either way.
+		err := s.RemoveNamespace(nvme.NSID(nsid))
+		rs := findSubsystem(m.running, nqn)
+		rs.Namespaces = slices.DeleteFunc(rs.Namespaces, func(n config.Namespace) bool { return n.NSID == nsid })
+		m.log.Info("namespace removed", "subnqn", nqn, "nsid", nsid, "err", err)
+		return err
+	}}
+}
+
+func (m *Manager) resizeNamespace(nqn string, nc config.Namespace) step {
+	return step{what: fmt.Sprintf("resize namespace %d of %s to %v", nc.NSID, nqn, nc.Size), do: func(m *Manager) error {
+		s := m.tgt.Subsystem(nqn)
+		if s == nil {
+			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+		}
+		if nc.Size == 0 && nc.Backend == config.BackendFile {
+			return fmt.Errorf("namespace %d of %s: a file namespace is resized to a size, not 0", nc.NSID, nqn)
+		}
+		if err := s.ResizeNamespace(nvme.NSID(nc.NSID), int64(nc.Size)); err != nil {
+			return err
+		}
+		*findNamespace(findSubsystem(m.running, nqn), nc.NSID) = nc
+		m.log.Info("namespace resized", "subnqn", nqn, "nsid", nc.NSID, "size", nc.Size)
+		return nil
+	}}
+}
+
+func (m *Manager) addHost(nqn, host string) step {
+	return step{what: fmt.Sprintf("allow host %s on %s", host, nqn), do: func(m *Manager) error {
+		s := m.tgt.Subsystem(nqn)
+		if s == nil {
+			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+		}
+		s.AddHost(host)
+		rs := findSubsystem(m.running, nqn)
+		rs.Hosts = append(rs.Hosts, host)
+		return nil
+	}}
+}
+
+func (m *Manager) removeHost(nqn, host string) step {
+	return step{what: fmt.Sprintf("remove host %s from %s", host, nqn), do: func(m *Manager) error {
+		s := m.tgt.Subsystem(nqn)
+		if s == nil {
+			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+		}
+		n := s.RemoveHost(host)
+		rs := findSubsystem(m.running, nqn)
+		rs.Hosts = slices.DeleteFunc(rs.Hosts, func(h string) bool { return h == host })
+		m.log.Info("host removed", "subnqn", nqn, "hostnqn", host, "controllers_deleted", n)
+		return nil
+	}}
+}
+
+func (m *Manager) setAllowAnyHost(nqn string, any bool) step {
+	return step{what: fmt.Sprintf("allow_any_host %v on %s", any, nqn), do: func(m *Manager) error {
+		s := m.tgt.Subsystem(nqn)
+		if s == nil {
+			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+		}
+		n := s.SetAllowAnyHost(any)
+		findSubsystem(m.running, nqn).AllowAnyHost = any
+		m.log.Info("allow_any_host changed", "subnqn", nqn, "allow_any_host", any, "controllers_deleted", n)
+		return nil
+	}}
+}
+
+func portName(p config.Port) string {
+	return p.Transport + " " + net.JoinHostPort(p.Address, strconv.Itoa(p.Port))
+}
+
+func (m *Manager) addPort(p config.Port) step {
+	return step{what: "add port " + portName(p), do: func(m *Manager) error {
+		tr, err := m.transport(p.Transport)
+		if err != nil {
+			return fmt.Errorf("port %s: %w", portName(p), err)
+		}
+		fp := &fabric.Port{Address: p.Address, Service: strconv.Itoa(p.Port)}
+		if err := m.tgt.AddPort(tr, fp); err != nil {
+			return err
+		}
+		m.ports[p] = fp.ID
+		m.running.Ports = append(m.running.Ports, p)
+		return nil
+	}}
+}
+
+func (m *Manager) removePort(p config.Port) step {
+	return step{what: "remove port " + portName(p), do: func(m *Manager) error {
+		id, ok := m.ports[p]
+		if !ok {
+			return fmt.Errorf("port %s: %w", portName(p), fabric.ErrNoPort)
+		}
+		err := m.tgt.RemovePort(id)
+		delete(m.ports, p)
+		m.running.Ports = slices.DeleteFunc(m.running.Ports, func(q config.Port) bool { return q == p })
+		return err
+	}}
+}
