@@ -28,6 +28,7 @@ type Config struct {
 	RDMA       RDMA        `mapstructure:"rdma"`
 	Controller Controller  `mapstructure:"controller"`
 	Metrics    Metrics     `mapstructure:"metrics"`
+	API        API         `mapstructure:"api"`
 	Log        Log         `mapstructure:"log"`
 }
 
@@ -124,6 +125,16 @@ type Metrics struct {
 	Pprof bool `mapstructure:"pprof"`
 }
 
+// API is the local management API (docs/api.md), which the CLI uses.
+type API struct {
+	// Socket is the Unix socket it listens on, mode 0600; "" turns the
+	// API off.
+	Socket string `mapstructure:"socket"`
+}
+
+// DefaultAPISocket is where the API listens and the CLI connects.
+const DefaultAPISocket = "/run/nvmeof-tgt/nvmeof-tgt.sock"
+
 // Log configures logging.
 type Log struct {
 	Level  string `mapstructure:"level"`  // debug, info (default), warn or error
@@ -161,6 +172,7 @@ var scalarDefaults = []struct {
 	{"controller.kato_max", fabric.DefaultKATOMax},
 	{"metrics.listen", "127.0.0.1:9771"},
 	{"metrics.pprof", false},
+	{"api.socket", DefaultAPISocket},
 	{"log.level", "info"},
 	{"log.format", "text"},
 }
