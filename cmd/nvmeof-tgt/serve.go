@@ -10,7 +10,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -21,16 +20,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/control"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 )
-
-// fileWorkers is how many goroutines run blocking I/O per file or block
-// device namespace: enough to keep a queue depth of 32 busy on each of a
-// few queues.
-const fileWorkers = 32
 
 func serveCmd() *cobra.Command {
 	var cfgFile string
@@ -49,7 +43,7 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cfg)
+			return serve(cmd.Context(), cfg, cfgFile)
 		},
 	}
 	c.Flags().StringVarP(&cfgFile, "config", "c", "", "configuration file (YAML); NVMEOF_TGT_* variables override it")
@@ -68,16 +62,16 @@ func newLogger(c config.Log) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
-func serve(ctx context.Context, cfg *config.Config) error {
+func serve(ctx context.Context, cfg *config.Config, path string) error {
 	log := newLogger(cfg.Log)
 	slog.SetDefault(log)
 	raiseMemlock(log)
 
-	srv, err := build(cfg, log)
+	srv, err := build(cfg, path, log)
 	if err != nil {
 		return err
 	}
-	srv.run(ctx, cfg)
+	srv.run(ctx)
 	return srv.shutdown()
 }
 
@@ -85,14 +79,19 @@ func serve(ctx context.Context, cfg *config.Config) error {
 type server struct {
 	log     *slog.Logger
 	tgt     *fabric.Target
-	rt      *rdma.Transport // only with an rdma port
-	metrics *http.Server    // only with metrics.listen set
+	m       *control.Manager
+	rcfg    rdma.Config
+	rt      *rdma.Transport // made with the first rdma port
+	loop    *fabric.LoopTransport
+	metrics *http.Server // only with metrics.listen set
 }
 
-// build creates the target, its namespaces, ports and the metrics
-// endpoint. On failure it releases whatever it made.
-func build(cfg *config.Config, log *slog.Logger) (_ *server, err error) {
-	s := &server{log: log}
+// build creates the target and serves cfg on it, then the metrics
+// endpoint. path is the configuration file ("" for the embedded default),
+// which reload reads and API changes are saved to. On failure it releases
+// whatever it made.
+func build(cfg *config.Config, path string, log *slog.Logger) (_ *server, err error) {
+	s := &server{log: log, rcfg: rdmaConfig(cfg.RDMA, log)}
 	defer func() {
 		if err != nil {
 			// The failure is what the operator needs; close errors would
@@ -100,16 +99,19 @@ func build(cfg *config.Config, log *slog.Logger) (_ *server, err error) {
 			s.close()
 		}
 	}()
-	rcfg := rdmaConfig(cfg.RDMA, log)
+	s.loop = fabric.NewLoopTransport(loopLimits(s.rcfg))
 	s.tgt = fabric.NewTarget(fabric.Options{
 		KATOMax:          cfg.Controller.KeepAliveTimeoutMax,
 		FirmwareRevision: firmwareRevision(),
 		Logger:           log,
 	})
-	if err := addSubsystems(s.tgt, cfg, log); err != nil {
-		return nil, err
-	}
-	if err := s.addPorts(cfg.Ports, rcfg); err != nil {
+	s.m, err = control.New(s.tgt, cfg, control.Options{Path: path, Transport: s.transport, Logger: log})
+	switch {
+	case errors.Is(err, rdma.ErrNoDevice):
+		return nil, fmt.Errorf("%w (set an RDMA device up, e.g. Soft-RoCE with `nvmeof-tgt softroce add`)", err)
+	case errors.Is(err, rdma.ErrNotSupported):
+		return nil, fmt.Errorf("%w (this binary was built without cgo)", err)
+	case err != nil:
 		return nil, err
 	}
 	if cfg.Metrics.Listen != "" {
@@ -120,39 +122,23 @@ func build(cfg *config.Config, log *slog.Logger) (_ *server, err error) {
 	return s, nil
 }
 
-// addPorts listens on every port; the rdma transport is created with the
-// first rdma port and serves them all.
-func (s *server) addPorts(ports []config.Port, rcfg rdma.Config) error {
-	loop := fabric.NewLoopTransport(loopLimits(rcfg))
-	for i, p := range ports {
-		var tr fabric.Transport
-		switch p.Transport {
-		case "rdma":
-			if s.rt == nil {
-				rt, err := rdma.New(rcfg)
-				if err != nil {
-					return err
-				}
-				s.rt = rt
+// transport returns the transport of a port; the RDMA transport, which
+// registers its pools, is made with the first rdma port and serves them all.
+func (s *server) transport(name string) (fabric.Transport, error) {
+	switch name {
+	case "rdma":
+		if s.rt == nil {
+			rt, err := rdma.New(s.rcfg)
+			if err != nil {
+				return nil, err
 			}
-			tr = s.rt
-		case "loop":
-			tr = loop
-		default:
-			return fmt.Errorf("ports[%d].transport: unknown transport %q", i, p.Transport)
+			s.rt = rt
 		}
-		fp := &fabric.Port{Address: p.Address, Service: strconv.Itoa(p.Port)}
-		if err := s.tgt.AddPort(tr, fp); err != nil {
-			if errors.Is(err, rdma.ErrNoDevice) {
-				return fmt.Errorf("ports[%d]: %w: no RDMA device serves %s (set one up, e.g. Soft-RoCE with `nvmeof-tgt softroce add`)", i, err, p.Address)
-			}
-			if errors.Is(err, rdma.ErrNotSupported) {
-				return fmt.Errorf("ports[%d]: %w (this binary was built without cgo)", i, err)
-			}
-			return fmt.Errorf("ports[%d]: %w", i, err)
-		}
+		return s.rt, nil
+	case "loop":
+		return s.loop, nil
 	}
-	return nil
+	return nil, fmt.Errorf("unknown transport %q", name)
 }
 
 // startMetrics serves Prometheus metrics, and pprof if asked, on m.Listen.
@@ -179,21 +165,42 @@ func (s *server) startMetrics(m config.Metrics) error {
 	return nil
 }
 
-// run tells systemd the target is ready and waits for SIGTERM, SIGINT or
-// the end of ctx.
-func (s *server) run(ctx context.Context, cfg *config.Config) {
+// run tells systemd the target is ready and serves until SIGTERM, SIGINT
+// or the end of ctx. SIGHUP reloads the configuration file.
+func (s *server) run(ctx context.Context) {
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sig)
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
 		s.log.Warn("sd_notify", "err", err)
 	}
+	cfg := s.m.Running()
 	s.log.Info("target ready", "subsystems", len(cfg.Subsystems), "ports", len(cfg.Ports))
-
-	select {
-	case got := <-sig:
-		s.log.Info("shutting down", "signal", got.String())
-	case <-ctxDone(ctx):
+	for {
+		select {
+		case got := <-sig:
+			if got == syscall.SIGHUP {
+				s.reload()
+				continue
+			}
+			s.log.Info("shutting down", "signal", got.String())
+		case <-ctxDone(ctx):
+		}
+		return
 	}
+}
+
+// reload applies the configuration file again (SIGHUP). A file that does
+// not load is refused whole and the target goes on as it was.
+func (s *server) reload() {
+	daemon.SdNotify(false, daemon.SdNotifyReloading)
+	defer daemon.SdNotify(false, daemon.SdNotifyReady)
+	res, err := s.m.Reload()
+	if err != nil {
+		s.log.Error("reload failed: the running configuration stays", "err", err, "applied", res.Applied)
+		return
+	}
+	s.log.Info("configuration reloaded", "changes", len(res.Applied), "restart_needed", res.Restart)
 }
 
 // shutdown tells systemd the target is stopping and closes it; an error
@@ -283,53 +290,4 @@ func raiseMemlock(log *slog.Logger) {
 		unix.Getrlimit(unix.RLIMIT_MEMLOCK, &cur)
 		log.Warn("cannot raise RLIMIT_MEMLOCK; registration may fail", "err", err, "limit", cur.Cur)
 	}
-}
-
-func addSubsystems(tgt *fabric.Target, cfg *config.Config, log *slog.Logger) error {
-	for i, sc := range cfg.Subsystems {
-		s, err := tgt.AddSubsystem(fabric.SubsystemConfig{
-			NQN: sc.NQN, Serial: sc.Serial, Model: sc.Model, AllowAnyHost: sc.AllowAnyHost, Hosts: sc.Hosts,
-		})
-		if err != nil {
-			return fmt.Errorf("subsystems[%d]: %w", i, err)
-		}
-		for j, nc := range sc.Namespaces {
-			key := fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j)
-			dev, workers, err := openBackend(nc, log)
-			if err != nil {
-				return fmt.Errorf("%s: %w", key, err)
-			}
-			u := nc.ResolvedUUID(sc.NQN)
-			if _, err := s.AddNamespace(fabric.NamespaceConfig{
-				NSID: nc.NSID, Device: dev, UUID: u, NGUID: nc.NGUID(sc.NQN), ReadOnly: nc.ReadOnly, Workers: workers,
-			}); err != nil {
-				dev.Close()
-				return fmt.Errorf("%s: %w", key, err)
-			}
-			log.Info("namespace added", "subnqn", sc.NQN, "nsid", nc.NSID, "backend", nc.Backend,
-				"path", nc.Path, "bytes", dev.Size(), "block_size", dev.BlockSize(), "uuid", u.String())
-		}
-	}
-	return nil
-}
-
-// openBackend opens a namespace's device and says how many workers it
-// needs: memory never blocks and runs inline.
-func openBackend(nc config.Namespace, log *slog.Logger) (blockdev.Device, int, error) {
-	o := blockdev.Options{Path: nc.Path, Size: int64(nc.Size), BlockSize: nc.BlockSize, ReadOnly: nc.ReadOnly, Buffered: nc.BufferedIO, Logger: log}
-	switch nc.Backend {
-	case config.BackendMemory:
-		d, err := blockdev.NewMemory(int64(nc.Size), nc.BlockSize)
-		return d, 0, err
-	case config.BackendFile:
-		d, err := blockdev.OpenFile(o)
-		return d, fileWorkers, err
-	case config.BackendBlock:
-		// A block device uses its own logical block size.
-		o.BlockSize = 0
-		d, err := blockdev.OpenBlockDevice(o)
-		return d, fileWorkers, err
-	}
-	// config.Load inferred any backend left unset.
-	return nil, 0, fmt.Errorf("unknown backend %q", nc.Backend)
 }

@@ -36,9 +36,9 @@ func TestBuild(t *testing.T) {
 		{name: "ok", ports: "[{transport: loop, address: 127.0.0.1}]", metrics: "127.0.0.1:0"},
 		{name: "ok without metrics", ports: "[{transport: loop, address: 127.0.0.1}]"},
 		{name: "second namespace fails", ports: "[{transport: loop, address: 127.0.0.1}]",
-			ns2: "{nsid: 2, path: DIR/missing/ns.img, size: 1MiB}", wantErr: "subsystems[0].namespaces[1]"},
+			ns2: "{nsid: 2, path: DIR/missing/ns.img, size: 1MiB}", wantErr: "nqn.2026-11.io.example:t namespace 2"},
 		{name: "second port fails", ports: "[{transport: loop, address: 127.0.0.1, port: 1}, {transport: loop, address: 127.0.0.1, port: 2}]",
-			wantErr: "ports[1]"},
+			wantErr: "port loop 127.0.0.1:2"},
 		{name: "metrics address in use", ports: "[{transport: loop, address: 127.0.0.1}]", metrics: busy.Addr().String(),
 			wantErr: "metrics.listen"},
 	}
@@ -65,7 +65,7 @@ metrics: {listen: ""}
 			cfg.Metrics.Listen = tt.metrics
 
 			before := runtime.NumGoroutine()
-			srv, err := build(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			srv, err := build(cfg, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("build: %v", err)
