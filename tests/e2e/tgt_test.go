@@ -40,6 +40,11 @@ type tgtProcess struct {
 	ready     chan struct{}
 	cleanupOn bool
 	loops     map[string]string // BackendBlock image → its loop device, kept across restarts
+	// apiSock is the management API's socket, for ctl.
+	apiSock string
+	// keepConfig starts with the configuration file as the target left it
+	// (changes made through the API), instead of writing it from spec.
+	keepConfig bool
 }
 
 func (p *tgtProcess) Start(t *testing.T, spec Spec) {
@@ -54,9 +59,20 @@ func (p *tgtProcess) Start(t *testing.T, spec Spec) {
 	createImages(t, spec)
 	p.attachLoops(t, spec)
 
+	// A unix socket path must fit in 108 bytes: keep them out of the (long) results path.
+	sockDir, err := os.MkdirTemp("", "e2e-notify-")
+	if err != nil {
+		t.Fatalf("socket dir: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	p.apiSock = filepath.Join(sockDir, "api.sock")
 	p.cfgPath = filepath.Join(p.dir, "nvmeof-tgt.yaml")
-	if err := os.WriteFile(p.cfgPath, []byte(tgtConfigYAML(spec, p.loops)), 0o644); err != nil {
-		t.Fatalf("write config: %v", err)
+	if !p.keepConfig {
+		if err := os.WriteFile(p.cfgPath, []byte(tgtConfigYAML(spec, p.loops, p.apiSock)), 0o644); err != nil {
+			t.Fatalf("write config: %v", err)
+		}
+	} else if err := setAPISocket(p.cfgPath, p.apiSock); err != nil {
+		t.Fatal(err)
 	}
 	p.logPath = filepath.Join(p.dir, "nvmeof-tgt.log")
 	logf, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
@@ -66,12 +82,6 @@ func (p *tgtProcess) Start(t *testing.T, spec Spec) {
 	defer logf.Close() // the child holds its own descriptor
 	fmt.Fprintf(logf, "=== e2e: %s serve --config %s (%s)\n", p.bin, p.cfgPath, time.Now().Format(time.RFC3339))
 
-	// A unix socket path must fit in 108 bytes: keep it out of the (long) results path.
-	sockDir, err := os.MkdirTemp("", "e2e-notify-")
-	if err != nil {
-		t.Fatalf("notify dir: %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	sock := filepath.Join(sockDir, "notify.sock")
 	p.notify, err = net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
@@ -211,6 +221,56 @@ func (p *tgtProcess) Restart(t *testing.T) {
 	p.Start(t, spec)
 }
 
+// RestartKeep restarts the target with its configuration file as it is,
+// as a supervisor would.
+func (p *tgtProcess) RestartKeep(t *testing.T) {
+	t.Helper()
+	p.keepConfig = true
+	defer func() { p.keepConfig = false }()
+	p.Restart(t)
+}
+
+// setAPISocket points the api.socket of the configuration file at path (the
+// socket directory is new at each start).
+func setAPISocket(cfgPath, sock string) error {
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(string(b), "\n")
+	for i, l := range lines {
+		// socket is api's only key, whatever the indentation the target
+		// wrote it with.
+		if rest := strings.TrimLeft(l, " "); strings.HasPrefix(rest, "socket:") {
+			lines[i] = l[:len(l)-len(rest)] + "socket: " + strconv.Quote(sock)
+		}
+	}
+	return os.WriteFile(cfgPath, []byte(strings.Join(lines, "\n")), 0o644)
+}
+
+// ctl runs the CLI against the running target's API and returns its
+// standard output; a failure fails the test.
+func (p *tgtProcess) ctl(t *testing.T, args ...string) []byte {
+	t.Helper()
+	out, err := p.ctlErr(args...)
+	if err != nil {
+		t.Fatalf("nvmeof-tgt %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// ctlErr is ctl that returns the error, with the CLI's own message.
+func (p *tgtProcess) ctlErr(args ...string) ([]byte, error) {
+	cmd := exec.Command(p.bin, append([]string{"--socket", p.apiSock}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
 // attachLoops gives each block namespace's image a loop device with the namespace's logical block
 // size, once; the devices are detached when the test ends, after the target has stopped.
 func (p *tgtProcess) attachLoops(t *testing.T, spec Spec) {
@@ -266,7 +326,7 @@ func withoutEnv(env []string, key string) []string {
 
 // tgtConfigYAML renders spec in nvmeof-tgt's configuration format. Strings are double-quoted
 // (JSON-style escapes are valid YAML), so NQNs with colons need no care.
-func tgtConfigYAML(spec Spec, loops map[string]string) string {
+func tgtConfigYAML(spec Spec, loops map[string]string, apiSock string) string {
 	var b bytes.Buffer
 	q := strconv.Quote
 	b.WriteString("# written by tests/e2e\n")
@@ -308,6 +368,8 @@ func tgtConfigYAML(spec Spec, loops map[string]string) string {
 	}
 	b.WriteString("metrics: {listen: \"127.0.0.1:9771\"}\n")
 	b.WriteString("log: {level: debug}\n")
+	// On a line of its own: RestartKeep rewrites it.
+	fmt.Fprintf(&b, "api:\n  socket: %s\n", q(apiSock))
 	return b.String()
 }
 

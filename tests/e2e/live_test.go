@@ -1,0 +1,265 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Changes made to a running nvmeof-tgt, as the Linux host sees them: the
+// management CLI (and its API), SIGHUP reload, and persistence across a
+// restart. The kernel target has no such API: these run on nvmeof-tgt only.
+
+// liveTarget starts nvmeof-tgt with spec.
+func liveTarget(t *testing.T, spec Spec) (*tgtProcess, string) {
+	t.Helper()
+	if targetKind == kindKernel {
+		t.Skip("the kernel target is changed through configfs, not nvmeof-tgt's API")
+	}
+	tgt, dir := startTarget(t, spec)
+	return tgt.(*tgtProcess), dir
+}
+
+// ctlStatus is `status --json`.
+type ctlStatus struct {
+	Subsystems  []ctlSubsystem `json:"subsystems"`
+	Controllers []struct {
+		SubNQN      string `json:"subnqn"`
+		HostNQN     string `json:"hostnqn"`
+		HostAddress string `json:"host_address"`
+		CNTLID      uint16 `json:"cntlid"`
+		IOQueues    int    `json:"io_queues"`
+	} `json:"controllers"`
+}
+
+type ctlSubsystem struct {
+	NQN        string   `json:"nqn"`
+	Hosts      []string `json:"hosts"`
+	Namespaces []struct {
+		NSID uint32 `json:"nsid"`
+		Size int64  `json:"size"`
+	} `json:"namespaces"`
+}
+
+func (p *tgtProcess) status(t *testing.T) ctlStatus {
+	t.Helper()
+	var st ctlStatus
+	out := p.ctl(t, "status", "--json")
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	return st
+}
+
+func (st ctlStatus) connected(subnqn, hostnqn string) bool {
+	for _, c := range st.Controllers {
+		if c.SubNQN == subnqn && c.HostNQN == hostnqn {
+			return true
+		}
+	}
+	return false
+}
+
+// backgroundFio runs a time-based random-write job on dev that verifies
+// what it wrote as it goes (verify_backlog), and reports its result when
+// it ends.
+func backgroundFio(t *testing.T, dev, outDir string, runtime time.Duration) <-chan error {
+	report := filepath.Join(outDir, "fio-live.json")
+	args := []string{"--name=live", "--filename=" + dev, "--ioengine=libaio", "--direct=1",
+		"--rw=randwrite", "--bs=4k", "--iodepth=8", "--size=32m", "--time_based",
+		"--runtime=" + strconv.Itoa(int(runtime.Seconds())),
+		"--verify=crc32c", "--verify_backlog=128", "--verify_fatal=1", "--verify_state_save=0",
+		"--output-format=json", "--output=" + report}
+	done := make(chan error, 1)
+	go func() {
+		r := execCmd(runtime+fioTimeout, "fio", args...)
+		if r.err != nil {
+			done <- fmt.Errorf("fio: %v\n%s", r.err, limit(r.stderr))
+			return
+		}
+		var rep fioReport
+		raw, err := os.ReadFile(report)
+		if err == nil {
+			err = json.Unmarshal(raw, &rep)
+		}
+		switch {
+		case err != nil:
+			done <- fmt.Errorf("fio report: %v", err)
+		case len(rep.Jobs) != 1 || rep.Jobs[0].Error != 0:
+			done <- fmt.Errorf("fio job failed: %s", limit(raw))
+		case rep.Jobs[0].Write.IOBytes == 0 || rep.Jobs[0].Read.IOBytes == 0:
+			done <- fmt.Errorf("fio wrote %d and verified %d bytes: want both", rep.Jobs[0].Write.IOBytes, rep.Jobs[0].Read.IOBytes)
+		default:
+			t.Logf("fio live: wrote %d MiB, verified %d MiB", rep.Jobs[0].Write.IOBytes>>20, rep.Jobs[0].Read.IOBytes>>20)
+			done <- nil
+		}
+	}()
+	return done
+}
+
+// TestLiveNamespaces: while fio verifies on namespace 1, namespace 2 is
+// added, grown and removed through the CLI; the host follows each change
+// without reconnecting, and fio never sees an error.
+func TestLiveNamespaces(t *testing.T) {
+	h := newHost(t)
+	sub := nqn("live-ns")
+	ns1 := fileNS(t, 1, 64*mib, 512, "")
+	p, dir := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{ns1}}}})
+	c := h.mustConnect(t, sub, 1)
+	fio := backgroundFio(t, c.blockDev(t, 1), dir, 40*time.Second)
+
+	img2 := filepath.Join(scratchDir, filepath.Base(dir)+"-ns2.img")
+	t.Cleanup(func() { os.Remove(img2) })
+	p.ctl(t, "ns", "add", sub, "--nsid", "2", "--backend", "file", "--path", img2, "--size", "32MiB")
+	start := time.Now()
+	dev2 := c.blockDev(t, 2) // waits for the host to show it
+	t.Logf("host lists namespace 2 as %s after %v", dev2, time.Since(start).Round(time.Millisecond))
+	sizeOf := func() uint64 {
+		n, _ := readSysUint(filepath.Join("/sys/block", filepath.Base(dev2), "size"))
+		return n
+	}
+	if got := sizeOf(); got != 32*mib/512 {
+		t.Fatalf("namespace 2 is %d sectors, want %d", got, 32*mib/512)
+	}
+	ddWrite(t, dev2, 0, pattern(mib, 21))
+
+	p.ctl(t, "ns", "resize", sub, "2", "64MiB")
+	if err := waitFor(deviceTimeout, func() bool { return sizeOf() == 64*mib/512 }); err != nil {
+		t.Fatalf("host's size of namespace 2 is %d sectors after the resize, want %d", sizeOf(), 64*mib/512)
+	}
+	ddWrite(t, dev2, 63*mib, pattern(mib, 22)) // the new end is usable
+	checkSame(t, "namespace 2 start after resize", 0, ddRead(t, dev2, 0, mib), pattern(mib, 21))
+	if _, err := p.ctlErr("ns", "resize", sub, "2", "16MiB"); err == nil {
+		t.Fatal("a shrink without --force was accepted")
+	}
+
+	p.ctl(t, "ns", "remove", sub, "2")
+	if err := waitFor(deviceTimeout, func() bool { _, ok := blockDevsOf(sub)[filepath.Base(dev2)]; return !ok }); err != nil {
+		t.Fatalf("the host still has %s after the namespace was removed", dev2)
+	}
+	if err := <-fio; err != nil {
+		t.Fatal(err)
+	}
+	st := p.status(t)
+	if len(st.Subsystems) != 1 || len(st.Subsystems[0].Namespaces) != 1 {
+		t.Fatalf("status after the changes: %+v", st.Subsystems)
+	}
+}
+
+// TestLiveHostsAndReload: status shows who is connected; removing a host
+// disconnects it; SIGHUP with a broken file changes nothing, with a new
+// subsystem adds it and moves the discovery generation; an API change is
+// still there after a restart.
+func TestLiveHostsAndReload(t *testing.T) {
+	h := newHost(t)
+	subA, subB := nqn("live-a"), nqn("live-b")
+	p, _ := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{
+		{NQN: subA, Hosts: []string{h.NQN}, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}},
+		{NQN: subB, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}},
+	}})
+	cA := h.mustConnect(t, subA, 1)
+	cB := h.mustConnect(t, subB, 1)
+
+	st := p.status(t)
+	found := false
+	for _, c := range st.Controllers {
+		if c.SubNQN == subA && c.HostNQN == h.NQN {
+			found = true
+			if !strings.HasPrefix(c.HostAddress, labAddr) || c.IOQueues < 1 {
+				t.Errorf("controller %+v: want the host's address %s and its I/O queues", c, labAddr)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("status --json does not list host %s on %s: %+v", h.NQN, subA, st.Controllers)
+	}
+
+	// host remove: the target drops the host's controller on A, and only it.
+	p.ctl(t, "host", "remove", subA, h.NQN)
+	if err := waitFor(deviceTimeout, func() bool { return !p.status(t).connected(subA, h.NQN) }); err != nil {
+		t.Fatalf("status still lists %s on %s after host remove", h.NQN, subA)
+	}
+	if err := waitFor(deviceTimeout, func() bool { return readSys("/sys/class/nvme/"+cA.name+"/state") != "live" }); err != nil {
+		t.Fatalf("host's controller %s on %s still live", cA.name, subA)
+	}
+	if readSys("/sys/class/nvme/"+cB.name+"/state") != "live" {
+		t.Fatalf("the host's controller on %s, untouched by the change, is %s", subB, readSys("/sys/class/nvme/"+cB.name+"/state"))
+	}
+	cA.disconnect(t)
+
+	// SIGHUP with a broken file: refused whole, the target serves on.
+	saved, err := os.ReadFile(p.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen0 := h.discover(t).Genctr
+	if err := os.WriteFile(p.cfgPath, []byte("ports: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	if err := waitFor(10*time.Second, func() bool {
+		b, _ := os.ReadFile(p.logPath)
+		return strings.Contains(string(b), "reload failed")
+	}); err != nil {
+		t.Fatal("no \"reload failed\" in the target's log after SIGHUP with a broken file")
+	}
+	ddWrite(t, cB.blockDev(t, 1), 0, pattern(mib, 31))
+	checkSame(t, "after a refused reload", 0, ddRead(t, cB.blockDev(t, 1), 0, mib), pattern(mib, 31))
+
+	// SIGHUP with a new subsystem.
+	subC := nqn("live-c")
+	added := withSubsystem(t, string(saved), fmt.Sprintf("{nqn: %q, allow_any_host: true, namespaces: [{nsid: 1, backend: memory, size: 8MiB}]}", subC))
+	if err := os.WriteFile(p.cfgPath, []byte(added), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	var log discoveryLog
+	if err := waitFor(10*time.Second, func() bool {
+		log = h.discover(t)
+		return slices.ContainsFunc(log.Records, func(r discoveryRecord) bool { return r.Subnqn == subC })
+	}); err != nil {
+		t.Fatalf("discovery does not list %s after SIGHUP: %+v", subC, log.Records)
+	}
+	if log.Genctr <= gen0 {
+		t.Fatalf("discovery generation %d after reload, was %d", log.Genctr, gen0)
+	}
+	h.mustConnect(t, subC, 1).disconnect(t)
+
+	// An API change survives a restart: the target saved it to its file.
+	subD := nqn("live-d")
+	p.ctl(t, "subsystem", "add", subD, "--allow-any-host")
+	p.ctl(t, "ns", "add", subD, "--nsid", "3", "--backend", "memory", "--size", "8MiB")
+	cB.disconnect(t)
+	waitTornDown(t)
+	p.RestartKeep(t)
+	st = p.status(t)
+	i := slices.IndexFunc(st.Subsystems, func(s ctlSubsystem) bool { return s.NQN == subD })
+	if i < 0 || len(st.Subsystems[i].Namespaces) != 1 || st.Subsystems[i].Namespaces[0].NSID != 3 {
+		t.Fatalf("after a restart, status lists %+v; want %s with namespace 3", st.Subsystems, subD)
+	}
+	h.mustConnect(t, subD, 3)
+}
+
+// withSubsystem adds a subsystem (a YAML flow mapping) to the subsystems
+// list of a configuration file, with the list's own indentation: the file
+// may be one the target wrote.
+func withSubsystem(t *testing.T, file, entry string) string {
+	t.Helper()
+	lines := strings.Split(file, "\n")
+	i := slices.Index(lines, "subsystems:")
+	if i < 0 || i+1 >= len(lines) {
+		t.Fatalf("no subsystems list in:\n%s", file)
+	}
+	next := lines[i+1]
+	indent := next[:len(next)-len(strings.TrimLeft(next, " "))]
+	return strings.Join(slices.Insert(lines, i+1, indent+"- "+entry), "\n")
+}
