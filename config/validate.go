@@ -9,12 +9,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -98,7 +94,7 @@ func (c *Config) validateSubsystems(p *problems) {
 	uuids := make(map[uuid.UUID]string) // unique across all subsystems
 	for i, s := range c.Subsystems {
 		k := fmt.Sprintf("subsystems[%d]", i)
-		if err := checkNQN(s.NQN); err != nil {
+		if err := nvme.CheckSubsystemNQN(s.NQN); err != nil {
 			p.add(k+".nqn", "%v", err)
 		} else if j, dup := nqns[s.NQN]; dup {
 			p.add(k+".nqn", "%q is also the NQN of subsystems[%d]", s.NQN, j)
@@ -109,7 +105,7 @@ func (c *Config) validateSubsystems(p *problems) {
 		hosts := make(map[string]int)
 		for j, h := range s.Hosts {
 			hk := fmt.Sprintf("%s.hosts[%d]", k, j)
-			if err := checkNQN(h); err != nil {
+			if err := nvme.CheckNQN(h); err != nil {
 				p.add(hk, "%v", err)
 			} else if prev, dup := hosts[h]; dup {
 				p.add(hk, "%q is also hosts[%d]", h, prev)
@@ -319,32 +315,25 @@ func (l Log) validate(p *problems) {
 	}
 }
 
-// uuidNQNPrefix starts the second NQN form (NVMe base §4.5).
-const uuidNQNPrefix = "nqn.2014-08.org.nvmexpress:uuid:"
-
-// nqnRE is the first NQN form: nqn.yyyy-mm.reverse-domain:name.
-var nqnRE = regexp.MustCompile(`^nqn\.[0-9]{4}-(0[1-9]|1[0-2])\.` +
-	`[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*:.+$`)
-
-func checkNQN(s string) error {
-	switch {
-	case s == "":
-		return errors.New("empty NQN")
-	case len(s) > nvme.MaxNQNLength:
-		return fmt.Errorf("NQN is %d bytes, more than %d", len(s), nvme.MaxNQNLength)
-	case s == nvme.DiscoveryNQN:
-		return fmt.Errorf("%q is reserved for the discovery subsystem", s)
-	case !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsControl):
-		return fmt.Errorf("%q has invalid UTF-8 or control characters", s)
-	case strings.HasPrefix(s, uuidNQNPrefix):
-		u := s[len(uuidNQNPrefix):]
-		if _, err := uuid.Parse(u); err != nil || len(u) != 36 {
-			return fmt.Errorf("%q: want %s followed by a UUID", s, uuidNQNPrefix)
+// Warnings lists what Validate accepts but the operator should hear
+// about: subsystem and host NQNs not in a form of NVMe base §4.5. Linux
+// hosts and nvmet take them (blktests uses "blktests-subsystem-1"); other
+// initiators may not.
+func (c *Config) Warnings() []*FieldError {
+	var w []*FieldError
+	warn := func(key, nqn string) {
+		if nvme.CheckNQN(nqn) == nil && !nvme.IsSpecNQN(nqn) {
+			w = append(w, &FieldError{Key: key, Msg: fmt.Sprintf("%q is not of the form nqn.yyyy-mm.reverse-domain:name; Linux accepts it, other hosts may not", nqn)})
 		}
-	case !nqnRE.MatchString(s):
-		return fmt.Errorf("%q is not an NQN (want nqn.yyyy-mm.reverse-domain:name)", s)
 	}
-	return nil
+	for i, s := range c.Subsystems {
+		k := fmt.Sprintf("subsystems[%d]", i)
+		warn(k+".nqn", s.NQN)
+		for j, h := range s.Hosts {
+			warn(fmt.Sprintf("%s.hosts[%d]", k, j), h)
+		}
+	}
+	return w
 }
 
 // checkIdentifyString checks a value for a space-padded ASCII field of
