@@ -3,11 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -38,7 +36,8 @@ func (p *problems) add(key, format string, args ...any) {
 
 // Validate checks the whole configuration and returns every problem found,
 // joined, each naming its key. It expects defaults to have been applied
-// (see ApplyDefaults) and stats file-backed namespaces whose size is 0.
+// (see ApplyDefaults). It does not look at namespace paths on the machine:
+// CheckPaths does.
 func (c *Config) Validate() error {
 	var p problems
 	c.validatePorts(&p)
@@ -130,14 +129,19 @@ func (c *Config) validateSubsystems(p *problems) {
 		nsids := make(map[uint32]int)
 		for j, n := range s.Namespaces {
 			nk := fmt.Sprintf("%s.namespaces[%d]", k, j)
+			dupNSID := false
 			if !nvme.NSID(n.NSID).Valid() {
 				p.add(nk+".nsid", "%d is not a valid NSID (want 1..%d)", n.NSID, nvme.MaxNSID)
 			} else if prev, dup := nsids[n.NSID]; dup {
 				p.add(nk+".nsid", "%d is also the NSID of namespaces[%d]", n.NSID, prev)
+				dupNSID = true
 			} else {
 				nsids[n.NSID] = j
 			}
 			n.validate(p, nk)
+			if dupNSID && n.UUID == "" {
+				continue // its derived UUID repeats too: one problem is enough
+			}
 
 			if n.UUID != "" {
 				u, err := uuid.Parse(n.UUID)
@@ -181,20 +185,8 @@ func (n Namespace) validate(p *problems, k string) {
 		if n.Path != "" {
 			p.add(k+".path", "must be empty for the memory backend")
 		}
-	case BackendFile:
-		if !checkPath(p, k, n.Path) {
-			break
-		}
-		st, err := os.Stat(n.Path)
-		switch {
-		case err == nil && st.IsDir():
-			p.add(k+".path", "%q is a directory", n.Path)
-		case err != nil && n.Size == 0:
-			// A missing file is created at serve time, but only if we
-			// know how large to make it.
-			p.add(k+".size", "required because %s cannot be used: %v", n.Path, unwrapPathError(err))
-		}
-	case BackendBlock:
+	case BackendFile, BackendBlock:
+		// What the path is on this machine is CheckPaths' business.
 		checkPath(p, k, n.Path)
 	default:
 		p.add(k+".backend", "%q is not a backend (want file, block or memory)", n.Backend)
@@ -217,14 +209,6 @@ func checkPath(p *problems, k, path string) bool {
 		return true
 	}
 	return false
-}
-
-func unwrapPathError(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // validate checks the bounds the rdma package defines (rdma.*Min, *Max).
