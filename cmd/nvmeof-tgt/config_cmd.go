@@ -47,5 +47,6 @@ NVMEOF_TGT_* environment variables apply, and a bad one is named as such.`,
 			cmd.OutOrStdout().Write(config.Default())
 		},
 	})
+	c.AddCommand(importNvmetcliCmd())
 	return c
 }
