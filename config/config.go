@@ -9,6 +9,7 @@ package config
 import (
 	"bytes"
 	_ "embed"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -193,30 +194,62 @@ func Default() []byte {
 
 // Load registers the defaults with v, decodes it, applies the per-element
 // defaults and validates the result. Keys that match no field are errors.
+// The error joins every problem, decoding and Validate's alike, each a
+// *FieldError naming its key (see Problems); a value taken from an
+// NVMEOF_TGT_ variable is named by the variable.
 func Load(v *viper.Viper) (*Config, error) {
+	c, decode, semantic := load(v)
+	if errs := blameEnv(dropShadowed(decode, semantic)); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// load is Load returning the configuration even when it has problems (as
+// much as could be decoded, with defaults applied), with the decoding
+// problems apart from Validate's.
+func load(v *viper.Viper) (c *Config, decode, semantic []error) {
 	for _, d := range scalarDefaults {
 		v.SetDefault(d.key, d.val)
 	}
-	var c Config
-	if err := v.UnmarshalExact(&c, viper.DecodeHook(decodeHook)); err != nil {
-		return nil, fmt.Errorf("decode config: %w", err)
+	c = new(Config)
+	if err := v.UnmarshalExact(c, viper.DecodeHook(decodeHook)); err != nil {
+		decode = decodeProblems(err)
 	}
 	c.ApplyDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return &c, nil
+	return c, decode, Problems(c.Validate())
 }
 
 // LoadFile loads a YAML file, whatever its extension, with environment
 // overrides (see EnvPrefix).
 func LoadFile(path string) (*Config, error) {
+	v, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Load(v)
+}
+
+// CheckFile is what `nvmeof-tgt config validate` runs: LoadFile and
+// CheckPaths at once. It returns every problem of both, joined, and the
+// warnings (see Warnings) of what could be read.
+func CheckFile(path string) ([]*FieldError, error) {
+	v, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, decode, semantic := load(v)
+	semantic = append(semantic, Problems(c.CheckPaths())...)
+	return c.Warnings(), errors.Join(blameEnv(dropShadowed(decode, semantic))...)
+}
+
+func readFile(path string) (*viper.Viper, error) {
 	v := newViper()
 	v.SetConfigFile(path)
 	if err := v.ReadInConfig(); err != nil {
 		return nil, fmt.Errorf("read config %s: %w", path, err)
 	}
-	return Load(v)
+	return v, nil
 }
 
 // LoadDefault loads the embedded default configuration with environment

@@ -31,7 +31,7 @@ func Marshal(c *Config) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("marshal %s: %w", key, err)
 		}
-		root.Content = append(root.Content, scalar(key), n)
+		root.Content = append(root.Content, yamlString(key), n)
 	}
 	out, err := yaml.Marshal(root)
 	if err != nil {
@@ -45,20 +45,22 @@ func keyOf(f reflect.StructField) string {
 	return k
 }
 
-func scalar(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+func yamlString(s string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+}
 
 var textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
 
 func node(v reflect.Value, omitZero bool) (*yaml.Node, error) {
 	switch {
 	case v.Type() == durationType:
-		return scalar(time.Duration(v.Int()).String()), nil
+		return yamlString(time.Duration(v.Int()).String()), nil
 	case v.Type().Implements(textMarshaler):
 		b, err := v.Interface().(encoding.TextMarshaler).MarshalText()
 		if err != nil {
 			return nil, err
 		}
-		return scalar(string(b)), nil
+		return yamlString(string(b)), nil
 	}
 	switch v.Kind() {
 	case reflect.Struct:
@@ -73,7 +75,7 @@ func node(v reflect.Value, omitZero bool) (*yaml.Node, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", key, err)
 			}
-			m.Content = append(m.Content, scalar(key), n)
+			m.Content = append(m.Content, yamlString(key), n)
 		}
 		return m, nil
 	case reflect.Slice:
@@ -87,7 +89,7 @@ func node(v reflect.Value, omitZero bool) (*yaml.Node, error) {
 		}
 		return s, nil
 	case reflect.String:
-		return scalar(v.String()), nil
+		return yamlString(v.String()), nil
 	case reflect.Bool:
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v.Bool())}, nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:

@@ -3,18 +3,12 @@ package config
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -42,7 +36,8 @@ func (p *problems) add(key, format string, args ...any) {
 
 // Validate checks the whole configuration and returns every problem found,
 // joined, each naming its key. It expects defaults to have been applied
-// (see ApplyDefaults) and stats file-backed namespaces whose size is 0.
+// (see ApplyDefaults). It does not look at namespace paths on the machine:
+// CheckPaths does.
 func (c *Config) Validate() error {
 	var p problems
 	c.validatePorts(&p)
@@ -98,7 +93,7 @@ func (c *Config) validateSubsystems(p *problems) {
 	uuids := make(map[uuid.UUID]string) // unique across all subsystems
 	for i, s := range c.Subsystems {
 		k := fmt.Sprintf("subsystems[%d]", i)
-		if err := checkNQN(s.NQN); err != nil {
+		if err := nvme.CheckSubsystemNQN(s.NQN); err != nil {
 			p.add(k+".nqn", "%v", err)
 		} else if j, dup := nqns[s.NQN]; dup {
 			p.add(k+".nqn", "%q is also the NQN of subsystems[%d]", s.NQN, j)
@@ -109,7 +104,7 @@ func (c *Config) validateSubsystems(p *problems) {
 		hosts := make(map[string]int)
 		for j, h := range s.Hosts {
 			hk := fmt.Sprintf("%s.hosts[%d]", k, j)
-			if err := checkNQN(h); err != nil {
+			if err := nvme.CheckNQN(h); err != nil {
 				p.add(hk, "%v", err)
 			} else if prev, dup := hosts[h]; dup {
 				p.add(hk, "%q is also hosts[%d]", h, prev)
@@ -134,14 +129,19 @@ func (c *Config) validateSubsystems(p *problems) {
 		nsids := make(map[uint32]int)
 		for j, n := range s.Namespaces {
 			nk := fmt.Sprintf("%s.namespaces[%d]", k, j)
+			dupNSID := false
 			if !nvme.NSID(n.NSID).Valid() {
 				p.add(nk+".nsid", "%d is not a valid NSID (want 1..%d)", n.NSID, nvme.MaxNSID)
 			} else if prev, dup := nsids[n.NSID]; dup {
 				p.add(nk+".nsid", "%d is also the NSID of namespaces[%d]", n.NSID, prev)
+				dupNSID = true
 			} else {
 				nsids[n.NSID] = j
 			}
 			n.validate(p, nk)
+			if dupNSID && n.UUID == "" {
+				continue // its derived UUID repeats too: one problem is enough
+			}
 
 			if n.UUID != "" {
 				u, err := uuid.Parse(n.UUID)
@@ -185,20 +185,8 @@ func (n Namespace) validate(p *problems, k string) {
 		if n.Path != "" {
 			p.add(k+".path", "must be empty for the memory backend")
 		}
-	case BackendFile:
-		if !checkPath(p, k, n.Path) {
-			break
-		}
-		st, err := os.Stat(n.Path)
-		switch {
-		case err == nil && st.IsDir():
-			p.add(k+".path", "%q is a directory", n.Path)
-		case err != nil && n.Size == 0:
-			// A missing file is created at serve time, but only if we
-			// know how large to make it.
-			p.add(k+".size", "required because %s cannot be used: %v", n.Path, unwrapPathError(err))
-		}
-	case BackendBlock:
+	case BackendFile, BackendBlock:
+		// What the path is on this machine is CheckPaths' business.
 		checkPath(p, k, n.Path)
 	default:
 		p.add(k+".backend", "%q is not a backend (want file, block or memory)", n.Backend)
@@ -221,14 +209,6 @@ func checkPath(p *problems, k, path string) bool {
 		return true
 	}
 	return false
-}
-
-func unwrapPathError(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // validate checks the bounds the rdma package defines (rdma.*Min, *Max).
@@ -319,32 +299,25 @@ func (l Log) validate(p *problems) {
 	}
 }
 
-// uuidNQNPrefix starts the second NQN form (NVMe base §4.5).
-const uuidNQNPrefix = "nqn.2014-08.org.nvmexpress:uuid:"
-
-// nqnRE is the first NQN form: nqn.yyyy-mm.reverse-domain:name.
-var nqnRE = regexp.MustCompile(`^nqn\.[0-9]{4}-(0[1-9]|1[0-2])\.` +
-	`[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*:.+$`)
-
-func checkNQN(s string) error {
-	switch {
-	case s == "":
-		return errors.New("empty NQN")
-	case len(s) > nvme.MaxNQNLength:
-		return fmt.Errorf("NQN is %d bytes, more than %d", len(s), nvme.MaxNQNLength)
-	case s == nvme.DiscoveryNQN:
-		return fmt.Errorf("%q is reserved for the discovery subsystem", s)
-	case !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsControl):
-		return fmt.Errorf("%q has invalid UTF-8 or control characters", s)
-	case strings.HasPrefix(s, uuidNQNPrefix):
-		u := s[len(uuidNQNPrefix):]
-		if _, err := uuid.Parse(u); err != nil || len(u) != 36 {
-			return fmt.Errorf("%q: want %s followed by a UUID", s, uuidNQNPrefix)
+// Warnings lists what Validate accepts but the operator should hear
+// about: subsystem and host NQNs not in a form of NVMe base §4.5. Linux
+// hosts and nvmet take them (blktests uses "blktests-subsystem-1"); other
+// initiators may not.
+func (c *Config) Warnings() []*FieldError {
+	var w []*FieldError
+	warn := func(key, nqn string) {
+		if nvme.CheckNQN(nqn) == nil && !nvme.IsSpecNQN(nqn) {
+			w = append(w, &FieldError{Key: key, Msg: fmt.Sprintf("%q is not of the form nqn.yyyy-mm.reverse-domain:name; Linux accepts it, other hosts may not", nqn)})
 		}
-	case !nqnRE.MatchString(s):
-		return fmt.Errorf("%q is not an NQN (want nqn.yyyy-mm.reverse-domain:name)", s)
 	}
-	return nil
+	for i, s := range c.Subsystems {
+		k := fmt.Sprintf("subsystems[%d]", i)
+		warn(k+".nqn", s.NQN)
+		for j, h := range s.Hosts {
+			warn(fmt.Sprintf("%s.hosts[%d]", k, j), h)
+		}
+	}
+	return w
 }
 
 // checkIdentifyString checks a value for a space-padded ASCII field of

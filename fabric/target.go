@@ -127,8 +127,8 @@ func (t *Target) addSubsystem(c SubsystemConfig) (*Subsystem, error) {
 	if t.closed {
 		return nil, ErrClosed
 	}
-	if c.NQN == nvme.DiscoveryNQN {
-		return nil, fmt.Errorf("add subsystem: %s is the discovery subsystem", c.NQN)
+	if err := checkNQNs(c, t.log); err != nil {
+		return nil, fmt.Errorf("add subsystem: %w", err)
 	}
 	if _, ok := t.subsystems[c.NQN]; ok {
 		return nil, fmt.Errorf("add subsystem %s: already exists", c.NQN)

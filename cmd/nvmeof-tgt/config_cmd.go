@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -11,24 +9,34 @@ import (
 )
 
 func configCmd() *cobra.Command {
-	c := &cobra.Command{Use: "config", Short: "Check or print configuration"}
+	c := &cobra.Command{Use: "config", Short: "Check, print or import configuration"}
 	c.AddCommand(&cobra.Command{
 		Use:   "validate FILE",
-		Short: "Check a configuration file; every error names its key",
-		Args:  cobra.ExactArgs(1),
+		Short: "Check a configuration file as serve would, without starting anything; every problem names its key",
+		Long: `Check a configuration file as serve would, without starting anything:
+unknown keys, wrong types, values out of range, and namespace paths on this
+machine (a file's directory exists, a block device is one). Every problem is
+printed as "key: message", one per line, then how many there were.
+NVMEOF_TGT_* environment variables apply, and a bad one is named as such.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := config.LoadFile(args[0]); err != nil {
-				var joined interface{ Unwrap() []error }
-				if errors.As(err, &joined) {
-					for _, e := range joined.Unwrap() {
-						fmt.Fprintln(os.Stderr, e)
-					}
-					return fmt.Errorf("%s: %d problem(s)", args[0], len(joined.Unwrap()))
-				}
-				return err
+			warnings, err := config.CheckFile(args[0])
+			out := cmd.ErrOrStderr()
+			for _, w := range warnings {
+				fmt.Fprintln(out, "warning:", w)
 			}
-			fmt.Printf("%s: ok\n", args[0])
-			return nil
+			problems := config.Problems(err)
+			for _, p := range problems {
+				fmt.Fprintln(out, p)
+			}
+			switch len(problems) {
+			case 0:
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", args[0])
+				return nil
+			case 1:
+				return fmt.Errorf("%s: 1 problem", args[0])
+			}
+			return fmt.Errorf("%s: %d problems", args[0], len(problems))
 		},
 	})
 	c.AddCommand(&cobra.Command{
@@ -36,8 +44,9 @@ func configCmd() *cobra.Command {
 		Short: "Print the embedded default configuration",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, args []string) {
-			os.Stdout.Write(config.Default())
+			cmd.OutOrStdout().Write(config.Default())
 		},
 	})
+	c.AddCommand(importNvmetcliCmd())
 	return c
 }

@@ -40,6 +40,9 @@ func serveCmd() *cobra.Command {
 			} else {
 				cfg, err = config.LoadDefault()
 			}
+			if err == nil {
+				err = cfg.CheckPaths()
+			}
 			if err != nil {
 				return err
 			}

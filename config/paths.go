@@ -1,0 +1,85 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// CheckPaths checks what Validate leaves to the machine the target runs
+// on: a file namespace's path is a regular file, or is missing in an
+// existing directory with a size to create it with; a block namespace's
+// path is a block device. serve and `config validate` run it after
+// Validate; paths Validate refuses (empty, relative) are skipped.
+func (c *Config) CheckPaths() error {
+	var p problems
+	for i, s := range c.Subsystems {
+		for j, n := range s.Namespaces {
+			n.checkPath(&p, fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j))
+		}
+	}
+	return errors.Join(p...)
+}
+
+func (n Namespace) checkPath(p *problems, k string) {
+	if n.Path == "" || !filepath.IsAbs(n.Path) {
+		return
+	}
+	st, err := os.Stat(n.Path)
+	switch n.Backend {
+	case BackendFile:
+		switch {
+		case err == nil && st.IsDir():
+			p.add(k+".path", "%q is a directory", n.Path)
+		case err == nil && !st.Mode().IsRegular():
+			p.add(k+".path", "%q is not a regular file (%s)", n.Path, typeName(st.Mode()))
+		case errors.Is(err, fs.ErrNotExist):
+			// The file is created at start, but not its directory, and
+			// only if we know how large to make it.
+			dir := filepath.Dir(n.Path)
+			if _, derr := os.Stat(dir); derr != nil {
+				p.add(k+".path", "directory %s cannot be used: %v", dir, unwrapPathError(derr))
+			}
+			if n.Size == 0 {
+				p.add(k+".size", "required because %s cannot be used: %v", n.Path, unwrapPathError(err))
+			}
+		case err != nil:
+			p.add(k+".path", "%s cannot be used: %v", n.Path, unwrapPathError(err))
+		}
+	case BackendBlock:
+		switch {
+		case err != nil:
+			p.add(k+".path", "%s cannot be used: %v", n.Path, unwrapPathError(err))
+		case st.Mode()&fs.ModeDevice == 0 || st.Mode()&fs.ModeCharDevice != 0:
+			p.add(k+".path", "%q is not a block device (%s)", n.Path, typeName(st.Mode()))
+		}
+	}
+}
+
+func typeName(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "a regular file"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return m.Type().String()
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
