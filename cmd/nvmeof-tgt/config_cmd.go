@@ -11,7 +11,7 @@ import (
 )
 
 func configCmd() *cobra.Command {
-	c := &cobra.Command{Use: "config", Short: "Check or print configuration"}
+	c := &cobra.Command{Use: "config", Short: "Check, print or save configuration"}
 	c.AddCommand(&cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a configuration file; every error names its key",
@@ -39,5 +39,6 @@ func configCmd() *cobra.Command {
 			os.Stdout.Write(config.Default())
 		},
 	})
+	c.AddCommand(configSaveCmd())
 	return c
 }
