@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 )
@@ -461,7 +462,8 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, errExists):
 		return http.StatusConflict
-	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNoFile):
+	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNoFile),
+		errors.Is(err, blockdev.ErrInvalidArgument): // a block namespace resized past its device
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError

@@ -3,6 +3,7 @@ package control
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +14,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 )
 
 func do(t *testing.T, h http.Handler, method, path, body string) *httptest.ResponseRecorder {
@@ -435,5 +438,31 @@ func TestListenAPI(t *testing.T) {
 				t.Fatalf("left in the directory: %v", entries)
 			}
 		})
+	}
+}
+
+// TestStatusOf: the not-found and exists errors win over the ErrInvalid
+// that Update wraps them in.
+func TestStatusOf(t *testing.T) {
+	inv := func(err error) error { return fmt.Errorf("%w: %w", ErrInvalid, err) }
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{inv(fmt.Errorf("subsystem x: %w", fabric.ErrNoSubsystem)), 404},
+		{inv(fabric.ErrNoNamespace), 404},
+		{inv(fabric.ErrNoPort), 404},
+		{inv(errNoHost), 404},
+		{inv(errExists), 409},
+		{inv(ErrShrink), 400},
+		{inv(errors.New("bad")), 400},
+		{ErrNoFile, 400},
+		{fmt.Errorf("resize namespace 1: %w", blockdev.ErrInvalidArgument), 400},
+		{fmt.Errorf("add port: %w", os.ErrPermission), 500},
+	}
+	for _, tc := range tests {
+		if got := statusOf(tc.err); got != tc.want {
+			t.Errorf("%v: %d, want %d", tc.err, got, tc.want)
+		}
 	}
 }
