@@ -9,7 +9,7 @@ import (
 )
 
 func configCmd() *cobra.Command {
-	c := &cobra.Command{Use: "config", Short: "Check, print or import configuration"}
+	c := &cobra.Command{Use: "config", Short: "Check, print, save or import configuration"}
 	c.AddCommand(&cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a configuration file as serve would, without starting anything; every problem names its key",
@@ -47,6 +47,6 @@ NVMEOF_TGT_* environment variables apply, and a bad one is named as such.`,
 			cmd.OutOrStdout().Write(config.Default())
 		},
 	})
-	c.AddCommand(importNvmetcliCmd())
+	c.AddCommand(importNvmetcliCmd(), configSaveCmd())
 	return c
 }

@@ -28,5 +28,6 @@ func rootCmd() *cobra.Command {
 		Version:       version,
 	}
 	root.AddCommand(serveCmd(), configCmd(), softRoCECmd())
+	root.AddCommand(ctlCmds()...)
 	return root
 }

@@ -87,6 +87,7 @@ type server struct {
 	rt      *rdma.Transport // made with the first rdma port
 	loop    *fabric.LoopTransport
 	metrics *http.Server // only with metrics.listen set
+	api     *http.Server // only with api.socket set
 }
 
 // build creates the target and serves cfg on it, then the metrics
@@ -122,7 +123,24 @@ func build(cfg *config.Config, path string, log *slog.Logger) (_ *server, err er
 			return nil, err
 		}
 	}
+	if cfg.API.Socket != "" {
+		if err := s.startAPI(cfg.API.Socket); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// startAPI serves the management API (docs/api.md) on a Unix socket.
+func (s *server) startAPI(path string) error {
+	l, err := control.ListenAPI(path)
+	if err != nil {
+		return fmt.Errorf("api.socket: %w", err)
+	}
+	s.api = &http.Server{Handler: s.m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go s.api.Serve(l)
+	s.log.Info("management API listening", "socket", path)
+	return nil
 }
 
 // transport returns the transport of a port; the RDMA transport, which
@@ -218,10 +236,19 @@ func (s *server) shutdown() error {
 	return nil
 }
 
-// close releases what build made: the target first, whose listeners
-// disconnect every host, then the RDMA transport under them, then the
-// metrics endpoint (its shutdown errors are not the target's).
+// close releases what build made: the API and metrics endpoints (their
+// shutdown errors are not the target's), then the target, whose listeners
+// disconnect every host, then the RDMA transport under them.
 func (s *server) close() error {
+	// The API first: no change may start while the target closes. Its
+	// listener removes the socket as it closes.
+	for _, h := range []*http.Server{s.api, s.metrics} {
+		if h != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			h.Shutdown(sctx)
+			cancel()
+		}
+	}
 	var errs []error
 	if s.tgt != nil {
 		if err := s.tgt.Close(); err != nil {
@@ -232,11 +259,6 @@ func (s *server) close() error {
 		if err := s.rt.Close(); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	if s.metrics != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		s.metrics.Shutdown(sctx)
-		cancel()
 	}
 	return errors.Join(errs...)
 }

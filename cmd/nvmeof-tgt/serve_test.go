@@ -52,7 +52,8 @@ func TestBuild(t *testing.T) {
 			yaml := fmt.Sprintf(`ports: %s
 subsystems: [{nqn: "nqn.2026-11.io.example:t", allow_any_host: true, namespaces: [%s]}]
 metrics: {listen: ""}
-`, tt.ports, ns)
+api: {socket: %q}
+`, tt.ports, ns, filepath.Join(dir, "api.sock"))
 			path := filepath.Join(dir, "config.yaml")
 			if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 				t.Fatal(err)
@@ -70,8 +71,14 @@ metrics: {listen: ""}
 				if err != nil {
 					t.Fatalf("build: %v", err)
 				}
+				if _, err := os.Stat(filepath.Join(dir, "api.sock")); err != nil {
+					t.Fatalf("API socket: %v", err)
+				}
 				if err := srv.shutdown(); err != nil {
 					t.Fatalf("shutdown: %v", err)
+				}
+				if _, err := os.Stat(filepath.Join(dir, "api.sock")); !os.IsNotExist(err) {
+					t.Fatalf("API socket left behind after shutdown: %v", err)
 				}
 			} else if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("build: %v, want an error naming %s", err, tt.wantErr)

@@ -1,0 +1,386 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/control"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+const (
+	ctlSubA  = "nqn.2026-11.io.example:a"
+	ctlSubB  = "nqn.2026-11.io.example:b"
+	ctlHost1 = "nqn.2026-11.io.example:host1"
+	ctlHost2 = "nqn.2026-11.io.example:host2"
+)
+
+// ctlYAML is a target on a loop port, which needs no RDMA.
+const ctlYAML = `
+ports:
+  - {transport: loop, address: 127.0.0.1, port: 4420}
+subsystems:
+  - nqn: nqn.2026-11.io.example:a
+    hosts: [nqn.2026-11.io.example:host1, nqn.2026-11.io.example:host2]
+    namespaces:
+      - {nsid: 1, backend: memory, size: 1MiB}
+      - {nsid: 2, path: FILE, size: 1MiB}
+  - nqn: nqn.2026-11.io.example:b
+    allow_any_host: true
+    namespaces:
+      - {nsid: 1, backend: memory, size: 2MiB}
+`
+
+// ctlBench is a real control.Manager on the loop transport, serving its
+// API on a Unix socket as serve does.
+type ctlBench struct {
+	t    *testing.T
+	dir  string
+	path string // the configuration file
+	sock string
+	tgt  *fabric.Target
+	lt   *fabric.LoopTransport
+	m    *control.Manager
+}
+
+// sockDir is t.TempDir, or a shorter directory when a socket path in it
+// would not fit in sun_path's 108 bytes.
+func sockDir(t *testing.T) string {
+	d := t.TempDir()
+	if len(d) < 80 {
+		return d
+	}
+	d, err := os.MkdirTemp("", "ctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func newCtlBench(t *testing.T) *ctlBench {
+	t.Helper()
+	b := &ctlBench{t: t, dir: t.TempDir()}
+	b.path = filepath.Join(b.dir, "config.yaml")
+	yaml := strings.ReplaceAll(ctlYAML, "FILE", filepath.Join(b.dir, "ns2.img"))
+	if err := os.WriteFile(b.path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadFile(b.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.tgt = fabric.NewTarget(fabric.Options{})
+	b.lt = fabric.NewLoopTransport(fabric.TransportLimits{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4})
+	t.Cleanup(func() { b.tgt.Close() })
+	b.m, err = control.New(b.tgt, cfg, control.Options{Path: b.path, Transport: func(name string) (fabric.Transport, error) {
+		if name != "loop" {
+			return nil, errors.New("only loop in tests")
+		}
+		return b.lt, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.sock = filepath.Join(sockDir(t), "api.sock")
+	l, err := control.ListenAPI(b.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(b.m.Handler())
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return b
+}
+
+// run runs the CLI as main does, against the bench's socket.
+func (b *ctlBench) run(args ...string) (stdout, stderr string, err error) {
+	b.t.Helper()
+	return runCtl(append(args, "--socket", b.sock)...)
+}
+
+func runCtl(args ...string) (stdout, stderr string, err error) {
+	root := rootCmd()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	err = root.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+// connect makes hostnqn a controller of subnqn through the loop port.
+func (b *ctlBench) connect(subnqn, hostnqn string) {
+	b.t.Helper()
+	lq, err := b.lt.Dial("127.0.0.1", 0, 32)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(lq.Close)
+	c := nvme.Command(make([]byte, nvme.CommandSize))
+	c.SetOpcode(nvme.OpFabrics)
+	c.SetFlags(nvme.PSDTSGLContig << 6)
+	c.SetFCType(nvme.FCTypeConnect)
+	c.SetConnect(0, 0, 31, 0, 0)
+	c.SGL1().SetKeyed(0x1000, nvme.ConnectDataSize, 1, false)
+	d := nvme.ConnectData(make([]byte, nvme.ConnectDataSize))
+	d.SetHostID([16]byte{1})
+	d.SetCNTLID(nvme.CNTLIDDynamic)
+	d.SetSubNQN(subnqn)
+	d.SetHostNQN(hostnqn)
+	rsp := nvme.Completion(make([]byte, nvme.CompletionSize))
+	if err := lq.Submit(c, d, rsp); err != nil || !rsp.Status().IsSuccess() {
+		b.t.Fatalf("connect %s to %s: %v %v", hostnqn, subnqn, err, rsp.Status())
+	}
+}
+
+// hasRow reports whether a line of out starts with the given fields.
+func hasRow(out string, fields ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= len(fields) && slices.Equal(f[:len(fields)], fields) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCtl(t *testing.T) {
+	tests := []struct {
+		name    string
+		setup   func(b *ctlBench)
+		args    []string
+		wantOut []string // lines of stdout, each given as its leading fields
+		wantErr string
+		check   func(t *testing.T, b *ctlBench, stdout, stderr string)
+	}{
+		{name: "status", args: []string{"status"}, wantOut: []string{
+			"PORTS", "ID TRANSPORT ADDRESS PORT", "1 loop 127.0.0.1 4420",
+			"SUBSYSTEMS", ctlSubA + " 2 " + ctlHost1 + "," + ctlHost2, ctlSubB + " 1 any",
+			"NAMESPACES", "SUBSYSTEM NSID BACKEND SIZE BLOCK SIZE ACCESS PATH UUID",
+			ctlSubA + " 1 memory 1MiB 512 rw -", ctlSubA + " 2 file 1MiB 512 rw", ctlSubB + " 1 memory 2MiB 512 rw -",
+			"CONTROLLERS", "SUBSYSTEM HOST NQN HOST ADDRESS CNTLID PORT I/O QUEUES KATO CONNECTED", ctlSubB + " " + ctlHost1,
+		}},
+		{name: "status json", args: []string{"status", "--json"}, check: func(t *testing.T, b *ctlBench, out, _ string) {
+			var st control.Status
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Ports) != 1 || len(st.Subsystems) != 2 || len(st.Controllers) != 1 ||
+				st.Controllers[0].HostNQN != ctlHost1 || st.Controllers[0].CNTLID == 0 || st.Controllers[0].Connected.IsZero() {
+				t.Fatalf("status %+v", st)
+			}
+		}},
+
+		{name: "subsystem list", args: []string{"subsystem", "list"}, wantOut: []string{"NQN NAMESPACES HOSTS SERIAL MODEL", ctlSubB + " 1 any"}},
+		{name: "subsystem list json", args: []string{"subsystem", "list", "--json"}, check: func(t *testing.T, b *ctlBench, out, _ string) {
+			var ss []control.SubsystemStatus
+			if err := json.Unmarshal([]byte(out), &ss); err != nil || len(ss) != 2 || ss[1].NQN != ctlSubB {
+				t.Fatalf("%v %+v", err, ss)
+			}
+		}},
+		{name: "subsystem add", args: []string{"subsystem", "add", "nqn.2026-11.io.example:c",
+			"--host", ctlHost1, "--host", ctlHost2, "--serial", "S1", "--model", "M1"},
+			wantOut: []string{"add subsystem nqn.2026-11.io.example:c"}, check: func(t *testing.T, b *ctlBench, _, _ string) {
+				s := b.tgt.Subsystem("nqn.2026-11.io.example:c")
+				if s == nil || !slices.Equal(s.Hosts(), []string{ctlHost1, ctlHost2}) {
+					t.Fatal("not added as asked")
+				}
+				if c := b.m.Running().Subsystems[2]; c.Serial != "S1" || c.Model != "M1" {
+					t.Fatalf("running %+v", c)
+				}
+			}},
+		{name: "subsystem add json", args: []string{"subsystem", "add", "nqn.2026-11.io.example:c", "--allow-any-host", "--json"},
+			check: func(t *testing.T, b *ctlBench, out, _ string) {
+				var res control.Result
+				if err := json.Unmarshal([]byte(out), &res); err != nil || !slices.Equal(res.Applied, []string{"add subsystem nqn.2026-11.io.example:c"}) || !res.Persisted {
+					t.Fatalf("%v %+v", err, res)
+				}
+			}},
+		{name: "subsystem add existing", args: []string{"subsystem", "add", ctlSubB, "--allow-any-host"}, wantErr: "subsystem " + ctlSubB + ": already exists"},
+		{name: "subsystem add existing json", args: []string{"subsystem", "add", ctlSubB, "--allow-any-host", "--json"}, wantErr: "already exists",
+			check: func(t *testing.T, b *ctlBench, out, _ string) {
+				var e control.ErrorResponse
+				if err := json.Unmarshal([]byte(out), &e); err != nil || !strings.Contains(e.Error, "already exists") {
+					t.Fatalf("%v %q", err, out)
+				}
+			}},
+		{name: "subsystem add without hosts", args: []string{"subsystem", "add", "nqn.2026-11.io.example:c"}, wantErr: "no host could connect"},
+		{name: "subsystem remove", args: []string{"subsystem", "remove", ctlSubB}, wantOut: []string{"remove subsystem " + ctlSubB}},
+		{name: "subsystem remove missing", args: []string{"subsystem", "remove", "nqn.2026-11.io.example:x"}, wantErr: "no such subsystem"},
+		{name: "subsystem remove needs NQN", args: []string{"subsystem", "remove"}, wantErr: "accepts 1 arg"},
+
+		{name: "ns list", args: []string{"ns", "list", ctlSubA}, wantOut: []string{
+			"NSID BACKEND SIZE BLOCK SIZE ACCESS PATH UUID", "1 memory 1MiB 512 rw -", "2 file 1MiB 512 rw"}},
+		{name: "ns list json", args: []string{"ns", "list", ctlSubA, "--json"}, check: func(t *testing.T, b *ctlBench, out, _ string) {
+			var ns []control.NamespaceStatus
+			if err := json.Unmarshal([]byte(out), &ns); err != nil || len(ns) != 2 || ns[1].Size != 1<<20 || ns[1].Path == "" {
+				t.Fatalf("%v %+v", err, ns)
+			}
+		}},
+		{name: "ns list missing", args: []string{"ns", "list", "nqn.2026-11.io.example:x"}, wantErr: "no such subsystem"},
+		{name: "ns add memory", args: []string{"ns", "add", ctlSubA, "--nsid", "3", "--backend", "memory", "--size", "1MiB", "--block-size", "4096", "--read-only"},
+			wantOut: []string{"add namespace 3 to " + ctlSubA}, check: func(t *testing.T, b *ctlBench, _, _ string) {
+				out, _, err := b.run("ns", "list", ctlSubA)
+				if err != nil || !hasRow(out, "3", "memory", "1MiB", "4096", "ro", "-") {
+					t.Fatalf("%v\n%s", err, out)
+				}
+			}},
+		{name: "ns add file", args: []string{"ns", "add", ctlSubA, "--nsid", "3", "--path", "DIR/ns3.img", "--size", "2MiB",
+			"--uuid", "0b5bd5e6-1c41-4ff1-9d0a-2a8f7e6f3a10", "--buffered-io"},
+			wantOut: []string{"add namespace 3 to " + ctlSubA}, check: func(t *testing.T, b *ctlBench, _, _ string) {
+				n := b.m.Running().Subsystems[0].Namespaces[2]
+				if n.Backend != "file" || n.Size != 2*config.MiB || !n.BufferedIO || n.UUID != "0b5bd5e6-1c41-4ff1-9d0a-2a8f7e6f3a10" {
+					t.Fatalf("namespace %+v", n)
+				}
+			}},
+		{name: "ns add existing", args: []string{"ns", "add", ctlSubA, "--nsid", "1", "--size", "1MiB"}, wantErr: "already exists"},
+		{name: "ns add without nsid", args: []string{"ns", "add", ctlSubA, "--size", "1MiB"}, wantErr: `required flag(s) "nsid" not set`},
+		{name: "ns add bad size", args: []string{"ns", "add", ctlSubA, "--nsid", "3", "--size", "1G"}, wantErr: "--size"},
+		{name: "ns resize", args: []string{"ns", "resize", ctlSubA, "2", "4MiB"}, wantOut: []string{"resize namespace 2 of " + ctlSubA + " to 4MiB"}},
+		{name: "ns shrink refused", args: []string{"ns", "resize", ctlSubA, "2", "512KiB"}, wantErr: "namespace would shrink"},
+		{name: "ns shrink forced", args: []string{"ns", "resize", ctlSubA, "2", "512KiB", "--force"}, wantOut: []string{"resize namespace 2"}},
+		{name: "ns resize missing", args: []string{"ns", "resize", ctlSubA, "9", "4MiB"}, wantErr: "no such namespace"},
+		{name: "ns remove", args: []string{"ns", "remove", ctlSubA, "2"}, wantOut: []string{"remove namespace 2 from " + ctlSubA}},
+		{name: "ns remove bad nsid", args: []string{"ns", "remove", ctlSubA, "two"}, wantErr: `NSID "two"`},
+
+		{name: "host list", args: []string{"host", "list", ctlSubA}, check: func(t *testing.T, b *ctlBench, out, _ string) {
+			if out != ctlHost1+"\n"+ctlHost2+"\n" {
+				t.Fatalf("%q", out)
+			}
+		}},
+		{name: "host add", args: []string{"host", "add", ctlSubA, "nqn.2026-11.io.example:host3"},
+			wantOut: []string{"allow host nqn.2026-11.io.example:host3 on " + ctlSubA}},
+		{name: "host add existing", args: []string{"host", "add", ctlSubA, ctlHost1}, wantErr: "already exists"},
+		{name: "host remove", args: []string{"host", "remove", ctlSubA, ctlHost2}, wantOut: []string{"remove host " + ctlHost2 + " from " + ctlSubA}},
+		{name: "host remove missing", args: []string{"host", "remove", ctlSubA, "nqn.2026-11.io.example:host9"}, wantErr: "no such host"},
+
+		{name: "port list", args: []string{"port", "list"}, wantOut: []string{"ID TRANSPORT ADDRESS PORT", "1 loop 127.0.0.1 4420"}},
+		{name: "port add", args: []string{"port", "add", "--transport", "loop", "--address", "127.0.0.2"}, wantOut: []string{"add port loop 127.0.0.2:4420"}},
+		{name: "port add existing", args: []string{"port", "add", "--transport", "loop", "--address", "127.0.0.1"}, wantErr: "already exists"},
+		{name: "port add without address", args: []string{"port", "add"}, wantErr: `required flag(s) "address" not set`},
+		{name: "port remove", setup: func(b *ctlBench) {
+			if _, _, err := b.run("port", "add", "--transport", "loop", "--address", "::1", "--port", "4421"); err != nil {
+				b.t.Fatal(err)
+			}
+		}, args: []string{"port", "remove", "--transport", "loop", "--address", "::1", "--port", "4421"}, wantOut: []string{"remove port loop [::1]:4421"}},
+		{name: "port remove missing", args: []string{"port", "remove", "--transport", "loop", "--address", "127.0.0.9"}, wantErr: "no such port"},
+
+		{name: "reload unchanged", args: []string{"reload"}, wantOut: []string{"nothing to change"}},
+		{name: "reload", setup: func(b *ctlBench) {
+			y := strings.ReplaceAll(ctlYAML, "FILE", filepath.Join(b.dir, "ns2.img")) +
+				"  - {nqn: nqn.2026-11.io.example:c, allow_any_host: true}\nrdma: {max_queues: 8}\n"
+			os.WriteFile(b.path, []byte(y), 0o600)
+		}, args: []string{"reload"}, wantOut: []string{"add subsystem nqn.2026-11.io.example:c", "takes effect at the next start: rdma.max_queues"}},
+		{name: "reload a broken file", setup: func(b *ctlBench) { os.WriteFile(b.path, []byte("ports: ["), 0o600) },
+			args: []string{"reload"}, wantErr: "invalid change"},
+
+		{name: "config save", args: []string{"config", "save"}, check: func(t *testing.T, b *ctlBench, out, _ string) {
+			f := filepath.Join(b.dir, "saved.yaml")
+			os.WriteFile(f, []byte(out), 0o600)
+			c, err := config.LoadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := config.Marshal(c)
+			if want, _ := config.Marshal(b.m.Running()); string(got) != string(want) {
+				t.Fatalf("saved\n%s\nrunning\n%s", got, want)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newCtlBench(t)
+			b.connect(ctlSubB, ctlHost1)
+			if tc.setup != nil {
+				tc.setup(b)
+			}
+			args := slices.Clone(tc.args)
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "DIR", b.dir)
+			}
+			out, errOut, err := b.run(args...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("error %v, want one line with %q", err, tc.wantErr)
+				}
+			} else if err != nil {
+				t.Fatalf("%v\n%s", err, errOut)
+			}
+			for _, want := range tc.wantOut {
+				if !hasRow(out, strings.Fields(want)...) {
+					t.Errorf("no line %q in\n%s", want, out)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, b, out, errOut)
+			}
+		})
+	}
+}
+
+// TestCtlUnreachable: no target, or a dead one, is one clear line.
+func TestCtlUnreachable(t *testing.T) {
+	dir := sockDir(t)
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	for _, sock := range []string{filepath.Join(dir, "missing.sock"), stale} {
+		for _, args := range [][]string{{"status"}, {"host", "add", ctlSubA, ctlHost1}, {"config", "save"}, {"reload", "--json"}} {
+			_, _, err := runCtl(append(args, "--socket", sock)...)
+			want := "cannot reach the target at " + sock + ": is nvmeof-tgt serve running?"
+			if err == nil || err.Error() != want {
+				t.Errorf("%v on %s: %v, want %q", args, sock, err, want)
+			}
+		}
+	}
+}
+
+// TestCtlNotSaved: on the embedded default, a change is live but not
+// saved, and the operator is told.
+func TestCtlNotSaved(t *testing.T) {
+	b := newCtlBench(t)
+	// A target of its own, without a file.
+	tgt := fabric.NewTarget(fabric.Options{})
+	t.Cleanup(func() { tgt.Close() })
+	cfg := b.m.Running()
+	cfg.Subsystems = cfg.Subsystems[1:]
+	m, err := control.New(tgt, cfg, control.Options{Transport: func(string) (fabric.Transport, error) {
+		return fabric.NewLoopTransport(fabric.TransportLimits{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4}), nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(sockDir(t), "api.sock")
+	l, err := control.ListenAPI(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(m.Handler())
+	srv.Listener = l
+	srv.Start()
+	defer srv.Close()
+	out, errOut, err := runCtl("ns", "add", ctlSubB, "--nsid", "2", "--size", "1MiB", "--socket", sock)
+	if err != nil || !strings.Contains(out, "add namespace 2 to "+ctlSubB) || !strings.Contains(errOut, "lasts until it stops") {
+		t.Fatalf("%v\nstdout %s\nstderr %s", err, out, errOut)
+	}
+	if _, _, err := runCtl("reload", "--socket", sock); err == nil || !strings.Contains(err.Error(), "no configuration file") {
+		t.Fatalf("reload: %v", err)
+	}
+}

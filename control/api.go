@@ -1,0 +1,583 @@
+package control
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+)
+
+// The management API (docs/api.md): HTTP with JSON resources on a Unix
+// socket, as Docker and Incus serve theirs, so that curl --unix-socket and
+// the CLI both work. Every change goes through Update or Reload.
+
+// maxBody bounds a request body; the largest, a subsystem with its
+// namespaces, is a few KiB.
+const maxBody = 1 << 20
+
+// Edit errors the handlers map to 404 and 409. Update wraps them with
+// ErrInvalid, so statusOf looks for them first.
+var (
+	errNoHost = errors.New("no such host")
+	errExists = errors.New("already exists")
+)
+
+// Handler serves the management API.
+func (m *Manager) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, m.Status())
+	})
+	mux.HandleFunc("GET /v1/config", m.getConfig)
+	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
+		res, err := m.Reload()
+		writeResult(w, http.StatusOK, res, err)
+	})
+
+	mux.HandleFunc("GET /v1/subsystems", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, m.Status().Subsystems)
+	})
+	mux.HandleFunc("POST /v1/subsystems", m.addSubsystemHTTP)
+	mux.HandleFunc("GET /v1/subsystems/{nqn}", m.getSubsystem)
+	mux.HandleFunc("DELETE /v1/subsystems/{nqn}", m.removeSubsystemHTTP)
+
+	mux.HandleFunc("GET /v1/subsystems/{nqn}/namespaces", m.listNamespaces)
+	mux.HandleFunc("POST /v1/subsystems/{nqn}/namespaces", m.addNamespaceHTTP)
+	mux.HandleFunc("DELETE /v1/subsystems/{nqn}/namespaces/{nsid}", m.removeNamespaceHTTP)
+	mux.HandleFunc("POST /v1/subsystems/{nqn}/namespaces/{nsid}/resize", m.resizeNamespaceHTTP)
+
+	mux.HandleFunc("GET /v1/subsystems/{nqn}/hosts", m.listHosts)
+	mux.HandleFunc("POST /v1/subsystems/{nqn}/hosts", m.addHostHTTP)
+	mux.HandleFunc("DELETE /v1/subsystems/{nqn}/hosts/{host}", m.removeHostHTTP)
+
+	mux.HandleFunc("GET /v1/ports", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, m.Status().Ports)
+	})
+	mux.HandleFunc("POST /v1/ports", m.addPortHTTP)
+	mux.HandleFunc("DELETE /v1/ports/{transport}/{address}/{port}", m.removePortHTTP)
+	return jsonErrors{mux}
+}
+
+// jsonErrors turns the mux's own plain-text 404 and 405 into the JSON
+// error body every other failure has, keeping the 405's Allow header.
+type jsonErrors struct{ mux *http.ServeMux }
+
+func (j jsonErrors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := j.mux.Handler(r)
+	if pattern != "" {
+		j.mux.ServeHTTP(w, r) // which sets the path values
+		return
+	}
+	cw := &codeWriter{ResponseWriter: w}
+	h.ServeHTTP(cw, r)
+	if cw.code != 0 {
+		writeError(w, cw.code, errors.New(strings.ToLower(http.StatusText(cw.code))))
+	}
+}
+
+// codeWriter passes a response through unless it is an error, whose code
+// it keeps and whose body it drops.
+type codeWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (c *codeWriter) WriteHeader(code int) {
+	if code >= 400 {
+		c.code = code
+		return
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *codeWriter) Write(b []byte) (int, error) {
+	if c.code != 0 {
+		return len(b), nil
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+func (m *Manager) getConfig(w http.ResponseWriter, r *http.Request) {
+	data, err := config.Marshal(m.Running())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/yaml; charset=utf-8")
+	w.Write(data)
+}
+
+// Request bodies. Their keys are those of the configuration file.
+
+// SubsystemRequest is the body of POST /v1/subsystems.
+type SubsystemRequest struct {
+	NQN          string             `json:"nqn"`
+	AllowAnyHost bool               `json:"allow_any_host"`
+	Hosts        []string           `json:"hosts"`
+	Serial       string             `json:"serial,omitempty"`
+	Model        string             `json:"model,omitempty"`
+	Namespaces   []NamespaceRequest `json:"namespaces,omitempty"`
+}
+
+// NamespaceRequest is the body of POST /v1/subsystems/{nqn}/namespaces.
+type NamespaceRequest struct {
+	NSID       uint32 `json:"nsid"`
+	Backend    string `json:"backend,omitempty"`
+	Path       string `json:"path,omitempty"`
+	Size       Size   `json:"size,omitempty"`
+	BlockSize  uint32 `json:"block_size,omitempty"`
+	UUID       string `json:"uuid,omitempty"`
+	ReadOnly   bool   `json:"read_only,omitempty"`
+	BufferedIO bool   `json:"buffered_io,omitempty"`
+}
+
+func (n NamespaceRequest) config() config.Namespace {
+	return config.Namespace{NSID: n.NSID, Backend: n.Backend, Path: n.Path, Size: config.Bytes(n.Size),
+		BlockSize: n.BlockSize, UUID: n.UUID, ReadOnly: n.ReadOnly, BufferedIO: n.BufferedIO}
+}
+
+// ResizeRequest is the body of POST /v1/subsystems/{nqn}/namespaces/{nsid}/resize.
+// Size is required; 0 means the whole device, for a block namespace.
+type ResizeRequest struct {
+	Size  *Size `json:"size"`
+	Force bool  `json:"force,omitempty"`
+}
+
+// HostRequest is the body of POST /v1/subsystems/{nqn}/hosts.
+type HostRequest struct {
+	NQN string `json:"nqn"`
+}
+
+// PortRequest is the body of POST /v1/ports. Port 0 means 4420.
+type PortRequest struct {
+	Transport string `json:"transport"`
+	Address   string `json:"address"`
+	Port      int    `json:"port,omitempty"`
+}
+
+// Size is a size in bytes that JSON gives as a number or as a string with
+// a unit, "1GiB", as the configuration file does (config.ParseBytes).
+type Size config.Bytes
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (s *Size) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var str string
+		if err := json.Unmarshal(b, &str); err != nil {
+			return err
+		}
+		v, err := config.ParseBytes(str)
+		*s = Size(v)
+		return err
+	}
+	var n uint64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("size %s: want a whole number of bytes or a string such as \"1GiB\"", b)
+	}
+	*s = Size(n)
+	return nil
+}
+
+// MarshalJSON writes the size as a string, "1GiB", which reads back.
+func (s Size) MarshalJSON() ([]byte, error) { return json.Marshal(config.Bytes(s).String()) }
+
+// ErrorResponse is the body of every error. Applied lists the steps made
+// before a change failed midway, which the target then serves.
+type ErrorResponse struct {
+	Error   string   `json:"error"`
+	Applied []string `json:"applied,omitempty"`
+}
+
+func (m *Manager) addSubsystemHTTP(w http.ResponseWriter, r *http.Request) {
+	var req SubsystemRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	sc := config.Subsystem{NQN: req.NQN, AllowAnyHost: req.AllowAnyHost, Hosts: req.Hosts, Serial: req.Serial, Model: req.Model}
+	for _, n := range req.Namespaces {
+		sc.Namespaces = append(sc.Namespaces, n.config())
+	}
+	res, err := m.Update(func(c *config.Config) error {
+		if findSubsystem(c, sc.NQN) != nil {
+			return fmt.Errorf("subsystem %s: %w", sc.NQN, errExists)
+		}
+		c.Subsystems = append(c.Subsystems, sc)
+		return nil
+	}, false)
+	if err == nil {
+		w.Header().Set("Location", "/v1/subsystems/"+url.PathEscape(sc.NQN))
+	}
+	writeResult(w, http.StatusCreated, res, err)
+}
+
+// subsystem returns the running subsystem named by the path, or writes a
+// 404.
+func (m *Manager) subsystem(w http.ResponseWriter, r *http.Request) (SubsystemStatus, bool) {
+	nqn := r.PathValue("nqn")
+	for _, s := range m.Status().Subsystems {
+		if s.NQN == nqn {
+			return s, true
+		}
+	}
+	writeError(w, http.StatusNotFound, fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem))
+	return SubsystemStatus{}, false
+}
+
+func (m *Manager) getSubsystem(w http.ResponseWriter, r *http.Request) {
+	if s, ok := m.subsystem(w, r); ok {
+		writeJSON(w, http.StatusOK, s)
+	}
+}
+
+func (m *Manager) listNamespaces(w http.ResponseWriter, r *http.Request) {
+	if s, ok := m.subsystem(w, r); ok {
+		writeJSON(w, http.StatusOK, s.Namespaces)
+	}
+}
+
+func (m *Manager) listHosts(w http.ResponseWriter, r *http.Request) {
+	if s, ok := m.subsystem(w, r); ok {
+		hosts := make([]HostRequest, 0, len(s.Hosts))
+		for _, h := range s.Hosts {
+			hosts = append(hosts, HostRequest{NQN: h})
+		}
+		writeJSON(w, http.StatusOK, hosts)
+	}
+}
+
+// editSubsystem changes the subsystem named by the path, which must exist.
+func (m *Manager) editSubsystem(r *http.Request, force bool, edit func(c *config.Config, s *config.Subsystem) error) (Result, error) {
+	nqn := r.PathValue("nqn")
+	return m.Update(func(c *config.Config) error {
+		s := findSubsystem(c, nqn)
+		if s == nil {
+			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+		}
+		return edit(c, s)
+	}, force)
+}
+
+func (m *Manager) removeSubsystemHTTP(w http.ResponseWriter, r *http.Request) {
+	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
+		nqn := s.NQN
+		c.Subsystems = slices.DeleteFunc(c.Subsystems, func(s config.Subsystem) bool { return s.NQN == nqn })
+		return nil
+	})
+	writeResult(w, http.StatusOK, res, err)
+}
+
+func (m *Manager) addNamespaceHTTP(w http.ResponseWriter, r *http.Request) {
+	var req NamespaceRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
+		if findNamespace(s, req.NSID) != nil {
+			return fmt.Errorf("namespace %d of %s: %w", req.NSID, s.NQN, errExists)
+		}
+		s.Namespaces = append(s.Namespaces, req.config())
+		return nil
+	})
+	writeResult(w, http.StatusCreated, res, err)
+}
+
+// nsid parses the path's NSID, or writes a 400.
+func nsid(w http.ResponseWriter, r *http.Request) (uint32, bool) {
+	n, err := strconv.ParseUint(r.PathValue("nsid"), 10, 32)
+	if err != nil || n == 0 {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: NSID %q: want a number from 1", ErrInvalid, r.PathValue("nsid")))
+		return 0, false
+	}
+	return uint32(n), true
+}
+
+func (m *Manager) removeNamespaceHTTP(w http.ResponseWriter, r *http.Request) {
+	id, ok := nsid(w, r)
+	if !ok {
+		return
+	}
+	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
+		if findNamespace(s, id) == nil {
+			return fmt.Errorf("namespace %d of %s: %w", id, s.NQN, fabric.ErrNoNamespace)
+		}
+		s.Namespaces = slices.DeleteFunc(s.Namespaces, func(n config.Namespace) bool { return n.NSID == id })
+		return nil
+	})
+	writeResult(w, http.StatusOK, res, err)
+}
+
+func (m *Manager) resizeNamespaceHTTP(w http.ResponseWriter, r *http.Request) {
+	id, ok := nsid(w, r)
+	if !ok {
+		return
+	}
+	var req ResizeRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Size == nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: size is required", ErrInvalid))
+		return
+	}
+	res, err := m.editSubsystem(r, req.Force, func(c *config.Config, s *config.Subsystem) error {
+		n := findNamespace(s, id)
+		if n == nil {
+			return fmt.Errorf("namespace %d of %s: %w", id, s.NQN, fabric.ErrNoNamespace)
+		}
+		// For a file, 0 would mean "the file's current size", never a
+		// resize; only a block device has a size of its own to follow.
+		if *req.Size == 0 && n.Backend != config.BackendBlock {
+			return fmt.Errorf("namespace %d of %s: size 0 (the whole device) applies to block namespaces only", id, s.NQN)
+		}
+		n.Size = config.Bytes(*req.Size)
+		return nil
+	})
+	writeResult(w, http.StatusOK, res, err)
+}
+
+func (m *Manager) addHostHTTP(w http.ResponseWriter, r *http.Request) {
+	var req HostRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
+		if slices.Contains(s.Hosts, req.NQN) {
+			return fmt.Errorf("host %s on %s: %w", req.NQN, s.NQN, errExists)
+		}
+		s.Hosts = append(s.Hosts, req.NQN)
+		return nil
+	})
+	writeResult(w, http.StatusCreated, res, err)
+}
+
+func (m *Manager) removeHostHTTP(w http.ResponseWriter, r *http.Request) {
+	host := r.PathValue("host")
+	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
+		if !slices.Contains(s.Hosts, host) {
+			return fmt.Errorf("host %s on %s: %w", host, s.NQN, errNoHost)
+		}
+		s.Hosts = slices.DeleteFunc(s.Hosts, func(h string) bool { return h == host })
+		return nil
+	})
+	writeResult(w, http.StatusOK, res, err)
+}
+
+// samePort compares ports as Validate does: "::ffff:10.0.0.1" is 10.0.0.1.
+func samePort(a, b config.Port) bool {
+	if a.Transport != b.Transport || a.Port != b.Port {
+		return false
+	}
+	x, errX := netip.ParseAddr(a.Address)
+	y, errY := netip.ParseAddr(b.Address)
+	if errX != nil || errY != nil {
+		return a.Address == b.Address
+	}
+	return x.Unmap() == y.Unmap()
+}
+
+func (m *Manager) addPortHTTP(w http.ResponseWriter, r *http.Request) {
+	var req PortRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	p := config.Port{Transport: req.Transport, Address: req.Address, Port: req.Port}
+	if p.Port == 0 {
+		p.Port = 4420 // as config.ApplyDefaults, before looking for a duplicate
+	}
+	res, err := m.Update(func(c *config.Config) error {
+		if slices.ContainsFunc(c.Ports, func(q config.Port) bool { return samePort(p, q) }) {
+			return fmt.Errorf("port %s: %w", portName(p), errExists)
+		}
+		c.Ports = append(c.Ports, p)
+		return nil
+	}, false)
+	writeResult(w, http.StatusCreated, res, err)
+}
+
+func (m *Manager) removePortHTTP(w http.ResponseWriter, r *http.Request) {
+	pn, err := strconv.Atoi(r.PathValue("port"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: port %q: want a number", ErrInvalid, r.PathValue("port")))
+		return
+	}
+	p := config.Port{Transport: r.PathValue("transport"), Address: r.PathValue("address"), Port: pn}
+	res, err := m.Update(func(c *config.Config) error {
+		i := slices.IndexFunc(c.Ports, func(q config.Port) bool { return samePort(p, q) })
+		if i < 0 {
+			return fmt.Errorf("port %s: %w", portName(p), fabric.ErrNoPort)
+		}
+		c.Ports = slices.Delete(c.Ports, i, i+1)
+		return nil
+	}, false)
+	writeResult(w, http.StatusOK, res, err)
+}
+
+// decode reads a JSON request body into v, refusing unknown keys, a
+// second value and bodies over maxBody. On failure it writes the error.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
+		err = errors.New("more than one JSON value")
+	}
+	if err == nil {
+		return true
+	}
+	code := http.StatusBadRequest
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		code = http.StatusRequestEntityTooLarge
+		err = fmt.Errorf("more than %d bytes", tooBig.Limit)
+	case errors.Is(err, io.EOF):
+		err = errors.New("empty; want a JSON object")
+	}
+	writeError(w, code, fmt.Errorf("%w: request body: %w", ErrInvalid, err))
+	return false
+}
+
+// statusOf maps an error from Update or Reload to an HTTP status. The
+// not-found and exists errors come first: Update wraps them with
+// ErrInvalid.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, fabric.ErrNoSubsystem), errors.Is(err, fabric.ErrNoNamespace),
+		errors.Is(err, fabric.ErrNoPort), errors.Is(err, errNoHost):
+		return http.StatusNotFound
+	case errors.Is(err, errExists):
+		return http.StatusConflict
+	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNoFile),
+		errors.Is(err, blockdev.ErrInvalidArgument): // a block namespace resized past its device
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// writeResult writes a change's Result, or its error with the steps made
+// before it.
+func writeResult(w http.ResponseWriter, code int, res Result, err error) {
+	if err != nil {
+		code, msg := statusOf(err), oneLine(err)
+		if code == http.StatusNotFound || code == http.StatusConflict {
+			// The request was fine; the target is not as it expected.
+			msg = strings.TrimPrefix(msg, ErrInvalid.Error()+": ")
+		}
+		writeJSON(w, code, ErrorResponse{Error: msg, Applied: res.Applied})
+		return
+	}
+	writeJSON(w, code, res)
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, ErrorResponse{Error: oneLine(err)})
+}
+
+// oneLine joins the lines of an error (Validate joins one per problem).
+func oneLine(err error) string {
+	return strings.Join(strings.FieldsFunc(err.Error(), func(r rune) bool { return r == '\n' }), "; ")
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// ListenAPI listens on the Unix socket path for the management API, mode
+// 0600 so that only root (the daemon's user) may change the target. It
+// creates the socket's directory, replaces a socket left by a target that
+// died, and refuses to take over one that another target answers on.
+func ListenAPI(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("api socket: %w", err)
+	}
+	if err := removeStale(path); err != nil {
+		return nil, err
+	}
+	// Bind under a temporary name and rename into place once it is 0600,
+	// so that there is no moment where path accepts anyone the umask
+	// lets in.
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+strconv.Itoa(os.Getpid()))
+	os.Remove(tmp)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("api socket: %w", err)
+	}
+	l.SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		l.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("api socket: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		l.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("api socket: %w", err)
+	}
+	st, err := os.Lstat(path)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("api socket: %w", err)
+	}
+	return &apiListener{UnixListener: l, path: path, st: st}, nil
+}
+
+// removeStale removes path if it is a socket nothing answers on.
+func removeStale(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("api socket: %w", err)
+	}
+	if st.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("api socket %s: exists and is not a socket", path)
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("api socket %s: another nvmeof-tgt answers on it; stop it first, or set api.socket", path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("api socket %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("api socket: remove stale %s: %w", path, err)
+	}
+	return nil
+}
+
+// apiListener removes its socket on Close, unless another target has
+// replaced it since.
+type apiListener struct {
+	*net.UnixListener
+	path string
+	st   os.FileInfo
+}
+
+func (l *apiListener) Close() error {
+	err := l.UnixListener.Close()
+	if st, serr := os.Lstat(l.path); serr == nil && os.SameFile(st, l.st) {
+		os.Remove(l.path)
+	}
+	return err
+}

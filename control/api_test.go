@@ -1,0 +1,468 @@
+package control
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+)
+
+func do(t *testing.T, h http.Handler, method, path, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func decodeAs[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+		t.Fatalf("decode %T from %q: %v", v, rec.Body.String(), err)
+	}
+	return v
+}
+
+// TestAPI runs each request against a fresh target serving baseYAML, with
+// host1 connected to subsystem a. A refused request must leave the target,
+// its file and the connected host as they were.
+func TestAPI(t *testing.T) {
+	subs := "/v1/subsystems/"
+	tests := []struct {
+		name         string
+		setup        func(b *bench)
+		method, path string
+		body         string
+		want         int
+		wantErr      string // in the error body
+		check        func(t *testing.T, b *bench, rec *httptest.ResponseRecorder)
+	}{
+		// Reads.
+		{name: "status", method: "GET", path: "/v1/status", want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+			st := decodeAs[Status](t, rec)
+			if len(st.Ports) != 1 || len(st.Subsystems) != 2 || len(st.Controllers) != 1 || st.Controllers[0].HostNQN != hst1 {
+				t.Fatalf("status %+v", st)
+			}
+		}},
+		{name: "list subsystems", method: "GET", path: "/v1/subsystems", want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+			if ss := decodeAs[[]SubsystemStatus](t, rec); len(ss) != 2 || ss[0].NQN != subA || !ss[1].AllowAnyHost {
+				t.Fatalf("subsystems %+v", ss)
+			}
+		}},
+		{name: "get subsystem", method: "GET", path: subs + subA, want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+			if s := decodeAs[SubsystemStatus](t, rec); s.NQN != subA || len(s.Namespaces) != 2 {
+				t.Fatalf("subsystem %+v", s)
+			}
+		}},
+		{name: "get missing subsystem", method: "GET", path: subs + "nqn.2026-11.io.example:x", want: 404, wantErr: "no such subsystem"},
+		{name: "list namespaces", method: "GET", path: subs + subA + "/namespaces", want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+			ns := decodeAs[[]NamespaceStatus](t, rec)
+			if len(ns) != 2 || ns[1].NSID != 2 || ns[1].Backend != "file" || ns[1].Size != 1<<20 || ns[1].BlockSize != 512 {
+				t.Fatalf("namespaces %+v", ns)
+			}
+		}},
+		{name: "list namespaces of missing subsystem", method: "GET", path: subs + "nqn.2026-11.io.example:x/namespaces", want: 404},
+		{name: "list hosts", method: "GET", path: subs + subA + "/hosts", want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+			if h := decodeAs[[]HostRequest](t, rec); !slices.Equal(h, []HostRequest{{hst1}, {hst2}}) {
+				t.Fatalf("hosts %+v", h)
+			}
+		}},
+		{name: "list hosts of missing subsystem", method: "GET", path: subs + "nqn.2026-11.io.example:x/hosts", want: 404},
+		{name: "list ports", method: "GET", path: "/v1/ports", want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+			if p := decodeAs[[]PortStatus](t, rec); len(p) != 1 || p[0].Transport != "loop" || p[0].Port != 4420 || p[0].ID == 0 {
+				t.Fatalf("ports %+v", p)
+			}
+		}},
+		{name: "config", method: "GET", path: "/v1/config", want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+			if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/yaml") {
+				t.Fatalf("content type %q", ct)
+			}
+			// serve --config reads it back to the running configuration.
+			f := filepath.Join(b.dir, "saved.yaml")
+			os.WriteFile(f, rec.Body.Bytes(), 0o600)
+			c, err := config.LoadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := config.Marshal(c)
+			if want, _ := config.Marshal(b.m.Running()); string(got) != string(want) {
+				t.Fatalf("saved\n%s\nrunning\n%s", got, want)
+			}
+		}},
+		{name: "wrong method", method: "PUT", path: "/v1/status", want: 405, wantErr: "method not allowed"},
+		{name: "no such path", method: "GET", path: "/v2/status", want: 404, wantErr: "not found"},
+
+		// Subsystems.
+		{name: "add subsystem", method: "POST", path: "/v1/subsystems",
+			body: `{"nqn": "nqn.2026-11.io.example:c", "hosts": ["` + hst1 + `"], "model": "m",
+				"namespaces": [{"nsid": 1, "backend": "memory", "size": "1MiB"}, {"nsid": 2, "size": 2097152}]}`,
+			want: 201, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+				if got := b.namespaces("nqn.2026-11.io.example:c"); !slices.Equal(got, []uint32{1, 2}) {
+					t.Fatalf("namespaces %v", got)
+				}
+				if loc := rec.Header().Get("Location"); loc != subs+"nqn.2026-11.io.example:c" {
+					t.Fatalf("location %q", loc)
+				}
+				b.connect("127.0.0.1", "nqn.2026-11.io.example:c", hst1)
+			}},
+		{name: "add existing subsystem", method: "POST", path: "/v1/subsystems",
+			body: `{"nqn": "` + subA + `", "allow_any_host": true}`, want: 409, wantErr: "already exists"},
+		{name: "add subsystem with a bad NQN", method: "POST", path: "/v1/subsystems", body: `{"nqn": "nqn.2026-11.io.example:\u0000", "allow_any_host": true}`, want: 400, wantErr: "NUL"},
+		{name: "add subsystem with no host", method: "POST", path: "/v1/subsystems", body: `{"nqn": "nqn.2026-11.io.example:c"}`, want: 400, wantErr: "no host could connect"},
+		{name: "malformed JSON", method: "POST", path: "/v1/subsystems", body: `{"nqn": `, want: 400},
+		{name: "unknown field", method: "POST", path: "/v1/subsystems", body: `{"nqn": "nqn.2026-11.io.example:c", "allow_any_host": true, "hots": []}`, want: 400, wantErr: "unknown field"},
+		{name: "unknown namespace field", method: "POST", path: "/v1/subsystems",
+			body: `{"nqn": "nqn.2026-11.io.example:c", "allow_any_host": true, "namespaces": [{"nsid": 1, "sise": 1}]}`, want: 400, wantErr: "unknown field"},
+		{name: "empty body", method: "POST", path: "/v1/subsystems", want: 400, wantErr: "empty"},
+		{name: "two values", method: "POST", path: "/v1/subsystems", body: `{"nqn": "nqn.2026-11.io.example:c", "allow_any_host": true} {}`, want: 400},
+		{name: "body too large", method: "POST", path: "/v1/subsystems", body: `{"nqn": "` + strings.Repeat("x", maxBody) + `"}`, want: 413},
+		{name: "bad size", method: "POST", path: "/v1/subsystems",
+			body: `{"nqn": "nqn.2026-11.io.example:c", "allow_any_host": true, "namespaces": [{"nsid": 1, "size": "1G"}]}`, want: 400, wantErr: "unit"},
+		{name: "negative size", method: "POST", path: "/v1/subsystems",
+			body: `{"nqn": "nqn.2026-11.io.example:c", "allow_any_host": true, "namespaces": [{"nsid": 1, "size": -1}]}`, want: 400},
+		{name: "remove subsystem", method: "DELETE", path: subs + subB, want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+			if res := decodeAs[Result](t, rec); !slices.Equal(res.Applied, []string{"remove subsystem " + subB}) || !res.Persisted {
+				t.Fatalf("result %+v", res)
+			}
+		}},
+		{name: "remove missing subsystem", method: "DELETE", path: subs + "nqn.2026-11.io.example:x", want: 404},
+		{name: "remove the last subsystem", setup: func(b *bench) { do(b.t, b.m.Handler(), "DELETE", subs+subB, "") },
+			method: "DELETE", path: subs + subA, want: 400, wantErr: "at least one subsystem"},
+
+		// Namespaces.
+		{name: "add namespace", method: "POST", path: subs + subA + "/namespaces", body: `{"nsid": 3, "backend": "memory", "size": "1MiB", "block_size": 4096}`,
+			want: 201, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+				if got := b.namespaces(subA); !slices.Equal(got, []uint32{1, 2, 3}) {
+					t.Fatalf("namespaces %v", got)
+				}
+				if got := b.m.Status().Subsystems[0].Namespaces[2].BlockSize; got != 4096 {
+					t.Fatalf("block size %d", got)
+				}
+			}},
+		{name: "add file namespace", method: "POST", path: subs + subA + "/namespaces", body: `{"nsid": 3, "path": "DIR/ns3.img", "size": "1MiB", "uuid": "0b5bd5e6-1c41-4ff1-9d0a-2a8f7e6f3a10", "buffered_io": true}`,
+			want: 201, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+				if ns := b.m.Status().Subsystems[0].Namespaces[2]; ns.Backend != "file" || ns.UUID != "0b5bd5e6-1c41-4ff1-9d0a-2a8f7e6f3a10" || ns.Size != 1<<20 {
+					t.Fatalf("namespace %+v", ns)
+				}
+			}},
+		{name: "add existing namespace", method: "POST", path: subs + subA + "/namespaces", body: `{"nsid": 1, "backend": "memory", "size": "2MiB"}`, want: 409},
+		{name: "add namespace to missing subsystem", method: "POST", path: subs + "nqn.2026-11.io.example:x/namespaces", body: `{"nsid": 1, "size": "1MiB"}`, want: 404},
+		{name: "add namespace 0", method: "POST", path: subs + subA + "/namespaces", body: `{"nsid": 0, "size": "1MiB"}`, want: 400, wantErr: "nsid"},
+		{name: "add namespace that cannot open", method: "POST", path: subs + subA + "/namespaces",
+			body: `{"nsid": 3, "backend": "file", "path": "/nonexistent/dir/x.img", "size": "1MiB"}`, want: 500},
+		{name: "remove namespace", method: "DELETE", path: subs + subA + "/namespaces/2", want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+			if got := b.namespaces(subA); !slices.Equal(got, []uint32{1}) {
+				t.Fatalf("namespaces %v", got)
+			}
+		}},
+		{name: "remove missing namespace", method: "DELETE", path: subs + subA + "/namespaces/7", want: 404, wantErr: "no such namespace"},
+		{name: "remove namespace of missing subsystem", method: "DELETE", path: subs + "nqn.2026-11.io.example:x/namespaces/1", want: 404},
+		{name: "remove namespace x", method: "DELETE", path: subs + subA + "/namespaces/x", want: 400, wantErr: "NSID"},
+		{name: "remove namespace 0", method: "DELETE", path: subs + subA + "/namespaces/0", want: 400},
+		{name: "grow namespace", method: "POST", path: subs + subA + "/namespaces/2/resize", body: `{"size": "4MiB"}`, want: 200,
+			check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+				if got := b.m.Status().Subsystems[0].Namespaces[1].Size; got != 4<<20 {
+					t.Fatalf("size %d", got)
+				}
+			}},
+		{name: "shrink refused", method: "POST", path: subs + subA + "/namespaces/2/resize", body: `{"size": "512KiB"}`, want: 400, wantErr: "shrink"},
+		{name: "shrink forced", method: "POST", path: subs + subA + "/namespaces/2/resize", body: `{"size": 524288, "force": true}`, want: 200,
+			check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+				if got := b.m.Status().Subsystems[0].Namespaces[1].Size; got != 512<<10 {
+					t.Fatalf("size %d", got)
+				}
+			}},
+		{name: "resize memory", method: "POST", path: subs + subA + "/namespaces/1/resize", body: `{"size": "4MiB"}`, want: 400, wantErr: "memory"},
+		{name: "resize file to 0", method: "POST", path: subs + subA + "/namespaces/2/resize", body: `{"size": 0}`, want: 400, wantErr: "block namespaces only"},
+		{name: "resize without size", method: "POST", path: subs + subA + "/namespaces/2/resize", body: `{"force": true}`, want: 400, wantErr: "size is required"},
+		{name: "resize missing namespace", method: "POST", path: subs + subA + "/namespaces/9/resize", body: `{"size": "4MiB"}`, want: 404},
+		{name: "resize with a bad NSID", method: "POST", path: subs + subA + "/namespaces/-1/resize", body: `{"size": "4MiB"}`, want: 400},
+
+		// Hosts.
+		{name: "add host", method: "POST", path: subs + subA + "/hosts", body: `{"nqn": "nqn.2026-11.io.example:host3"}`, want: 201,
+			check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+				if got := b.tgt.Subsystem(subA).Hosts(); !slices.Contains(got, "nqn.2026-11.io.example:host3") {
+					t.Fatalf("hosts %v", got)
+				}
+			}},
+		{name: "add existing host", method: "POST", path: subs + subA + "/hosts", body: `{"nqn": "` + hst1 + `"}`, want: 409},
+		{name: "add host to an open subsystem", method: "POST", path: subs + subB + "/hosts", body: `{"nqn": "` + hst1 + `"}`, want: 400, wantErr: "allow_any_host"},
+		{name: "add host with a bad NQN", method: "POST", path: subs + subA + "/hosts", body: `{"nqn": "` + strings.Repeat("h", 224) + `"}`, want: 400},
+		{name: "add host to missing subsystem", method: "POST", path: subs + "nqn.2026-11.io.example:x/hosts", body: `{"nqn": "` + hst1 + `"}`, want: 404},
+		{name: "remove host", method: "DELETE", path: subs + subA + "/hosts/" + hst2, want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+			if got := b.tgt.Subsystem(subA).Hosts(); !slices.Equal(got, []string{hst1}) {
+				t.Fatalf("hosts %v", got)
+			}
+		}},
+		{name: "remove missing host", method: "DELETE", path: subs + subA + "/hosts/nqn.2026-11.io.example:host9", want: 404, wantErr: "no such host"},
+		{name: "remove host of missing subsystem", method: "DELETE", path: subs + "nqn.2026-11.io.example:x/hosts/" + hst1, want: 404},
+
+		// Ports.
+		{name: "add port", method: "POST", path: "/v1/ports", body: `{"transport": "loop", "address": "127.0.0.2"}`, want: 201,
+			check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+				if p := b.m.Running().Ports; len(p) != 2 || p[1].Port != 4420 {
+					t.Fatalf("ports %+v", p)
+				}
+				b.connect("127.0.0.2", subB, hst2)
+			}},
+		{name: "add IPv6 port", method: "POST", path: "/v1/ports", body: `{"transport": "loop", "address": "::1", "port": 4421}`, want: 201},
+		{name: "add existing port", method: "POST", path: "/v1/ports", body: `{"transport": "loop", "address": "127.0.0.1"}`, want: 409},
+		{name: "add port with a bad transport", method: "POST", path: "/v1/ports", body: `{"transport": "tcp", "address": "127.0.0.1"}`, want: 400, wantErr: "not a transport"},
+		{name: "remove port", setup: func(b *bench) {
+			do(b.t, b.m.Handler(), "POST", "/v1/ports", `{"transport": "loop", "address": "::1", "port": 4421}`)
+		}, method: "DELETE", path: "/v1/ports/loop/::1/4421", want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+			if p := b.m.Running().Ports; len(p) != 1 || p[0].Address != "127.0.0.1" {
+				t.Fatalf("ports %+v", p)
+			}
+		}},
+		{name: "remove the last port", method: "DELETE", path: "/v1/ports/loop/127.0.0.1/4420", want: 400, wantErr: "at least one port"},
+		{name: "remove missing port", method: "DELETE", path: "/v1/ports/loop/127.0.0.1/4421", want: 404, wantErr: "no such port"},
+		{name: "remove port x", method: "DELETE", path: "/v1/ports/loop/127.0.0.1/x", want: 400},
+
+		// Reload.
+		{name: "reload unchanged", method: "POST", path: "/v1/reload", want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+			if res := decodeAs[Result](t, rec); len(res.Applied) != 0 || res.Persisted {
+				t.Fatalf("result %+v", res)
+			}
+		}},
+		{name: "reload", setup: func(b *bench) {
+			y := strings.ReplaceAll(baseYAML, "FILE", filepath.Join(b.dir, "ns2.img")) + "  - {nqn: nqn.2026-11.io.example:c, allow_any_host: true}\n"
+			os.WriteFile(b.path, []byte(y), 0o600)
+		}, method: "POST", path: "/v1/reload", want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+			if res := decodeAs[Result](t, rec); !slices.Equal(res.Applied, []string{"add subsystem nqn.2026-11.io.example:c"}) {
+				t.Fatalf("result %+v", res)
+			}
+		}},
+		{name: "reload a broken file", setup: func(b *bench) { os.WriteFile(b.path, []byte("ports: ["), 0o600) },
+			method: "POST", path: "/v1/reload", want: 400},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBench(t, baseYAML)
+			h := b.m.Handler()
+			if tc.setup != nil {
+				tc.setup(b)
+			}
+			before, _ := os.ReadFile(b.path)
+			lq := b.connect("127.0.0.1", subA, hst1)
+			rec := do(t, h, tc.method, tc.path, strings.ReplaceAll(tc.body, "DIR", b.dir))
+			if rec.Code != tc.want {
+				t.Fatalf("%s %s: %d %s, want %d", tc.method, tc.path, rec.Code, rec.Body, tc.want)
+			}
+			if ct := rec.Header().Get("Content-Type"); tc.path != "/v1/config" && ct != "application/json" {
+				t.Fatalf("content type %q", ct)
+			}
+			if tc.want >= 400 {
+				e := decodeAs[ErrorResponse](t, rec)
+				if e.Error == "" || strings.Contains(e.Error, "\n") || !strings.Contains(e.Error, tc.wantErr) {
+					t.Fatalf("error %q, want one line with %q", e.Error, tc.wantErr)
+				}
+				if after, _ := os.ReadFile(b.path); string(after) != string(before) || len(e.Applied) != 0 {
+					t.Fatalf("a refused request changed the file or applied %v", e.Applied)
+				}
+				if got := b.namespaces(subA); !slices.Equal(got, []uint32{1, 2}) {
+					t.Fatalf("namespaces %v after a refused request", got)
+				}
+				if disconnected(lq, false) {
+					t.Fatal("a refused request disconnected a host")
+				}
+				return
+			}
+			if tc.method != "GET" && tc.path != "/v1/reload" {
+				if res := decodeAs[Result](t, rec); len(res.Applied) == 0 || !res.Persisted {
+					t.Fatalf("result %+v", res)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, b, rec)
+			}
+		})
+	}
+}
+
+// TestAPIPathNQN: an NQN is one path segment even with '/' in it, escaped
+// as %2F.
+func TestAPIPathNQN(t *testing.T) {
+	b := newBench(t, baseYAML)
+	h := b.m.Handler()
+	nqn := "nqn.2026-11.io.example:pool/vol:1"
+	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn": "`+nqn+`", "allow_any_host": true}`); rec.Code != 201 {
+		t.Fatalf("add: %d %s", rec.Code, rec.Body)
+	}
+	path := "/v1/subsystems/" + url.PathEscape(nqn)
+	if rec := do(t, h, "POST", path+"/namespaces", `{"nsid": 1, "size": "1MiB", "backend": "memory"}`); rec.Code != 201 {
+		t.Fatalf("add namespace: %d %s", rec.Code, rec.Body)
+	}
+	if got := b.namespaces(nqn); !slices.Equal(got, []uint32{1}) {
+		t.Fatalf("namespaces %v", got)
+	}
+	if rec := do(t, h, "DELETE", path, ""); rec.Code != 200 {
+		t.Fatalf("remove: %d %s", rec.Code, rec.Body)
+	}
+	if b.tgt.Subsystem(nqn) != nil {
+		t.Fatal("still there")
+	}
+}
+
+// TestAPINoFile: a target on the embedded default keeps changes in memory
+// and has nothing to reload.
+func TestAPINoFile(t *testing.T) {
+	b := newBench(t, baseYAML)
+	m, err := New(b.tgt, &config.Config{}, Options{Transport: b.transport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := do(t, m.Handler(), "POST", "/v1/reload", "")
+	if rec.Code != 400 || !strings.Contains(decodeAs[ErrorResponse](t, rec).Error, "no configuration file") {
+		t.Fatalf("reload: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestSizeJSON(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Size
+		wantErr bool
+	}{
+		{in: `"1GiB"`, want: Size(config.GiB)},
+		{in: `"4096"`, want: 4096},
+		{in: `4096`, want: 4096},
+		{in: `0`, want: 0},
+		{in: `"1G"`, wantErr: true},
+		{in: `-1`, wantErr: true},
+		{in: `1.5`, wantErr: true},
+		{in: `true`, wantErr: true},
+	}
+	for _, tc := range tests {
+		var s Size
+		err := json.Unmarshal([]byte(tc.in), &s)
+		if (err != nil) != tc.wantErr || !tc.wantErr && s != tc.want {
+			t.Errorf("%s: %v %v, want %v (error %v)", tc.in, s, err, tc.want, tc.wantErr)
+		}
+	}
+	if out, _ := json.Marshal(Size(config.GiB)); string(out) != `"1GiB"` {
+		t.Errorf("marshal: %s", out)
+	}
+}
+
+// shortDir is a directory for sockets: a Unix socket path must fit in 108
+// bytes, which t.TempDir under a long test name may not.
+func shortDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func TestListenAPI(t *testing.T) {
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, path string)
+		wantErr string
+	}{
+		{name: "new directory"},
+		{name: "stale socket replaced", setup: func(t *testing.T, path string) {
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.SetUnlinkOnClose(false)
+			l.Close()
+		}},
+		{name: "live socket refused", setup: func(t *testing.T, path string) {
+			l, err := ListenAPI(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+		}, wantErr: "another nvmeof-tgt answers"},
+		{name: "not a socket", setup: func(t *testing.T, path string) {
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			os.WriteFile(path, nil, 0o600)
+		}, wantErr: "not a socket"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(shortDir(t), "run", "t.sock")
+			if tc.setup != nil {
+				tc.setup(t, path)
+			}
+			l, err := ListenAPI(path)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ListenAPI: %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := os.Lstat(path)
+			if err != nil || st.Mode().Type() != os.ModeSocket || st.Mode().Perm() != 0o600 {
+				t.Fatalf("socket %v %v", st.Mode(), err)
+			}
+			if d, _ := os.Stat(filepath.Dir(path)); d.Mode().Perm()&0o700 != 0o700 {
+				t.Fatalf("directory %v", d.Mode())
+			}
+			b := newBench(t, baseYAML)
+			srv := &http.Server{Handler: b.m.Handler()}
+			go srv.Serve(l)
+			c := &http.Client{Transport: &http.Transport{Dial: func(string, string) (net.Conn, error) { return net.Dial("unix", path) }}}
+			resp, err := c.Get("http://localhost/v1/status")
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("GET /v1/status: %v %v", resp, err)
+			}
+			resp.Body.Close()
+			srv.Close()
+			if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("socket left after Close: %v", err)
+			}
+			entries, _ := os.ReadDir(filepath.Dir(path))
+			if len(entries) != 0 {
+				t.Fatalf("left in the directory: %v", entries)
+			}
+		})
+	}
+}
+
+// TestStatusOf: the not-found and exists errors win over the ErrInvalid
+// that Update wraps them in.
+func TestStatusOf(t *testing.T) {
+	inv := func(err error) error { return fmt.Errorf("%w: %w", ErrInvalid, err) }
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{inv(fmt.Errorf("subsystem x: %w", fabric.ErrNoSubsystem)), 404},
+		{inv(fabric.ErrNoNamespace), 404},
+		{inv(fabric.ErrNoPort), 404},
+		{inv(errNoHost), 404},
+		{inv(errExists), 409},
+		{inv(ErrShrink), 400},
+		{inv(errors.New("bad")), 400},
+		{ErrNoFile, 400},
+		{fmt.Errorf("resize namespace 1: %w", blockdev.ErrInvalidArgument), 400},
+		{fmt.Errorf("add port: %w", os.ErrPermission), 500},
+	}
+	for _, tc := range tests {
+		if got := statusOf(tc.err); got != tc.want {
+			t.Errorf("%v: %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
