@@ -184,9 +184,9 @@ func (s *server) startMetrics(m config.Metrics) error {
 func (s *server) run(ctx context.Context, cfg *config.Config) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
-		s.log.Warn("sd_notify", "err", err)
-	}
+	// READY=1, then STATUS= and the watchdog's pings (watchdog.go).
+	stopNotify := s.startNotify()
+	defer stopNotify()
 	s.log.Info("target ready", "subsystems", len(cfg.Subsystems), "ports", len(cfg.Ports))
 
 	select {
