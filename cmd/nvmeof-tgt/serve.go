@@ -267,13 +267,6 @@ func ctxDone(ctx context.Context) <-chan struct{} {
 	return ctx.Done()
 }
 
-func firmwareRevision() string {
-	if len(version) > 8 {
-		return version[:8]
-	}
-	return version
-}
-
 // raiseMemlock lifts RLIMIT_MEMLOCK: every buffer is registered (pinned).
 // systemd sets LimitMEMLOCK=infinity; by hand, root may raise it here.
 func raiseMemlock(log *slog.Logger) {
