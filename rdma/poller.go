@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
@@ -51,7 +52,9 @@ type poller struct {
 	// For the watchdog (health.go), written by the poller goroutine only:
 	// beat moves at the top of every round and around each sleep; asleep
 	// is set while it blocks in ch.Wait. (sleeping is a wake-up token that
-	// wakers clear, so it cannot tell.)
+	// wakers clear, so it cannot tell.) A cache line of their own: beat is
+	// written every round, and wakers read mbox and sleeping above.
+	_      cpu.CacheLinePad
 	beat   atomic.Uint64
 	asleep atomic.Bool
 }
