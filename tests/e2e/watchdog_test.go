@@ -190,11 +190,15 @@ func TestWatchdogStall(t *testing.T) {
 		t.Fatalf("%s does not announce the stall: not a faultinject build?", bin)
 	}
 
+	ready := ns.match(t0, func(l string) bool { return l == "READY=1" })
+	if len(ready) != 1 {
+		t.Fatalf("READY=1 notes %+v, want one", ready)
+	}
 	stalled := ns.waitStatus(t, t0, "stalled: ", 30*time.Second)
 	if !strings.Contains(stalled.msg, "poller 0") {
 		t.Errorf("stall STATUS %q does not name poller 0", stalled.msg)
 	}
-	checkCadence(t, "before the stall", ns.pings(t0), stalled.at.Sub(t0))
+	checkCadence(t, "before the stall", ns.pings(ready[0].at), stalled.at.Sub(ready[0].at))
 
 	const watch = 4 * time.Second
 	time.Sleep(watch)
