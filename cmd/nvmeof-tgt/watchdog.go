@@ -90,7 +90,11 @@ func (n *notifier) run() {
 		}
 		// Transitions only: a stall lasts until systemd kills the target.
 		if len(stalled) > 0 && len(wasStalled) == 0 {
-			n.log.Error("pollers make no progress: systemd watchdog pings withheld", "pollers", stalled, "watchdog", n.watchdog)
+			msg := "pollers make no progress"
+			if n.watchdog {
+				msg += ": systemd watchdog pings withheld"
+			}
+			n.log.Error(msg, "pollers", stalled)
 		} else if len(stalled) == 0 && len(wasStalled) > 0 {
 			n.log.Warn("pollers make progress again", "pollers", wasStalled)
 		}
