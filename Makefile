@@ -5,40 +5,84 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 BIN := bin/nvmeof-tgt
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# Without git (a source tarball) both are empty and the binary derives its
+# version from Go's build information (cmd/nvmeof-tgt/version.go).
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 
-# Debian packages: cgo headers for libibverbs/librdmacm, and the lab's tools.
+# make install: the binary under PREFIX, the unit (its ExecStart rewritten to
+# BINDIR), the configuration in /etc/nvmeof-tgt (config.yaml only if absent;
+# the example always) and shell completions. DESTDIR stages it all.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+DATADIR ?= $(PREFIX)/share
+# The unit's ConfigurationDirectory= is /etc/nvmeof-tgt whatever the prefix.
+CONFDIR := /etc/nvmeof-tgt
+
+# Debian packages: cgo headers for libibverbs/librdmacm (build), and the
+# test guest's tools (e2e, demo, bench).
 BUILD_PKGS := gcc libibverbs-dev librdmacm-dev
 LAB_PKGS := qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs rdma-core ibverbs-utils rdmacm-utils perftest nvme-cli fio iproute2 curl
 
-.PHONY: all build deps unit e2e test demo bench fuzz vet clean
+.PHONY: all build deps build-deps lab-deps install unit e2e test demo bench fuzz vet clean
 
 all: build
 
-deps:
-	@missing=$$(for p in $(BUILD_PKGS) $(LAB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+# apt_install installs those of the packages $(1) that are missing.
+define apt_install
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing: $$missing"; \
 		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
 	fi
+endef
+
+deps: build-deps lab-deps
+
+build-deps:
+	$(call apt_install,$(BUILD_PKGS))
 	@command -v $(GO) >/dev/null || { echo "Go is required (https://go.dev/dl, or the Go module proxy's toolchain)"; exit 1; }
 
-build: deps
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/nvmeof-tgt
+lab-deps:
+	$(call apt_install,$(LAB_PKGS))
 
-vet: deps
+build: build-deps
+	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(BIN) ./cmd/nvmeof-tgt
+
+# Never installs bin/nvmeof-tgt-faultinject (tests/lab/e2e.sh builds it).
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(CONFDIR) \
+		$(DESTDIR)$(DATADIR)/bash-completion/completions $(DESTDIR)$(DATADIR)/zsh/site-functions \
+		$(DESTDIR)$(DATADIR)/fish/vendor_completions.d
+	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/nvmeof-tgt
+	sed 's|^ExecStart=/usr/local/bin/nvmeof-tgt |ExecStart=$(BINDIR)/nvmeof-tgt |' deploy/nvmeof-tgt.service >$(DESTDIR)$(UNITDIR)/nvmeof-tgt.service
+	@grep -q '^ExecStart=$(BINDIR)/nvmeof-tgt ' $(DESTDIR)$(UNITDIR)/nvmeof-tgt.service || \
+		{ echo "install: deploy/nvmeof-tgt.service has no ExecStart=/usr/local/bin/nvmeof-tgt line to rewrite"; exit 1; }
+	chmod 0644 $(DESTDIR)$(UNITDIR)/nvmeof-tgt.service
+	install -m 0644 deploy/config.example.yaml $(DESTDIR)$(CONFDIR)/config.example.yaml
+	@if [ -e $(DESTDIR)$(CONFDIR)/config.yaml ]; then \
+		echo "install: keeping $(DESTDIR)$(CONFDIR)/config.yaml"; \
+	else \
+		install -m 0644 deploy/config.example.yaml $(DESTDIR)$(CONFDIR)/config.yaml; \
+	fi
+	$(BIN) completion bash >$(DESTDIR)$(DATADIR)/bash-completion/completions/nvmeof-tgt
+	$(BIN) completion zsh >$(DESTDIR)$(DATADIR)/zsh/site-functions/_nvmeof-tgt
+	$(BIN) completion fish >$(DESTDIR)$(DATADIR)/fish/vendor_completions.d/nvmeof-tgt.fish
+
+vet: build-deps
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./tests/...
 	$(GO) vet -tags e2e,bench ./tests/...
 	$(GO) vet -tags faultinject ./rdma/... ./cmd/...
 
-unit: deps
+unit: build-deps
 	$(GO) test -race -count=1 ./...
 
 # Every fuzz target in the tree, 15 s each. `go test -list` finds them, so a
 # new one is fuzzed without editing this list: its output is the matching
 # names, then an "ok <package>" line.
-fuzz: deps
+fuzz: build-deps
 	@set -eo pipefail; \
 	targets=$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { f[n++] = $$1 } /^ok/ { for (i = 0; i < n; i++) print $$2 ":" f[i]; n = 0 }'); \
 	[ -n "$$targets" ] || { echo "fuzz: no fuzz targets found" >&2; exit 1; }; \
@@ -48,16 +92,16 @@ fuzz: deps
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 15s $$pkg; \
 	done
 
-e2e: build
+e2e: build lab-deps
 	tests/lab/e2e.sh
 
 test: vet unit e2e
 
-demo: build
+demo: build lab-deps
 	tests/lab/demo.sh
 
 # Side-by-side with the kernel's nvmet in one guest boot; writes bench/results/<date>.*
-bench: build
+bench: build lab-deps
 	tests/lab/bench.sh
 
 clean:

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
@@ -47,6 +48,15 @@ type poller struct {
 	sleeping atomic.Bool
 	stop     chan struct{}
 	done     chan struct{}
+
+	// For the watchdog (health.go), written by the poller goroutine only:
+	// beat moves at the top of every round and around each sleep; asleep
+	// is set while it blocks in ch.Wait. (sleeping is a wake-up token that
+	// wakers clear, so it cannot tell.) A cache line of their own: beat is
+	// written every round, and wakers read mbox and sleeping above.
+	_      cpu.CacheLinePad
+	beat   atomic.Uint64
+	asleep atomic.Bool
 }
 
 func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
@@ -99,6 +109,7 @@ func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
 	p.stop = make(chan struct{})
 	p.done = make(chan struct{})
 	go p.run()
+	p.planStall()
 	return p, nil
 }
 
@@ -159,6 +170,7 @@ func (p *poller) run() {
 	window := base
 	lastWork := time.Now()
 	for {
+		p.beat.Add(1)
 		n := p.poll()
 		m := p.runHandedOver()
 		if p.io != nil {
@@ -261,7 +273,13 @@ func (p *poller) sleep() {
 		return
 	}
 	p.d.t.stats.PollSleeps.Add(1)
+	// beat before asleep, both ways: a sample that sees asleep clear sees
+	// the beat of the wake-up (health.go).
+	p.beat.Add(1)
+	p.asleep.Store(true)
 	err := p.ch.Wait(p.evfd)
+	p.beat.Add(1)
+	p.asleep.Store(false)
 	p.sleeping.Store(false)
 	if err != nil {
 		p.log.Error("wait for completions", "err", err)

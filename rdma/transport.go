@@ -184,6 +184,11 @@ type Transport struct {
 	listeners map[*listener]struct{}
 
 	stats Stats
+
+	// healthMu guards lastBeats, each poller's sample at the previous
+	// Stalled call.
+	healthMu  sync.Mutex
+	lastBeats map[*poller]beatSample
 }
 
 // Stats are the transport's counters, for metrics.
@@ -215,6 +220,13 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if plan != "" {
 		cfg.Logger.Warn("test build: batch posts fail on purpose", "env", verbs.FaultEnv, "value", plan)
+	}
+	stall, err := setupStall()
+	if err != nil {
+		return nil, fmt.Errorf("rdma: %w", err)
+	}
+	if stall != "" {
+		cfg.Logger.Warn("test build: poller 0 stalls on purpose", "env", StallEnv, "value", stall)
 	}
 	return &Transport{cfg: cfg, log: cfg.Logger, devices: map[uintptr]*device{}, listeners: map[*listener]struct{}{}}, nil
 }

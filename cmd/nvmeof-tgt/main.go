@@ -9,9 +9,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
 	if err := rootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "nvmeof-tgt:", err)
@@ -25,9 +22,9 @@ func rootCmd() *cobra.Command {
 		Short:         "NVMe over Fabrics target (RDMA)",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       readBuildInfo().String(),
 	}
-	root.AddCommand(serveCmd(), configCmd(), softRoCECmd())
+	root.AddCommand(serveCmd(), configCmd(), softRoCECmd(), versionCmd())
 	root.AddCommand(ctlCmds()...)
 	return root
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -84,6 +85,7 @@ type server struct {
 	tgt     *fabric.Target
 	m       *control.Manager
 	rcfg    rdma.Config
+	rtMu    sync.Mutex      // guards rt: ports are added by the API's goroutines too
 	rt      *rdma.Transport // made with the first rdma port
 	loop    *fabric.LoopTransport
 	metrics *http.Server // only with metrics.listen set
@@ -148,6 +150,8 @@ func (s *server) startAPI(path string) error {
 func (s *server) transport(name string) (fabric.Transport, error) {
 	switch name {
 	case "rdma":
+		s.rtMu.Lock()
+		defer s.rtMu.Unlock()
 		if s.rt == nil {
 			rt, err := rdma.New(s.rcfg)
 			if err != nil {
@@ -192,9 +196,9 @@ func (s *server) run(ctx context.Context) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
-		s.log.Warn("sd_notify", "err", err)
-	}
+	// READY=1, then STATUS= and the watchdog's pings (watchdog.go).
+	stopNotify := s.startNotify()
+	defer stopNotify()
 	cfg := s.m.Running()
 	s.log.Info("target ready", "subsystems", len(cfg.Subsystems), "ports", len(cfg.Ports))
 	for {
@@ -297,13 +301,6 @@ func ctxDone(ctx context.Context) <-chan struct{} {
 		return nil
 	}
 	return ctx.Done()
-}
-
-func firmwareRevision() string {
-	if len(version) > 8 {
-		return version[:8]
-	}
-	return version
 }
 
 // raiseMemlock lifts RLIMIT_MEMLOCK: every buffer is registered (pinned).

@@ -29,6 +29,8 @@ type tgtProcess struct {
 	bin string
 	dir string   // config and log go here
 	env []string // added to the target's environment
+	// onNotify, if set, sees every notify datagram as it arrives.
+	onNotify func(msg string)
 
 	spec      Spec
 	cfgPath   string
@@ -140,7 +142,7 @@ func (p *tgtProcess) Start(t *testing.T, spec Spec) {
 // readNotify reads notify datagrams until the socket closes, closing p.ready at READY=1 and
 // recording every message in the target's log.
 func (p *tgtProcess) readNotify(logName string) {
-	conn, ready := p.notify, p.ready
+	conn, ready, onNotify := p.notify, p.ready, p.onNotify
 	logf, _ := os.OpenFile(logName, os.O_WRONLY|os.O_APPEND, 0)
 	if logf != nil {
 		defer logf.Close()
@@ -155,6 +157,9 @@ func (p *tgtProcess) readNotify(logName string) {
 		msg := string(buf[:n])
 		if logf != nil {
 			fmt.Fprintf(logf, "=== e2e: notify %q\n", msg)
+		}
+		if onNotify != nil {
+			onNotify(msg)
 		}
 		for _, line := range strings.Split(msg, "\n") {
 			if line == "READY=1" && !seen {

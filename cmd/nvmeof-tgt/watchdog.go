@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+)
+
+// statusEvery is how often STATUS= is refreshed when the unit sets no
+// WatchdogSec; with one, it goes with every ping.
+const statusEvery = 10 * time.Second
+
+// notifier keeps systemd told while the target runs (sd_notify(3)): READY=1
+// once, then a STATUS= line with the target's counts every tick and, when
+// the unit sets WatchdogSec, WATCHDOG=1 at half that interval, but only
+// while every poller makes progress. A stuck poller stops the pings, so
+// systemd restarts the target (Restart=on-failure).
+type notifier struct {
+	log      *slog.Logger
+	every    time.Duration
+	watchdog bool
+	// stalled names the pollers that made no progress since its previous
+	// call (rdma.Transport.Stalled); nil when nothing is watched.
+	stalled func() []string
+	status  func() string
+	send    func(state string) error
+
+	stop, done chan struct{}
+}
+
+// newNotifier returns nil when systemd does not listen (no NOTIFY_SOCKET).
+func newNotifier(log *slog.Logger, stalled func() []string, status func() string) *notifier {
+	if os.Getenv("NOTIFY_SOCKET") == "" {
+		return nil
+	}
+	n := &notifier{log: log, every: statusEvery, stalled: stalled, status: status, send: sdNotify}
+	// WATCHDOG_PID, when set, must be ours: a watchdog meant for a parent
+	// (a wrapper script) is not this process's to ping.
+	wd, err := daemon.SdWatchdogEnabled(false)
+	if err != nil {
+		log.Warn("systemd watchdog ignored", "err", err)
+	}
+	if wd > 0 {
+		n.every, n.watchdog = wd/2, true
+	}
+	return n
+}
+
+func sdNotify(state string) error {
+	_, err := daemon.SdNotify(false, state)
+	return err
+}
+
+// start sends READY=1 and starts the ticks; stop ends them.
+func (n *notifier) start() {
+	n.stop, n.done = make(chan struct{}), make(chan struct{})
+	if err := n.send(daemon.SdNotifyReady + "\nSTATUS=" + n.status()); err != nil {
+		n.log.Warn("sd_notify", "err", err)
+	}
+	if n.watchdog {
+		n.log.Info("systemd watchdog on", "ping_every", n.every)
+	}
+	go n.run()
+}
+
+func (n *notifier) close() {
+	close(n.stop)
+	<-n.done
+}
+
+func (n *notifier) run() {
+	defer close(n.done)
+	tick := time.NewTicker(n.every)
+	defer tick.Stop()
+	var wasStalled []string
+	sendFailed := false
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+		}
+		var stalled []string
+		if n.stalled != nil {
+			stalled = n.stalled()
+		}
+		// Transitions only: a stall lasts until systemd kills the target.
+		if len(stalled) > 0 && len(wasStalled) == 0 {
+			msg := "pollers make no progress"
+			if n.watchdog {
+				msg += ": systemd watchdog pings withheld"
+			}
+			n.log.Error(msg, "pollers", stalled)
+		} else if len(stalled) == 0 && len(wasStalled) > 0 {
+			n.log.Warn("pollers make progress again", "pollers", wasStalled)
+		}
+		wasStalled = stalled
+		err := n.send(notifyState(n.watchdog, stalled, n.status()))
+		if err != nil && !sendFailed {
+			n.log.Warn("sd_notify", "err", err)
+		}
+		sendFailed = err != nil
+	}
+}
+
+// notifyState is one tick's message: the ping, unless a poller is stalled,
+// and the status, which names the stalled pollers first.
+func notifyState(watchdog bool, stalled []string, status string) string {
+	if len(stalled) > 0 {
+		return "STATUS=stalled: " + strings.Join(stalled, ", ") + "; " + status
+	}
+	if watchdog {
+		return daemon.SdNotifyWatchdog + "\nSTATUS=" + status
+	}
+	return "STATUS=" + status
+}
+
+// startNotify starts telling systemd about the target, READY=1 first; the
+// function it returns stops the ticks.
+func (s *server) startNotify() (stop func()) {
+	n := newNotifier(s.log, s.stalled, s.status)
+	if n == nil {
+		return func() {}
+	}
+	n.start()
+	return n.close
+}
+
+// stalled names the RDMA pollers that stopped making progress. The RDMA
+// transport may be made later, with the first rdma port added through the
+// management API.
+func (s *server) stalled() []string {
+	s.rtMu.Lock()
+	rt := s.rt
+	s.rtMu.Unlock()
+	if rt == nil {
+		return nil
+	}
+	return rt.Stalled()
+}
+
+// status is the STATUS= text systemctl status shows.
+func (s *server) status() string {
+	st := s.tgt.Stats()
+	return fmt.Sprintf("controllers: %d, queues: %d", st.Controllers, st.Queues)
+}
