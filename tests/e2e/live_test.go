@@ -163,7 +163,8 @@ func TestLiveHostsAndReload(t *testing.T) {
 	h := newHost(t)
 	subA, subB := nqn("live-a"), nqn("live-b")
 	p, _ := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{
-		{NQN: subA, Hosts: []string{h.NQN}, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}},
+		// Two hosts: a subsystem must keep one, or allow any host.
+		{NQN: subA, Hosts: []string{h.NQN, "nqn.2026-11.io.example:e2e-other"}, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}},
 		{NQN: subB, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}},
 	}})
 	cA := h.mustConnect(t, subA, 1)
