@@ -18,6 +18,8 @@ type cmConn struct {
 	block, cqes int
 	q           *queue
 	fq          *fabric.Queue
+	// registered: the listener counts the connection (setup).
+	registered bool
 }
 
 // SetError implements qpConn.

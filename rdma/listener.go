@@ -326,36 +326,19 @@ func (l *listener) admit(ev *verbs.CMEvent) (connPlan, *refusal) {
 // it took is given back in one place when a step fails. live reports
 // whether the queue survived posting its receives; when it did not, the
 // poller finishes with it.
-func (l *listener) setup(ev *verbs.CMEvent, pl connPlan) (c *cmConn, live bool, no *refusal) {
+func (l *listener) setup(ev *verbs.CMEvent, pl connPlan) (*cmConn, bool, *refusal) {
 	d := pl.d
 	block, p, ok := d.allocBlock(pl.cqes)
 	if !ok {
 		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "queue limit reached", []any{"max_queues", l.t.cfg.MaxQueues}}
 	}
-	c = &cmConn{l: l, d: d, p: p, id: ev.ID, block: block, cqes: pl.cqes}
-	registered := false
-	defer func() {
-		if no == nil {
-			return
-		}
-		if registered {
-			delete(l.conns, ev.ID.Handle())
-			l.live.Done()
-			l.t.stats.QueuesLive.Add(-1)
-		}
-		if c.fq != nil {
-			c.fq.Destroy()
-		}
-		if c.qp != nil {
-			ev.ID.DestroyQP()
-		}
-		d.freeBlock(block, p, pl.cqes)
-	}()
+	c := &cmConn{l: l, d: d, p: p, id: ev.ID, block: block, cqes: pl.cqes}
 	qp, err := ev.ID.CreateQP(d.pd, verbs.QPInit{
 		SendCQ: p.cq, RecvCQ: p.cq, MaxSendWR: uint32(pl.sqSize), MaxRecvWR: uint32(pl.depth),
 		MaxSendSGE: uint32(d.sgePerWR), MaxRecvSGE: 2,
 	})
 	if err != nil {
+		c.undoSetup()
 		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "create QP failed", []any{"err", err}}
 	}
 	c.qp = qp
@@ -378,15 +361,34 @@ func (l *listener) setup(ev *verbs.CMEvent, pl connPlan) (c *cmConn, live bool, 
 	l.conns[ev.ID.Handle()] = c
 	l.live.Add(1)
 	l.t.stats.QueuesLive.Add(1)
-	registered = true
-	added := false
+	c.registered = true
+	var added, live bool
 	// live is read on the poller: once exec returns, the poller may already
 	// be finishing a torn-down queue.
 	p.exec(func() { added, live = p.e.open(c.q) })
 	if !added {
+		c.undoSetup()
 		return nil, false, &refusal{sts: nvme.RDMACMRejectNoResources, why: "queue setup failed"}
 	}
 	return c, live, nil
+}
+
+// undoSetup gives back what setup took for a connection the poller never
+// saw, in the reverse order: listener registration, the core's queue, the
+// QP, the block and CQ room.
+func (c *cmConn) undoSetup() {
+	if c.registered {
+		delete(c.l.conns, c.id.Handle())
+		c.l.live.Done()
+		c.l.t.stats.QueuesLive.Add(-1)
+	}
+	if c.fq != nil {
+		c.fq.Destroy()
+	}
+	if c.qp != nil {
+		c.id.DestroyQP()
+	}
+	c.d.freeBlock(c.block, c.p, c.cqes)
 }
 
 // teardown tears c's queue down on its poller.
