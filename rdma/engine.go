@@ -151,10 +151,13 @@ func (e *engine) complete(wc *verbs.WC) {
 		// of its chain that did go in flushes, and the event is ignored.
 		q.advance(&q.reqs[idx], ev)
 		q.retryCredits()
-	case kindWrite:
-		// Unsignaled; seen only when flushed. The SEND after it decides.
-		if !ok {
+	case kindWrite, kindReadPart:
+		// Unsignaled; seen only when flushed or failed. The SEND, or the
+		// last READ, after it decides.
+		if !ok && kind == kindWrite {
 			q.teardown("RDMA WRITE failed")
+		} else if !ok {
+			q.teardown("RDMA READ failed")
 		}
 	}
 }

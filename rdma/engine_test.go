@@ -515,10 +515,31 @@ func TestEngineTeardownDropsWaiters(t *testing.T) {
 	if !slices.Equal(core.executed, []uint16{3, 4}) {
 		t.Fatalf("executed %v, want [3 4]", core.executed)
 	}
+	// The capsule buffers are reused by later commands: find the waiters
+	// by their state, not their CID.
+	var waiters []int
+	for i := range q.reqs {
+		if st := q.reqs[i].state; st == rsNeedBuffer || st == rsNeedRead || st == rsNeedSend {
+			waiters = append(waiters, i)
+		}
+	}
+	if len(waiters) != 3 {
+		t.Fatalf("%d requests waiting, want 3", len(waiters))
+	}
 	q.Disconnect() // the core asks, from another goroutine
 	h.runLoop()
 	if h.e.pool.wait.line.len() != 1 || h.e.pool.wait.line.buf[h.e.pool.wait.line.head].q != other {
 		t.Fatalf("buffer line holds %d, want the other queue's request alone", h.e.pool.wait.line.len())
+	}
+	// The torn-down queue's waiters are out of every line and free at
+	// once; only the requests with work on the QP are still out.
+	if q.readWait.line.len() != 0 || q.sendWait.line.len() != 0 {
+		t.Fatalf("credit lines hold %d and %d after the teardown", q.readWait.line.len(), q.sendWait.line.len())
+	}
+	for _, i := range waiters {
+		if st := q.reqs[i].state; st != rsFree {
+			t.Fatalf("waiter %d is %s after the teardown, want free", i, st)
+		}
 	}
 	h.finish(q, c, kindRead, verbs.WCSuccess) // the READ out completes after all
 	if !slices.Equal(core.executed, []uint16{3, 4}) {
@@ -620,5 +641,63 @@ func TestFIFO(t *testing.T) {
 	f.retry(func(*request) {})
 	if f.line.len() != 0 {
 		t.Fatal("a stale head blocks the line")
+	}
+}
+
+// TestEngineReadChainFlushedInPart: when a QP in error flushes the first,
+// unsignaled READs of a chain, the request keeps its buffers until the last
+// READ, behind them, has come back too: until then the device may still
+// have the others.
+func TestEngineReadChainFlushedInPart(t *testing.T) {
+	h := newBench(t, benchOpts{})
+	q, c, _ := h.open(benchOpts{})
+	h.capsule(q, c, cmd(1, nvme.OpWrite, 4*testUnit, false), 0)
+	q.teardown("host disconnected")
+	h.e.flush()
+	first := c.sends[0]
+	c.sends = c.sends[1:]
+	h.e.complete(&verbs.WC{WRID: first.WRID, Status: verbs.WCFlushErr})
+	_, _, _, idx := splitWRID(first.WRID)
+	if r := &q.reqs[idx]; r.state != rsReading || len(r.chunks) != 4 {
+		t.Fatalf("after a flushed first READ the request is %s with %d buffers; want reading, holding 4", r.state, len(r.chunks))
+	}
+	h.check(q)
+	h.flushAll(c)
+	h.gone(q, c)
+}
+
+// TestEngineErrorOnLiveQueue: a READ, WRITE or SEND that fails on a live
+// queue tears it down, and the queue drains.
+func TestEngineErrorOnLiveQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cmd  nvme.Command
+		hold bool
+		pick func(c *fakeConn) int // index of the send that fails
+	}{
+		{"last READ", cmd(1, nvme.OpWrite, 2*testUnit, false), false, func(c *fakeConn) int { return len(c.sends) - 1 }},
+		{"first READ", cmd(1, nvme.OpWrite, 2*testUnit, false), false, func(*fakeConn) int { return 0 }},
+		{"WRITE", cmd(2, nvme.OpRead, 2*testUnit, false), false, func(*fakeConn) int { return 0 }},
+		{"SEND", cmd(3, nvme.OpFlush, 0, false), false, func(c *fakeConn) int { return len(c.sends) - 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newBench(t, benchOpts{})
+			q, c, _ := h.open(benchOpts{})
+			h.capsule(q, c, tc.cmd, 0)
+			i := tc.pick(c)
+			w := c.sends[i]
+			c.sends = append(c.sends[:i:i], c.sends[i+1:]...)
+			h.e.complete(&verbs.WC{WRID: w.WRID, Status: 4}) // local protection error
+			h.e.flush()
+			if q.live() || c.setErrors != 1 {
+				t.Fatalf("queue %s, SetError %d after a failed %s: want a teardown", q.state, c.setErrors, tc.name)
+			}
+			if n := h.stats.CompletionErrors.Load(); n != 1 {
+				t.Fatalf("%d completion errors counted, want 1", n)
+			}
+			h.check(q)
+			h.flushAll(c)
+			h.gone(q, c)
+		})
 	}
 }

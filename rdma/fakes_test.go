@@ -406,7 +406,7 @@ func (h *bench) gone(q *queue, c *fakeConn) {
 }
 
 func kindName(k int) string {
-	return map[int]string{kindRecv: "RECV", kindSend: "SEND", kindRead: "READ", kindWrite: "WRITE"}[k]
+	return map[int]string{kindRecv: "RECV", kindSend: "SEND", kindRead: "READ", kindReadPart: "READ", kindWrite: "WRITE"}[k]
 }
 
 func kinds(ws []verbs.SendWR) []string {

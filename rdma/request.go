@@ -221,9 +221,12 @@ func (q *queue) postReads(r *request) reqState {
 		q.unhold(r)
 		return rsDone
 	}
-	// Only the last READ is signaled: completions of one send queue are
-	// reported in order, so it covers the others.
-	q.stageRDMA(r, verbs.WRRDMARead, kindRead).Flags = verbs.SendSignaled
+	// Only the last READ is signaled, and only its completion moves r:
+	// completions of one send queue are reported in order, so it covers
+	// the others, flushed ones too.
+	last := q.stageRDMA(r, verbs.WRRDMARead, kindReadPart)
+	last.WRID = wrID(kindRead, q.slot, q.gen, r.idx)
+	last.Flags = verbs.SendSignaled
 	return rsReading
 }
 

@@ -4,8 +4,13 @@ package rdma
 const (
 	kindRecv = iota + 1
 	kindSend
-	kindRead
+	kindRead // the last RDMA READ of a request, signaled
 	kindWrite
+	// kindReadPart is an RDMA READ before the last of its request,
+	// unsignaled: seen only when it fails or is flushed, and then the last
+	// one, behind it on the same send queue, still has to come back before
+	// the request's buffers are free.
+	kindReadPart
 )
 
 // wr_id = kind<<48 | queue slot<<32 | generation<<16 | index. It holds
