@@ -79,11 +79,18 @@ func changedNS(t *testing.T, h *host, retain bool) []nvme.NSID {
 	}
 	buf := make([]byte, nvme.ChangedNSListSize)
 	h.mustOK(withData(c, len(buf)), buf)
+	return nsidList(buf)
+}
+
+// nsidList reads a list of NSIDs that ends at the first zero.
+func nsidList(buf []byte) []nvme.NSID {
 	var out []nvme.NSID
-	for i := 0; i < len(buf); i += 4 {
-		if id := binary.LittleEndian.Uint32(buf[i:]); id != 0 {
-			out = append(out, nvme.NSID(id))
+	for i := 0; i+4 <= len(buf); i += 4 {
+		id := binary.LittleEndian.Uint32(buf[i:])
+		if id == 0 {
+			break
 		}
+		out = append(out, nvme.NSID(id))
 	}
 	return out
 }
@@ -94,13 +101,7 @@ func activeNS(t *testing.T, h *host) []nvme.NSID {
 	c.SetIdentify(nvme.CNSActiveNSList, 0, 0)
 	buf := make([]byte, nvme.IdentifyDataSize)
 	h.mustOK(withData(c, len(buf)), buf)
-	var out []nvme.NSID
-	for i := 0; i < len(buf); i += 4 {
-		if id := binary.LittleEndian.Uint32(buf[i:]); id != 0 {
-			out = append(out, nvme.NSID(id))
-		}
-	}
-	return out
+	return nsidList(buf)
 }
 
 func nsze(t *testing.T, h *host, nsid nvme.NSID) uint64 {

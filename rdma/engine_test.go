@@ -466,27 +466,6 @@ func TestEngineBadCapsule(t *testing.T) {
 	}
 }
 
-// TestEngineBatchFull: a round that stages more than the batch holds posts
-// in several calls, in order.
-func TestEngineBatchFull(t *testing.T) {
-	h := newBench(t, benchOpts{batchSends: 5})
-	q, c, core := h.open(benchOpts{})
-	core.hold = true
-	h.capsule(q, c, cmd(1, nvme.OpRead, 4*testUnit, false), 0)
-	h.capsule(q, c, cmd(2, nvme.OpRead, 4*testUnit, false), 0)
-	posts := h.b.posts
-	h.respond(core) // two chains of five in one round
-	if got := h.b.posts - posts; got != 2 {
-		t.Fatalf("%d posts for two full chains, want 2", got)
-	}
-	h.finish(q, c, kindSend, verbs.WCSuccess)
-	h.finish(q, c, kindSend, verbs.WCSuccess)
-	h.check(q)
-	if len(q.free) != len(q.reqs) {
-		t.Fatalf("%d of %d requests free", len(q.free), len(q.reqs))
-	}
-}
-
 func b2i(b bool) int {
 	if b {
 		return 1
@@ -555,27 +534,47 @@ func TestEngineTeardownDropsWaiters(t *testing.T) {
 	h.check(other)
 }
 
-// TestEnginePostFailsWhileMakingRoom: a request that finds the batch full
-// posts it, and that post fails for its own queue. Both requests are let
-// go: the one posted in part keeps its buffers until the QP is gone, the
-// other, of which nothing went in, gives them back at once.
-func TestEnginePostFailsWhileMakingRoom(t *testing.T) {
-	h := newBench(t, benchOpts{batchSends: 5})
-	q, c, core := h.open(benchOpts{})
-	core.hold = true
-	h.capsule(q, c, cmd(1, nvme.OpRead, 4*testUnit, false), 0)
-	h.capsule(q, c, cmd(2, nvme.OpRead, 4*testUnit, false), 0)
-	h.b.failSends[c] = 2
-	h.respond(core)
-	if q.live() || len(q.free) != len(q.reqs) {
-		t.Fatalf("queue %s with %d of %d requests free; want torn down, all free", q.state, len(q.free), len(q.reqs))
+// TestEngineBatchFull: a round that stages more than the batch holds posts
+// in several calls, in order. When such a post fails for the queue of the
+// request making room, both requests are let go: the one posted in part
+// keeps its buffers until the QP is gone, the other, of which nothing went
+// in, gives them back at once.
+func TestEngineBatchFull(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(map[bool]string{false: "posted in two calls", true: "the first call fails"}[fail], func(t *testing.T) {
+			h := newBench(t, benchOpts{batchSends: 5})
+			q, c, core := h.open(benchOpts{})
+			core.hold = true
+			h.capsule(q, c, cmd(1, nvme.OpRead, 4*testUnit, false), 0)
+			h.capsule(q, c, cmd(2, nvme.OpRead, 4*testUnit, false), 0)
+			if fail {
+				h.b.failSends[c] = 2
+			}
+			posts := h.b.posts
+			h.respond(core) // two chains of five in one round
+			if !fail {
+				if got := h.b.posts - posts; got != 2 {
+					t.Fatalf("%d posts for two full chains, want 2", got)
+				}
+				h.finish(q, c, kindSend, verbs.WCSuccess)
+				h.finish(q, c, kindSend, verbs.WCSuccess)
+				h.check(q)
+				if len(q.free) != len(q.reqs) {
+					t.Fatalf("%d of %d requests free", len(q.free), len(q.reqs))
+				}
+				return
+			}
+			if q.live() || len(q.free) != len(q.reqs) {
+				t.Fatalf("queue %s with %d of %d requests free; want torn down, all free", q.state, len(q.free), len(q.reqs))
+			}
+			if len(q.held) != 4 || len(h.e.pool.free) != h.total-4 {
+				t.Fatalf("%d buffers held, %d in the pool; want 4 and %d", len(q.held), len(h.e.pool.free), h.total-4)
+			}
+			h.check(q)
+			h.flushAll(c)
+			h.gone(q, c)
+		})
 	}
-	if len(q.held) != 4 || len(h.e.pool.free) != h.total-4 {
-		t.Fatalf("%d buffers held, %d in the pool; want 4 and %d", len(q.held), len(h.e.pool.free), h.total-4)
-	}
-	h.check(q)
-	h.flushAll(c)
-	h.gone(q, c)
 }
 
 // TestEngineStuckQueue: a queue that does not drain is reported once, with
