@@ -219,7 +219,7 @@ func New(cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("rdma: %w", err)
 	}
 	if plan != "" {
-		cfg.Logger.Warn("test build: batch posts fail on purpose", "env", verbs.FaultEnv, "value", plan)
+		cfg.Logger.Warn("test build: faults injected on purpose (batch posts, QP creation)", "plan", plan)
 	}
 	stall, err := setupStall()
 	if err != nil {

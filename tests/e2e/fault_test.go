@@ -71,7 +71,7 @@ func TestPostFailure(t *testing.T) {
 		}
 	})
 	p.Start(t, spec)
-	if !strings.Contains(logText(), "batch posts fail on purpose") {
+	if !strings.Contains(logText(), "faults injected on purpose") {
 		t.Fatalf("%s does not announce fault injection: not a faultinject build?", bin)
 	}
 	failed := func() int { return strings.Count(logText(), `msg="post work requests"`) }
@@ -115,8 +115,47 @@ func TestPostFailure(t *testing.T) {
 	c.disconnect(t)
 	waitTornDown(t)
 	p.Stop(t)
-	if strings.Contains(logText(), "released twice") {
-		t.Errorf("a request was released twice (see %s)", p.logPath)
+	// A wait line that refused a request is a sizing bug (rdma/fifo.go).
+	if strings.Contains(logText(), "wait line full") {
+		t.Errorf("a request found its wait line full (see %s)", p.logPath)
+	}
+}
+
+// TestCreateQPFailure: a connection whose queue pair cannot be created is
+// refused, everything its setup took is given back, and the target serves
+// the host's next attempt.
+func TestCreateQPFailure(t *testing.T) {
+	if targetKind == kindKernel {
+		t.Skip("nvmeof-tgt only: the kernel target has no fault injection")
+	}
+	bin := os.Getenv("NVMEOF_TGT_FAULT_BIN")
+	if bin == "" {
+		t.Fatal("NVMEOF_TGT_FAULT_BIN is not set (tests/lab/e2e.sh builds bin/nvmeof-tgt-faultinject)")
+	}
+	h := newHost(t)
+	sub := nqn("createqp")
+	dir := testDir(t)
+	dumpDmesgOnFailure(t, dir)
+	// The second QP is the host's first I/O queue: its admin queue is set
+	// up by then, and must be undone by the host's failed connect.
+	p := &tgtProcess{bin: bin, dir: dir, env: []string{"NVMEOF_TGT_FAULT_CREATEQP=2", "GORACE=halt_on_error=1 exitcode=66"}}
+	p.Start(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}}}})
+	if _, err := h.connect(t, sub); err == nil {
+		t.Fatal("connect succeeded although the target could not create its I/O queue's QP")
+	}
+	b, _ := os.ReadFile(p.logPath)
+	if !strings.Contains(string(b), "create QP failed") {
+		t.Fatalf("no \"create QP failed\" rejection in the target's log")
+	}
+	waitTornDown(t)
+	c := h.mustConnect(t, sub, 1)
+	ddWrite(t, c.blockDev(t, 1), 0, pattern(mib, 41))
+	checkSame(t, "after a refused connection", 0, ddRead(t, c.blockDev(t, 1), 0, mib), pattern(mib, 41))
+	c.disconnect(t)
+	waitTornDown(t)
+	p.Stop(t)
+	if b, _ := os.ReadFile(p.logPath); strings.Contains(string(b), "DATA RACE") {
+		t.Errorf("the race detector reported a data race (see %s)", p.logPath)
 	}
 }
 

@@ -21,6 +21,11 @@ import (
 // provider's queue is full.
 const FaultEnv = "NVMEOF_TGT_FAULT_POST"
 
+// FaultCreateQPEnv names the variable that, in a faultinject build, makes
+// the Nth rdma_create_qp of the process fail with ENOMEM, once, as a device
+// out of QPs or memory would: it tests the undo of a connection's setup.
+const FaultCreateQPEnv = "NVMEOF_TGT_FAULT_CREATEQP"
+
 // faultPlan decides which posts fail. Each Batch counts its own posts (a
 // Batch has one user), so pollers share only the budget of failures, and
 // only when one is due: the plan adds no synchronization between pollers

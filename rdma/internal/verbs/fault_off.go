@@ -6,3 +6,5 @@ package verbs
 func SetupFaults() (string, error) { return "", nil }
 
 func postFault(*Batch) faultCut { return faultCut{} }
+
+func createQPFault() bool { return false }

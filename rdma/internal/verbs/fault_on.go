@@ -2,7 +2,12 @@
 
 package verbs
 
-import "os"
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+)
 
 // postFaults is set by SetupFaults, before any poller posts.
 var postFaults *faultPlan
@@ -16,7 +21,24 @@ func SetupFaults() (string, error) {
 		return "", err
 	}
 	postFaults = f
+	if q := os.Getenv(FaultCreateQPEnv); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 {
+			return "", fmt.Errorf("%s=%q: want an integer >= 1", FaultCreateQPEnv, q)
+		}
+		createQPFailAt = int64(n)
+		v += " " + FaultCreateQPEnv + "=" + q
+	}
 	return v, nil
 }
+
+// createQPFailAt is the CreateQP call that fails (0: none); createQPCalls
+// counts them.
+var (
+	createQPFailAt int64
+	createQPCalls  atomic.Int64
+)
+
+func createQPFault() bool { return createQPFailAt > 0 && createQPCalls.Add(1) == createQPFailAt }
 
 func postFault(b *Batch) faultCut { return postFaults.cut(b.groups[:len(b.qps)], &b.faultPosts) }

@@ -468,6 +468,9 @@ func (id CMID) Disconnect() error {
 
 // CreateQP creates the ID's RC queue pair.
 func (id CMID) CreateQP(pd *PD, a QPInit) (*QP, error) {
+	if createQPFault() {
+		return nil, fmt.Errorf("rdma_create_qp: %w (injected)", syscall.ENOMEM)
+	}
 	if rc := C.nt_create_qp(id.p, pd.p, a.SendCQ.p, a.RecvCQ.p, C.int(a.MaxSendWR), C.int(a.MaxRecvWR),
 		C.int(a.MaxSendSGE), C.int(a.MaxRecvSGE), C.int(a.MaxInlineData)); rc < 0 {
 		return nil, fmt.Errorf("rdma_create_qp: %w", errno(rc))
