@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -157,9 +155,7 @@ func (s *server) addPorts(ports []config.Port, rcfg rdma.Config) error {
 
 // startMetrics serves Prometheus metrics, and pprof if asked, on m.Listen.
 func (s *server) startMetrics(m config.Metrics) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newCollector(s.tgt, s.rt))
+	reg := newRegistry(s.tgt, s.rt, sysInfiniband)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if m.Pprof {
