@@ -132,7 +132,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	g(c.queues, float64(st.Queues))
 	g(c.controllers, float64(st.Controllers))
 	subs := c.tgt.Subsystems()
-	for _, s := range append(subs, c.tgt.Subsystem(nvme.DiscoveryNQN)) {
+	// The full slice expression keeps the append off subs' array.
+	for _, s := range append(subs[:len(subs):len(subs)], c.tgt.Subsystem(nvme.DiscoveryNQN)) {
 		// Every state, zeros too: the label set is fixed and graphs need
 		// no absent() juggling.
 		n := s.ControllerStates()

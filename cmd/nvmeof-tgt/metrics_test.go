@@ -28,7 +28,7 @@ func fakeIB(t *testing.T, files map[string]string) string {
 	t.Helper()
 	root := t.TempDir()
 	for rel, v := range files {
-		dev, rest, _ := cut3(rel)
+		dev, rest, _ := strings.Cut(rel, "/")
 		p := filepath.Join(root, dev, "ports", rest)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -38,16 +38,6 @@ func fakeIB(t *testing.T, files map[string]string) string {
 		}
 	}
 	return root
-}
-
-// cut3 splits "dev/rest" at the first slash.
-func cut3(s string) (string, string, bool) {
-	for i := range s {
-		if s[i] == '/' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
 }
 
 func TestReadPortCounters(t *testing.T) {
