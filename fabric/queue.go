@@ -81,6 +81,7 @@ func (q *Queue) Parse(r *Request) nvme.Status {
 	if q.qid == 0 {
 		return ctrl.parseAdmin(r)
 	}
+	r.start = nanotime()
 	return ctrl.parseIO(r)
 }
 
@@ -136,6 +137,11 @@ func (r *Request) complete(st nvme.Status) {
 	if r.state == reqCompleted {
 		q.log.Error("double completion dropped", "qid", q.qid, "cid", r.Cmd.CID())
 		return
+	}
+	if r.ns != nil && r.state == reqExecuting {
+		// Only I/O commands that ran: parse failures were never timed
+		// against a backend.
+		r.ns.stats.observe(r, r.Cmd.Opcode(), nanotime()-r.start)
 	}
 	r.state = reqCompleted
 	if r.nsEntered {

@@ -58,6 +58,13 @@ type Request struct {
 	nsEntered bool
 	errLoc    uint16 // parameter error location for the error log
 	errLBA    uint64
+	// start is when Parse took an I/O command (nanotime), the origin of the
+	// latency histograms. Parse, not Execute, so that the time a command
+	// waits for data buffers and, for writes, for the RDMA READ of its data
+	// counts: the histogram is the time the target holds the command before
+	// its response is queued. A read's RDMA WRITE and the response SEND
+	// come after and are not in it.
+	start int64
 }
 
 // Queue is the queue the request arrived on.

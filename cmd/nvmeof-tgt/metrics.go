@@ -4,34 +4,89 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 )
+
+// sysInfiniband is where the kernel lists RDMA devices and their ports.
+const sysInfiniband = "/sys/class/infiniband"
+
+// newRegistry is everything /metrics serves: the Go runtime, the process,
+// the target and transport, and the RDMA ports' hardware counters under
+// ibRoot (sysInfiniband, or a fake tree in tests).
+//
+// rt returns the RDMA transport, or nil before there is one: it is made
+// with the first rdma port, which the management API may add later.
+func newRegistry(tgt *fabric.Target, rt func() *rdma.Transport, ibRoot string) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newCollector(tgt, rt), newPortCollector(ibRoot))
+	return reg
+}
+
+// latencyBounds are the histogram's upper bounds in seconds, fabric's
+// fixed buckets.
+var latencyBounds = func() []float64 {
+	b := make([]float64, fabric.LatencyBuckets)
+	for i := range b {
+		b[i] = fabric.LatencyBound(i).Seconds()
+	}
+	return b
+}()
+
+// latencyOps names fabric's latency histograms by their index.
+var latencyOps = [fabric.LatOps]string{fabric.LatRead: "read", fabric.LatWrite: "write", fabric.LatFlush: "flush"}
+
+// buildLabels are build_info's labels, from readBuildInfo (version.go):
+// the version shown to people, the Go version, and the commit ("-dirty" when
+// the tree had changes; "unknown" when nothing recorded it).
+func buildLabels() (ver, goVer, commit string) {
+	b := readBuildInfo()
+	commit = b.Revision
+	switch {
+	case commit == "":
+		commit = "unknown"
+	case b.Modified:
+		commit += "-dirty"
+	}
+	return b.String(), b.GoVersion, commit
+}
 
 // collector reads the target's atomic counters at scrape time, so the I/O
 // path only ever increments integers.
 type collector struct {
 	tgt *fabric.Target
-	rt  *rdma.Transport
+	rt  func() *rdma.Transport
 
-	queues, controllers                        *prometheus.Desc
+	buildInfo                                  *prometheus.Desc
+	version, goVersion, commit                 string
+	queues, controllers, ctrlStates            *prometheus.Desc
+	nsLatency, nsCapacity, nsBlockSize         *prometheus.Desc
 	connects, rejects, cmdErrors, kaExpired    *prometheus.Desc
 	nsOps, nsBytes, nsErrors                   *prometheus.Desc
 	rdmaConns, rdmaQueues, rdmaWaits, rdmaPoll *prometheus.Desc
+	rdmaWakeups                                *prometheus.Desc
 	rdmaCompErrors, rdmaSendInv, rdmaIOUring   *prometheus.Desc
 	rdmaPostCalls, rdmaWRs                     *prometheus.Desc
 	rdmaAsyncEvents                            *prometheus.Desc
 }
 
-func newCollector(tgt *fabric.Target, rt *rdma.Transport) *collector {
+func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("nvmeof_tgt_"+name, help, labels, nil)
 	}
-	return &collector{
+	c := &collector{
 		tgt: tgt, rt: rt,
+		buildInfo:       d("build_info", "Always 1: the target's version, the Go version it was built with and its VCS commit.", "version", "goversion", "commit"),
 		queues:          d("queues", "Host queues connected."),
 		controllers:     d("controllers", "Controllers (admin queues) live."),
+		ctrlStates:      d("controllers_by_state", "Live controllers by subsystem and CC/CSTS state.", "subnqn", "state"),
+		nsLatency:       d("namespace_latency_seconds", "Read, write and flush latency in the target: from the command's parse (before buffer waits and a write's RDMA READ) to its response being queued.", "subnqn", "nsid", "op"),
+		nsCapacity:      d("namespace_capacity_bytes", "Namespace size.", "subnqn", "nsid"),
+		nsBlockSize:     d("namespace_block_size_bytes", "Namespace logical block size.", "subnqn", "nsid"),
 		connects:        d("connects_total", "Successful Fabrics Connect commands."),
 		rejects:         d("connect_rejects_total", "Refused Fabrics Connect commands."),
 		cmdErrors:       d("command_errors_total", "Commands completed with an error status."),
@@ -43,6 +98,7 @@ func newCollector(tgt *fabric.Target, rt *rdma.Transport) *collector {
 		rdmaQueues:      d("rdma_queues_live", "RDMA queue pairs live."),
 		rdmaWaits:       d("rdma_resource_waits_total", "Requests that queued for a resource.", "resource"),
 		rdmaPoll:        d("rdma_poller_sleeps_total", "Times a poller slept on its completion channel."),
+		rdmaWakeups:     d("rdma_poller_wakeups_total", "Times a poller woke from a sleep on its completion channel."),
 		rdmaCompErrors:  d("rdma_completion_errors_total", "Work completions with an error other than flush."),
 		rdmaSendInv:     d("rdma_send_with_invalidate_total", "Responses sent with remote invalidation."),
 		rdmaIOUring:     d("rdma_io_uring_requests_total", "File and block-device requests run on a poller's io_uring."),
@@ -50,6 +106,8 @@ func newCollector(tgt *fabric.Target, rt *rdma.Transport) *collector {
 		rdmaWRs:         d("rdma_work_requests_total", "Work requests (sends and receives) posted."),
 		rdmaAsyncEvents: d("rdma_async_events_total", "Asynchronous events of the RDMA devices (QP and port errors, ...)."),
 	}
+	c.version, c.goVersion, c.commit = buildLabels()
+	return c
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
@@ -61,17 +119,34 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ct := func(d *prometheus.Desc, v uint64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
+	g(c.buildInfo, 1, c.version, c.goVersion, c.commit)
 	st := c.tgt.Stats()
 	g(c.queues, float64(st.Queues))
 	g(c.controllers, float64(st.Controllers))
+	subs := c.tgt.Subsystems()
+	// The full slice expression keeps the append off subs' array.
+	for _, s := range append(subs[:len(subs):len(subs)], c.tgt.Subsystem(nvme.DiscoveryNQN)) {
+		// Every state, zeros too: the label set is fixed and graphs need
+		// no absent() juggling.
+		n := s.ControllerStates()
+		for state, v := range n {
+			g(c.ctrlStates, float64(v), s.NQN(), fabric.ControllerState(state).String())
+		}
+	}
 	ct(c.connects, st.Connects)
 	ct(c.rejects, st.ConnectRejects)
 	ct(c.cmdErrors, st.Errors)
 	ct(c.kaExpired, st.KAExpired)
-	for _, s := range c.tgt.Subsystems() {
+	for _, s := range subs {
 		for _, ns := range s.Namespaces() {
 			n := ns.Stats()
 			id := strconv.FormatUint(uint64(ns.NSID()), 10)
+			size, bs := ns.Capacity()
+			g(c.nsCapacity, float64(size), s.NQN(), id)
+			g(c.nsBlockSize, float64(bs), s.NQN(), id)
+			for op, h := range n.Latency {
+				ch <- latencyHistogram(c.nsLatency, &h, s.NQN(), id, latencyOps[op])
+			}
 			ct(c.nsOps, n.ReadOps, s.NQN(), id, "read")
 			ct(c.nsOps, n.WriteOps, s.NQN(), id, "write")
 			ct(c.nsOps, n.FlushOps, s.NQN(), id, "flush")
@@ -82,10 +157,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ct(c.nsErrors, n.Errors, s.NQN(), id)
 		}
 	}
-	if c.rt == nil {
+	rt := c.rt()
+	if rt == nil {
 		return
 	}
-	r := c.rt.Stats()
+	r := rt.Stats()
 	ct(c.rdmaConns, r.Accepted.Load(), "accepted")
 	ct(c.rdmaConns, r.Rejected.Load(), "rejected")
 	ct(c.rdmaConns, r.Disconnected.Load(), "disconnected")
@@ -94,10 +170,23 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ct(c.rdmaWaits, r.SendWaits.Load(), "send_credit")
 	ct(c.rdmaWaits, r.ReadWaits.Load(), "read_credit")
 	ct(c.rdmaPoll, r.PollSleeps.Load())
+	ct(c.rdmaWakeups, r.PollWakeups.Load())
 	ct(c.rdmaCompErrors, r.CompletionErrors.Load())
 	ct(c.rdmaSendInv, r.SendWithInvalidate.Load())
 	ct(c.rdmaIOUring, r.IOUringRequests.Load())
 	ct(c.rdmaPostCalls, r.PostCalls.Load())
 	ct(c.rdmaWRs, r.WorkRequests.Load())
 	ct(c.rdmaAsyncEvents, r.AsyncEvents.Load())
+}
+
+// latencyHistogram turns fabric's per-bucket counts into Prometheus's
+// cumulative ones.
+func latencyHistogram(d *prometheus.Desc, h *fabric.LatencyHistogram, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(latencyBounds))
+	var n uint64
+	for i, le := range latencyBounds {
+		n += h.Buckets[i]
+		buckets[le] = n
+	}
+	return prometheus.MustNewConstHistogram(d, h.Count(), h.Sum.Seconds(), buckets, labels...)
 }

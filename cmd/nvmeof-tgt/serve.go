@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -145,6 +143,14 @@ func (s *server) startAPI(path string) error {
 	return nil
 }
 
+// rdma is the RDMA transport, or nil before the first rdma port: the
+// management API may add one later.
+func (s *server) rdma() *rdma.Transport {
+	s.rtMu.Lock()
+	defer s.rtMu.Unlock()
+	return s.rt
+}
+
 // transport returns the transport of a port; the RDMA transport, which
 // registers its pools, is made with the first rdma port and serves them all.
 func (s *server) transport(name string) (fabric.Transport, error) {
@@ -168,9 +174,7 @@ func (s *server) transport(name string) (fabric.Transport, error) {
 
 // startMetrics serves Prometheus metrics, and pprof if asked, on m.Listen.
 func (s *server) startMetrics(m config.Metrics) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newCollector(s.tgt, s.rt))
+	reg := newRegistry(s.tgt, s.rdma, sysInfiniband)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if m.Pprof {

@@ -130,17 +130,12 @@ func (s *server) startNotify() (stop func()) {
 	return n.close
 }
 
-// stalled names the RDMA pollers that stopped making progress. The RDMA
-// transport may be made later, with the first rdma port added through the
-// management API.
+// stalled names the RDMA pollers that stopped making progress.
 func (s *server) stalled() []string {
-	s.rtMu.Lock()
-	rt := s.rt
-	s.rtMu.Unlock()
-	if rt == nil {
-		return nil
+	if rt := s.rdma(); rt != nil {
+		return rt.Stalled()
 	}
-	return rt.Stalled()
+	return nil
 }
 
 // status is the STATUS= text systemctl status shows.
