@@ -23,7 +23,9 @@ func (c *Controller) parseAdmin(r *Request) nvme.Status {
 	case nvme.OpAdminSetFeatures:
 		r.handle = handleSetFeatures
 	case nvme.OpAdminGetFeatures:
-		if r.Cmd.FeatureID() == nvme.FeatHostIdentifier {
+		// The host identifier is data, except for its capabilities
+		// (SEL 011b), which are all in DW0.
+		if r.Cmd.FeatureID() == nvme.FeatHostIdentifier && r.Cmd.FeatureSelect() != nvme.FeatSelectSupported {
 			r.DataLen, r.Dir = nvme.HostIDSize, DirCtrlToHost
 		}
 		r.handle = handleGetFeatures
@@ -52,6 +54,7 @@ func (c *Controller) parseGetLogPage(r *Request, h handler) nvme.Status {
 // fillData copies src into the data buffers and zeroes the rest: the
 // buffers are reused and must not leak earlier contents to the host.
 func (r *Request) fillData(src []byte) {
+	r.dataWritten = true
 	n := 0
 	for _, seg := range r.Data {
 		k := copy(seg, src[min(n, len(src)):])

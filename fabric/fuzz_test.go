@@ -6,8 +6,13 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
+// staleMarker fills the data buffers before each fuzzed command, standing
+// for what an earlier command left there.
+const staleMarker = "\xeeSTALE\xee\x00"
+
 // FuzzCommand sends arbitrary capsules with arbitrary data to an admin and
-// an I/O queue: every one must complete, echo its CID, and never panic.
+// an I/O queue: every one must complete, echo its CID, never panic, and a
+// command that succeeds moving data to the host must have written all of it.
 func FuzzCommand(f *testing.F) {
 	seed := func(c nvme.Command, qid byte) {
 		b := append([]byte{qid}, c...)
@@ -23,6 +28,11 @@ func FuzzCommand(f *testing.F) {
 	gl.SetGetLogPage(nvme.LogSMART, 128, 0)
 	seed(withData(gl, 512), 0)
 	seed(connectCmd(1, 31, 0), 1)
+	// Get Features Host Identifier, supported capabilities: once sent 16
+	// bytes it never wrote.
+	hid := newCmd(nvme.OpAdminGetFeatures, 6)
+	hid.SetCDW(10, uint32(nvme.FeatHostIdentifier)|uint32(nvme.FeatSelectSupported)<<8)
+	seed(withData(hid, 16), 0)
 	f.Fuzz(func(t *testing.T, in []byte, data []byte) {
 		if len(in) < 1+nvme.CommandSize {
 			return
@@ -41,9 +51,24 @@ func FuzzCommand(f *testing.F) {
 		if c.Opcode() == nvme.OpAdminAsyncEvent && h == admin {
 			return // held until an event: a valid reason not to complete
 		}
-		rsp := h.submit(c, data)
+		// What the buffers held before: a command must not send any of it.
+		for i := range data {
+			data[i] = staleMarker[i%len(staleMarker)]
+		}
+		rsp := nvme.Completion(make([]byte, nvme.CompletionSize))
+		moved, err := h.lq.SubmitN(c, data, rsp)
+		if err != nil {
+			t.Fatalf("submit: %v", err)
+		}
 		if rsp.SQID() != h.lq.q.qid {
 			t.Fatalf("SQID %d on queue %d", rsp.SQID(), h.lq.q.qid)
+		}
+		if rsp.Status().IsSuccess() && nvme.OpcodeDataDirection(c.Opcode()) == nvme.DataDirCtrlToHost {
+			for i := 0; i+len(staleMarker) <= moved; i += len(staleMarker) {
+				if string(data[i:i+len(staleMarker)]) == staleMarker {
+					t.Fatalf("opcode %#x succeeded and sent bytes %d.. it never wrote", c.Opcode(), i)
+				}
+			}
 		}
 	})
 }

@@ -113,6 +113,7 @@ func doRead(r *Request) nvme.Status {
 		}
 		off += int64(len(seg))
 	}
+	r.dataWritten = true
 	ns.stats.count(r, nvme.OpRead)
 	return nvme.StatusSuccess
 }

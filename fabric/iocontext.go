@@ -181,5 +181,6 @@ func (ns *Namespace) ioDone(r *Request) nvme.Status {
 	if r.ioOp != nvme.OpFlush { // counted when queued
 		ns.stats.count(r, r.ioOp)
 	}
+	r.dataWritten = r.ioOp == nvme.OpRead
 	return nvme.StatusSuccess
 }

@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"path/filepath"
@@ -513,5 +514,30 @@ func TestControllerInfo(t *testing.T) {
 	if ci.SubNQN != testNQN || ci.HostNQN != testHostNQN || ci.CNTLID != cntlid || ci.IOQueues != 2 ||
 		ci.KATO != 15*time.Second || !ci.Enabled || ci.Connected.IsZero() || ci.Discovery {
 		t.Fatalf("controller info %+v", ci)
+	}
+}
+
+// TestUnwrittenDataZeroed: a command that succeeds without writing the data
+// it moves to the host sends zeroes, not what the buffer held (possibly an
+// earlier command's, another host's, data).
+func TestUnwrittenDataZeroed(t *testing.T) {
+	r := newRig(t)
+	h, _ := r.adminConnect(testNQN, testHostNQN, 0)
+	c := newCmd(nvme.OpAdminGetLogPage, 40)
+	c.SetGetLogPage(nvme.LogSMART, 128, 0)
+	req := &Request{Cmd: withData(c, 512), Rsp: make(nvme.Completion, nvme.CompletionSize)}
+	q := h.lq.q
+	if st := q.Parse(req); !st.IsSuccess() || req.Dir != DirCtrlToHost {
+		t.Fatalf("parse: %v, dir %v", st, req.Dir)
+	}
+	stale := bytes.Repeat([]byte{0xee}, int(req.DataLen))
+	req.Data = [][]byte{stale}
+	req.handle = func(*Request) nvme.Status { return nvme.StatusSuccess } // a handler that forgets
+	q.Execute(req)
+	if !bytes.Equal(stale, make([]byte, len(stale))) {
+		t.Fatal("the stale buffer went to the host")
+	}
+	if n := r.tgt.stats.unwrittenData.Load(); n != 1 {
+		t.Fatalf("%d unwritten completions counted, want 1", n)
 	}
 }

@@ -152,11 +152,18 @@ func (lq *LoopQueue) Close() {
 // in either direction; SGL1's length says how much the host offers, as an
 // RDMA keyed SGL would. The completion is copied into rsp.
 func (lq *LoopQueue) Submit(cmd nvme.Command, data []byte, rsp nvme.Completion) error {
+	_, err := lq.SubmitN(cmd, data, rsp)
+	return err
+}
+
+// SubmitN is Submit, and reports how many bytes of data the command moved
+// (its DataLen once parsed, 0 when it failed before execution).
+func (lq *LoopQueue) SubmitN(cmd nvme.Command, data []byte, rsp nvme.Completion) (int, error) {
 	lq.mu.Lock()
 	closed := lq.closed
 	lq.mu.Unlock()
 	if closed {
-		return ErrQueueClosed
+		return 0, ErrQueueClosed
 	}
 	i := <-lq.free
 	defer func() { lq.free <- i }()
@@ -164,6 +171,7 @@ func (lq *LoopQueue) Submit(cmd nvme.Command, data []byte, rsp nvme.Completion) 
 	r := &lr.r
 	copy(r.Cmd, cmd)
 	r.state = reqIdle
+	moved := 0
 	if st := lq.q.Parse(r); !st.IsSuccess() {
 		lq.q.Fail(r, st)
 	} else if r.DataLen > 0 && (int(r.Cmd.SGL1().Length()) < int(r.DataLen) || len(data) < int(r.DataLen)) {
@@ -173,13 +181,14 @@ func (lq *LoopQueue) Submit(cmd nvme.Command, data []byte, rsp nvme.Completion) 
 			lr.segs[0] = data[:r.DataLen]
 			r.Data = lr.segs[:]
 		}
+		moved = int(r.DataLen)
 		lq.q.Execute(r)
 	}
 	select {
 	case <-lr.done:
 	case <-lq.disconnected:
-		return ErrQueueClosed
+		return 0, ErrQueueClosed
 	}
 	copy(rsp, r.Rsp)
-	return nil
+	return moved, nil
 }

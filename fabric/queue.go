@@ -59,6 +59,7 @@ func (q *Queue) Parse(r *Request) nvme.Status {
 	r.DataLen = 0
 	r.Dir = DirNone
 	r.Data = r.Data[:0]
+	r.dataWritten = false
 	r.Rsp.Reset()
 	r.state = reqParsed
 	q.advanceSQHD()
@@ -144,6 +145,9 @@ func (r *Request) complete(st nvme.Status) {
 		r.ns.stats.observe(r, r.Cmd.Opcode(), nanotime()-r.start)
 	}
 	r.state = reqCompleted
+	if st.IsSuccess() && r.Dir == DirCtrlToHost && !r.dataWritten && len(r.Data) > 0 {
+		r.unwrittenData()
+	}
 	if r.nsEntered {
 		r.nsEntered = false
 		r.ns.exit(r)
@@ -185,5 +189,20 @@ func (q *Queue) Destroy() {
 	}
 	if ctrl != nil {
 		ctrl.queueGone(q)
+	}
+}
+
+// unwrittenData zeroes the data of a command that succeeded without writing
+// it: whatever an earlier command left in the transport's buffers, possibly
+// another host's data, must not reach this host. It is a handler's bug;
+// counted, and logged once.
+func (r *Request) unwrittenData() {
+	for _, seg := range r.Data {
+		clear(seg)
+	}
+	t := r.q.t
+	if t.stats.unwrittenData.Add(1) == 1 {
+		r.q.log.Error("a command succeeded without writing its data: zeroes sent instead (logged once)",
+			"opcode", r.Cmd.Opcode(), "cdw10", r.Cmd.CDW(10))
 	}
 }

@@ -56,8 +56,13 @@ type Request struct {
 	state  reqState
 	// nsEntered: counted as executing on ns (Namespace.enter).
 	nsEntered bool
-	errLoc    uint16 // parameter error location for the error log
-	errLBA    uint64
+	// dataWritten: the command wrote every byte of its controller-to-host
+	// data (fillData, a read that succeeded). complete zeroes the data of
+	// a command that succeeded without, so a host never reads what an
+	// earlier command left in a pool buffer.
+	dataWritten bool
+	errLoc      uint16 // parameter error location for the error log
+	errLBA      uint64
 	// start is when Parse took an I/O command (nanotime), the origin of the
 	// latency histograms. Parse, not Execute, so that the time a command
 	// waits for data buffers and, for writes, for the RDMA READ of its data

@@ -77,6 +77,9 @@ type targetStats struct {
 	connects    atomic.Uint64
 	rejects     atomic.Uint64
 	kaExpired   atomic.Uint64
+	// unwrittenData counts successful commands whose data a handler did
+	// not write (Request.unwrittenData).
+	unwrittenData atomic.Uint64
 }
 
 // Stats is a snapshot of the target's counters, for metrics.
