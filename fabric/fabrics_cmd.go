@@ -72,12 +72,22 @@ func handleConnect(r *Request) nvme.Status {
 		cntlid: d.CNTLID(), subNQN: d.SubNQN(), hostNQN: d.HostNQN(), hostID: d.HostID(),
 	}
 	st := parseConnect(r, &a)
-	if st.IsSuccess() {
+	// One Connect per queue: two pipelined ones (with keyed data, both
+	// parsed before either runs) would each make a controller, and the
+	// first would never be removed.
+	claimed := st.IsSuccess() && q.connecting.CompareAndSwap(false, true)
+	if st.IsSuccess() && !claimed {
+		st = nvme.StatusCommandSequenceError.WithDNR()
+	}
+	if claimed {
 		if a.qid == 0 {
 			st = executeAdminConnect(r, &a)
 		} else {
 			st = executeIOConnect(r, &a)
 		}
+	}
+	if claimed && !st.IsSuccess() {
+		q.connecting.Store(false) // the host may try again on this queue
 	}
 	switch {
 	case st.IsSuccess():

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -539,5 +540,46 @@ func TestUnwrittenDataZeroed(t *testing.T) {
 	}
 	if n := r.tgt.stats.unwrittenData.Load(); n != 1 {
 		t.Fatalf("%d unwritten completions counted, want 1", n)
+	}
+}
+
+// TestPipelinedConnects: two Connects on one admin queue, both parsed
+// before either runs (as keyed data makes them), make one controller; the
+// second is refused. Repeated, the old behaviour used up every CNTLID.
+func TestPipelinedConnects(t *testing.T) {
+	for _, qid := range []nvme.QID{0, 1} {
+		t.Run(fmt.Sprintf("qid %d", qid), func(t *testing.T) {
+			r := newRig(t)
+			cntlid := nvme.CNTLIDDynamic
+			if qid != 0 {
+				_, cntlid = r.adminConnect(testNQN, testHostNQN, 0)
+			}
+			h := r.dial(int(qid), 32)
+			q := h.lq.q
+			reqs := make([]*Request, 2)
+			for i := range reqs {
+				c := connectCmd(qid, 31, 0)
+				c.SetCID(uint16(10 + i))
+				// Tag picks the loop queue slot whose channel the response signals.
+				reqs[i] = &Request{Cmd: c, Rsp: make(nvme.Completion, nvme.CompletionSize), Tag: uint32(i)}
+				if st := q.Parse(reqs[i]); !st.IsSuccess() {
+					t.Fatalf("parse %d: %v", i, st)
+				}
+				reqs[i].Data = [][]byte{connectData(testNQN, testHostNQN, testHostID, cntlid)}
+			}
+			before := r.tgt.Stats().Controllers
+			for _, req := range reqs {
+				q.Execute(req)
+			}
+			if st := reqs[0].Rsp.Status(); !st.IsSuccess() {
+				t.Fatalf("first Connect: %v", st)
+			}
+			if st := reqs[1].Rsp.Status(); st != nvme.StatusCommandSequenceError.WithDNR() {
+				t.Fatalf("second Connect: %v, want Command Sequence Error", st)
+			}
+			if n := r.tgt.Stats().Controllers - before; qid == 0 && n != 1 || qid != 0 && n != 0 {
+				t.Fatalf("%d controllers made", n)
+			}
+		})
 	}
 }

@@ -20,6 +20,9 @@ type Queue struct {
 	// io, when set, runs this queue's file and block I/O (see IOContext).
 	io *IOContext
 
+	// connecting is set by the Connect that runs on the queue (and cleared
+	// if it fails): a second one is refused.
+	connecting atomic.Bool
 	// ctrl is nil until Connect; qid is written before ctrl is published.
 	ctrl atomic.Pointer[Controller]
 	qid  nvme.QID
