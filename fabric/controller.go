@@ -50,6 +50,9 @@ type Controller struct {
 	errCount  uint64
 	deleted   bool
 	feat      map[uint8]uint32
+	// shutdownFlush: a shutdown's flush runs; shutdownAgain: another
+	// shutdown was asked for meanwhile (flushForShutdown).
+	shutdownFlush, shutdownAgain bool
 
 	wce     atomic.Bool // volatile write cache enabled
 	enabled atomic.Bool // CSTS.RDY, read lock-free on the I/O path
@@ -206,24 +209,46 @@ func (c *Controller) setCC(v uint32) {
 	}
 	c.enabled.Store(c.csts&nvme.CSTSReady != 0)
 	startShutdown := nc.SHN() != nvme.SHNNone && old.SHN() == nvme.SHNNone
+	flush := false
 	if startShutdown {
 		c.csts = c.csts&^nvme.CSTSShstMask | nvme.CSTSShstOccurring
+		// One shutdown flush at a time: a host toggling CC.SHN would
+		// otherwise start a flush per toggle. One asked for while another
+		// runs is made after it, for what was written since it began.
+		if c.shutdownFlush {
+			c.shutdownAgain = true
+		} else {
+			c.shutdownFlush, flush = true, true
+		}
 	}
 	c.mu.Unlock()
-	if startShutdown {
-		// Flush in the background: the host polls CSTS.SHST.
-		go func() {
-			for _, nsid := range c.s.activeNSIDs() {
-				if ns := c.s.namespace(nsid); ns != nil {
-					if err := ns.dev.Flush(); err != nil {
-						c.log.Error("shutdown flush failed", "nsid", nsid, "err", err)
-					}
+	if flush {
+		// In the background: the host polls CSTS.SHST.
+		go c.flushForShutdown()
+	}
+}
+
+// flushForShutdown flushes every namespace, again while another shutdown
+// was asked for meanwhile, then reports the shutdown complete.
+func (c *Controller) flushForShutdown() {
+	for {
+		for _, nsid := range c.s.activeNSIDs() {
+			if ns := c.s.namespace(nsid); ns != nil {
+				if err := ns.dev.Flush(); err != nil {
+					c.log.Error("shutdown flush failed", "nsid", nsid, "err", err)
 				}
 			}
-			c.mu.Lock()
-			c.csts = c.csts&^nvme.CSTSShstMask | nvme.CSTSShstComplete
+		}
+		c.mu.Lock()
+		if c.shutdownAgain {
+			c.shutdownAgain = false
 			c.mu.Unlock()
-		}()
+			continue
+		}
+		c.shutdownFlush = false
+		c.csts = c.csts&^nvme.CSTSShstMask | nvme.CSTSShstComplete
+		c.mu.Unlock()
+		return
 	}
 }
 

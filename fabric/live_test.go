@@ -583,3 +583,74 @@ func TestPipelinedConnects(t *testing.T) {
 		})
 	}
 }
+
+// flushCounter is a device whose Flush blocks until released and counts
+// how many run at once.
+type flushCounter struct {
+	blockdev.Device
+	release       chan struct{}
+	mu            sync.Mutex
+	running, most int
+	total         int
+}
+
+func (d *flushCounter) Flush() error {
+	d.mu.Lock()
+	d.running++
+	d.total++
+	d.most = max(d.most, d.running)
+	d.mu.Unlock()
+	<-d.release
+	d.mu.Lock()
+	d.running--
+	d.mu.Unlock()
+	return d.Device.Flush()
+}
+
+// TestShutdownToggles: a host toggling CC.SHN while a shutdown flush runs
+// starts no more flushes; the one asked for meanwhile runs after it, and
+// the shutdown then completes. Before, 2,000 toggles left 2,000 flushes.
+func TestShutdownToggles(t *testing.T) {
+	mem, err := blockdev.NewMemory(1<<20, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := &flushCounter{Device: mem, release: make(chan struct{})}
+	var once sync.Once
+	release := func() { once.Do(func() { close(dev.release) }) }
+	r := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Device = dev })
+	t.Cleanup(release) // before the rig's: a failure must not leave flushes blocked
+
+	h, _ := r.adminConnect(testNQN, testHostNQN, 0)
+	const shnNormal = 1 << 14
+	for i := 0; i < 2000; i++ {
+		h.propSet(nvme.PropCC, ccEnable|shnNormal)
+		h.propSet(nvme.PropCC, ccEnable)
+	}
+	h.propSet(nvme.PropCC, ccEnable|shnNormal)
+	dev.mu.Lock()
+	most := dev.most
+	dev.mu.Unlock()
+	if most != 1 {
+		t.Fatalf("%d shutdown flushes at once, want 1", most)
+	}
+	release()
+	if err := waitShutdown(h); err != nil {
+		t.Fatal(err)
+	}
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	if dev.total != 2 {
+		t.Fatalf("%d flushes in all, want 2 (the first, and one for the toggles during it)", dev.total)
+	}
+}
+
+// waitShutdown waits for CSTS.SHST to say complete.
+func waitShutdown(h *host) error {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if h.propGet(nvme.PropCSTS, false)&(3<<2) == 2<<2 {
+			return nil
+		}
+	}
+	return errors.New("shutdown never completed")
+}
