@@ -67,14 +67,23 @@ func (ns *Namespace) checkRange(r *Request) nvme.Status {
 }
 
 // submit runs fn inline for backends that never block, or hands it to the
-// namespace's workers.
+// namespace's workers. When their queue is full (a flood of Write Zeroes or
+// Dataset Management on a slow file), the command is refused with a status
+// the host retries, rather than blocking the transport's poller and with it
+// every other queue it serves.
 func (ns *Namespace) submit(r *Request, fn handler) nvme.Status {
 	if ns.work == nil {
 		return fn(r)
 	}
 	r.io = fn
-	ns.work <- r
-	return statusPending
+	select {
+	case ns.work <- r:
+		return statusPending
+	default:
+		r.io = nil
+		ns.stats.workersFull.Add(1)
+		return nvme.StatusCommandInterrupted
+	}
 }
 
 func (ns *Namespace) worker() {

@@ -654,3 +654,53 @@ func waitShutdown(h *host) error {
 	}
 	return errors.New("shutdown never completed")
 }
+
+// TestWorkersFull: when a file namespace's workers have too many commands
+// waiting, one more is refused with a status the host retries (Command
+// Interrupted, no DNR) instead of blocking the transport's poller; the
+// others complete.
+func TestWorkersFull(t *testing.T) {
+	defer func(d int) { workQueueDepth = d }(workQueueDepth)
+	workQueueDepth = 2
+	mem, err := blockdev.NewMemory(1<<20, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := &gatedDevice{Device: mem, entered: make(chan struct{}, 8), release: make(chan struct{})}
+	var once sync.Once
+	release := func() { once.Do(func() { close(dev.release) }) }
+	r := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Device, nc.Workers = dev, 1 })
+	t.Cleanup(release)
+	_, cntlid := r.adminConnect(testNQN, testHostNQN, 0)
+	// One queue per command: a loop queue submits one at a time.
+	qs := make([]*host, 4)
+	for i := range qs {
+		qs[i] = r.ioConnect(nvme.QID(i+1), cntlid)
+	}
+	done := make(chan nvme.Status, 3)
+	for i := 0; i < 3; i++ {
+		go func(h *host, cid uint16) {
+			done <- h.submit(ioCmd(nvme.OpWrite, cid, 0, 8), make([]byte, 4096)).Status()
+		}(qs[i], uint16(i+1))
+		if i == 0 {
+			<-dev.entered // the worker holds the first
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(r.ns.work) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d commands waiting, want 2", len(r.ns.work))
+		}
+	}
+	if st := qs[3].submit(ioCmd(nvme.OpWrite, 9, 0, 8), make([]byte, 4096)).Status(); st != nvme.StatusCommandInterrupted {
+		t.Fatalf("a command past the workers' queue: %v, want Command Interrupted (retried by the host)", st)
+	}
+	if n := r.ns.Stats().WorkersFull; n != 1 {
+		t.Fatalf("%d refusals counted, want 1", n)
+	}
+	release()
+	for i := 0; i < 3; i++ {
+		if st := <-done; !st.IsSuccess() {
+			t.Fatalf("a queued write: %v", st)
+		}
+	}
+}

@@ -86,6 +86,10 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 	return ns, nil
 }
 
+// workQueueDepth is how many commands wait for a namespace's workers before
+// more are refused (submit). A variable for tests.
+var workQueueDepth = 1 << 16
+
 // insertNamespace publishes ns, with its workers, unless its NSID is taken.
 func (s *Subsystem) insertNamespace(ns *Namespace, workers int) error {
 	s.mu.Lock()
@@ -97,8 +101,8 @@ func (s *Subsystem) insertNamespace(ns *Namespace, workers int) error {
 		return fmt.Errorf("add namespace %d: NSID in use", ns.nsid)
 	}
 	if workers > 0 {
-		// Deep enough for every request of every queue: submit never blocks.
-		ns.work = make(chan *Request, 1<<16)
+		// Past workQueueDepth waiting, submit refuses: it never blocks.
+		ns.work = make(chan *Request, workQueueDepth)
 		ns.workers = workers
 		for i := 0; i < workers; i++ {
 			ns.wg.Add(1)

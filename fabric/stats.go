@@ -17,6 +17,9 @@ const statShards = 16
 type NamespaceStats struct {
 	ReadOps, WriteOps, ReadBytes, WriteBytes uint64
 	FlushOps, ZeroOps, DiscardOps, Errors    uint64
+	// WorkersFull counts commands refused, for the host to retry, because
+	// the namespace's workers had too many waiting (Namespace.submit).
+	WorkersFull uint64
 	// Latency of read, write and flush (indexed by LatRead, LatWrite,
 	// LatFlush), from Parse to completion; see Request.start.
 	Latency [LatOps]LatencyHistogram
@@ -73,6 +76,8 @@ func latencyBucket(d int64) int {
 type nsCounters struct {
 	shards [statShards]nsShard
 	lat    [statShards]latShard
+	// workersFull is rare (a flood): one counter is enough.
+	workersFull atomic.Uint64
 }
 
 // latShard holds one shard's latency histograms. The count of an operation
@@ -132,7 +137,7 @@ func (c *nsCounters) observe(r *Request, op uint8, d int64) {
 }
 
 func (c *nsCounters) snapshot() NamespaceStats {
-	var s NamespaceStats
+	s := NamespaceStats{WorkersFull: c.workersFull.Load()}
 	for i := range c.shards {
 		sh := &c.shards[i]
 		s.ReadOps += sh.readOps.Load()

@@ -67,6 +67,7 @@ type collector struct {
 	nsLatency, nsCapacity, nsBlockSize         *prometheus.Desc
 	connects, rejects, cmdErrors, kaExpired    *prometheus.Desc
 	nsOps, nsBytes, nsErrors                   *prometheus.Desc
+	nsBusy                                     *prometheus.Desc
 	rdmaConns, rdmaQueues, rdmaWaits, rdmaPoll *prometheus.Desc
 	rdmaWakeups                                *prometheus.Desc
 	rdmaCompErrors, rdmaSendInv, rdmaIOUring   *prometheus.Desc
@@ -94,6 +95,7 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
 		nsOps:           d("namespace_ops_total", "Namespace commands by operation.", "subnqn", "nsid", "op"),
 		nsBytes:         d("namespace_bytes_total", "Namespace data moved by direction.", "subnqn", "nsid", "op"),
 		nsErrors:        d("namespace_errors_total", "Backend errors.", "subnqn", "nsid"),
+		nsBusy:          d("namespace_busy_total", "Commands refused for the host to retry: too many waiting for the namespace's workers.", "subnqn", "nsid"),
 		rdmaConns:       d("rdma_connections_total", "RDMA connection events.", "event"),
 		rdmaQueues:      d("rdma_queues_live", "RDMA queue pairs live."),
 		rdmaWaits:       d("rdma_resource_waits_total", "Requests that queued for a resource.", "resource"),
@@ -155,6 +157,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ct(c.nsBytes, n.ReadBytes, s.NQN(), id, "read")
 			ct(c.nsBytes, n.WriteBytes, s.NQN(), id, "write")
 			ct(c.nsErrors, n.Errors, s.NQN(), id)
+			ct(c.nsBusy, n.WorkersFull, s.NQN(), id)
 		}
 	}
 	rt := c.rt()
