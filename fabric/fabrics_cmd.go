@@ -3,6 +3,7 @@ package fabric
 import (
 	"context"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -184,6 +185,12 @@ func executeIOConnect(r *Request, a *connectArgs) nvme.Status {
 	if c.hostNQN != a.hostNQN || c.hostID != a.hostID {
 		return connectInvalid(r, true, nvme.IPOHostNQN)
 	}
+	// The controller's queues come over its admin queue's port and from
+	// its host's address: another host that learned the CNTLID cannot add
+	// queues to it from elsewhere.
+	if !c.sameHostPath(q) {
+		return connectInvalid(r, true, nvme.IPOCNTLID)
+	}
 	if !c.ready() {
 		return nvme.StatusCommandSequenceError.WithDNR()
 	}
@@ -246,4 +253,21 @@ func handlePropertySet(r *Request) nvme.Status {
 	}
 	// CAP, VS and CSTS are read-only; NVM Subsystem Reset is not supported.
 	return r.invalidField(nvme.ErrLocPropertyOffset)
+}
+
+// sameHostPath reports whether q came over the controller's port and from
+// the address of the host whose admin queue made it.
+func (c *Controller) sameHostPath(q *Queue) bool {
+	c.mu.Lock()
+	admin := c.admin
+	c.mu.Unlock()
+	return q.port == c.port && admin != nil && hostOf(admin.hint.Remote) == hostOf(q.hint.Remote)
+}
+
+// hostOf is the host part of a transport address ("10.0.0.2:41234").
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }

@@ -704,3 +704,42 @@ func TestWorkersFull(t *testing.T) {
 		}
 	}
 }
+
+// TestIOConnectPath: an I/O queue joins a controller only over its admin
+// queue's port and from its host's address.
+func TestIOConnectPath(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		port, remote  string
+		wantConnected bool
+	}{
+		{"same port, same host", "loop0", "10.0.0.2:5001", true},
+		{"same host, another port", "loop1", "10.0.0.2:5001", false},
+		{"same port, another host", "loop0", "10.0.0.3:5000", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			if err := r.tgt.AddPort(r.lt, &Port{Address: "loop1", Service: "1"}); err != nil {
+				t.Fatal(err)
+			}
+			lq, err := r.lt.DialFrom("loop0", "10.0.0.2:5000", 0, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(lq.Close)
+			admin := &host{t: t, lq: lq}
+			rsp := admin.mustOK(connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff))
+			admin.propSet(nvme.PropCC, ccEnable)
+			iq, err := r.lt.DialFrom(tc.port, tc.remote, 1, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(iq.Close)
+			io := &host{t: t, lq: iq}
+			st := io.submit(connectCmd(1, 63, 0), connectData(testNQN, testHostNQN, testHostID, nvme.CNTLID(rsp.DW0()))).Status()
+			if st.IsSuccess() != tc.wantConnected {
+				t.Fatalf("I/O Connect: %v, want success %v", st, tc.wantConnected)
+			}
+		})
+	}
+}

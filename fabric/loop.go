@@ -96,6 +96,12 @@ type loopReq struct {
 // Dial opens a queue on the loop port at address; qid is announced as the
 // transport-level queue ID (as RDMA private data does), depth is its size.
 func (lt *LoopTransport) Dial(address string, qid, depth int) (*LoopQueue, error) {
+	return lt.DialFrom(address, "loop", qid, depth)
+}
+
+// DialFrom is Dial from the host address remote ("10.0.0.2:41234"), as a
+// transport reports its peer.
+func (lt *LoopTransport) DialFrom(address, remote string, qid, depth int) (*LoopQueue, error) {
 	lt.mu.Lock()
 	l := lt.ports[address]
 	lt.mu.Unlock()
@@ -112,7 +118,7 @@ func (lt *LoopTransport) Dial(address string, qid, depth int) (*LoopQueue, error
 		lr.done = make(chan struct{}, 1)
 		lq.free <- i
 	}
-	lq.q = l.t.NewQueue(l.p, lq, QueueHint{QID: qid, Depth: depth, Remote: "loop"})
+	lq.q = l.t.NewQueue(l.p, lq, QueueHint{QID: qid, Depth: depth, Remote: remote})
 	l.mu.Lock()
 	l.queues[lq] = struct{}{}
 	l.mu.Unlock()
