@@ -743,3 +743,41 @@ func TestIOConnectPath(t *testing.T) {
 		})
 	}
 }
+
+// TestConnectTimeout: a queue that sends no Fabrics Connect is
+// disconnected after ConnectTimeout; one that connected is not.
+func TestConnectTimeout(t *testing.T) {
+	tgt := NewTarget(Options{ConnectTimeout: 50 * time.Millisecond})
+	lt := NewLoopTransport(TransportLimits{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4})
+	if _, err := tgt.AddSubsystem(SubsystemConfig{NQN: testNQN, AllowAnyHost: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.AddPort(lt, &Port{Address: "loop0", Service: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tgt.Close() })
+	silent, err := lt.Dial("loop0", 0, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(silent.Close)
+	talks, err := lt.Dial("loop0", 0, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(talks.Close)
+	(&host{t: t, lq: talks}).mustOK(connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff))
+	select {
+	case <-silent.Disconnected():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a queue with no Connect is still there")
+	}
+	select {
+	case <-talks.Disconnected():
+		t.Fatal("a connected queue was disconnected")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := tgt.stats.connectTimeouts.Load(); n != 1 {
+		t.Fatalf("%d timeouts counted, want 1", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -20,6 +21,8 @@ type Queue struct {
 	// io, when set, runs this queue's file and block I/O (see IOContext).
 	io *IOContext
 
+	// connectTimer disconnects the queue if no Connect binds it in time.
+	connectTimer *time.Timer
 	// connecting is set by the Connect that runs on the queue (and cleared
 	// if it fails): a second one is refused.
 	connecting atomic.Bool
@@ -40,7 +43,22 @@ type Queue struct {
 func (t *Target) NewQueue(p *Port, c Conn, hint QueueHint) *Queue {
 	q := &Queue{t: t, port: p, conn: c, hint: hint, log: t.log}
 	q.t.stats.queues.Add(1)
+	q.connectTimer = time.AfterFunc(t.opts.ConnectTimeout, q.connectTimedOut)
 	return q
+}
+
+// connectTimedOut disconnects a queue that was given no Fabrics Connect in
+// time: a peer that opens connections and stays silent would otherwise hold
+// their resources (a receive pool each) for ever.
+func (q *Queue) connectTimedOut() {
+	q.mu.Lock()
+	idle := !q.gone && q.ctrl.Load() == nil
+	q.mu.Unlock()
+	if idle {
+		q.t.stats.connectTimeouts.Add(1)
+		q.log.Warn("no Fabrics Connect in time: disconnecting", "remote", q.hint.Remote, "timeout", q.t.opts.ConnectTimeout)
+		q.conn.Disconnect()
+	}
 }
 
 // QID is the queue ID bound at Connect (0 before).
@@ -182,6 +200,7 @@ func (q *Queue) Destroy() {
 		return
 	}
 	q.gone = true
+	q.connectTimer.Stop()
 	ctrl := q.ctrl.Load()
 	aers := q.aers
 	q.aers = nil

@@ -19,6 +19,9 @@ import (
 type Options struct {
 	// KATOMax caps the keep-alive timeout a host may ask for.
 	KATOMax time.Duration
+	// ConnectTimeout is how long a new transport queue may go without a
+	// Fabrics Connect before it is disconnected.
+	ConnectTimeout time.Duration
 	// FirmwareRevision is reported in Identify Controller.
 	FirmwareRevision string
 	// Logger receives the target's log; nil discards.
@@ -33,6 +36,10 @@ const (
 	DefaultMaxQueueDepth = 128
 	DefaultMaxIOQueues   = 16
 	DefaultKATOMax       = 2 * time.Minute
+	// DefaultConnectTimeout leaves a host's queue time for its Connect
+	// (the Linux host sends it at once, and waits at most its admin
+	// timeout, 60 s by default, for the answer).
+	DefaultConnectTimeout = 30 * time.Second
 	// DefaultModel is Identify Controller MN when a subsystem sets none.
 	DefaultModel = "nvmeof-tgt"
 )
@@ -42,6 +49,9 @@ const (
 const AdminQueueDepth = 32
 
 func (o *Options) setDefaults() {
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
 	if o.KATOMax == 0 {
 		o.KATOMax = DefaultKATOMax
 	}
@@ -80,6 +90,8 @@ type targetStats struct {
 	// unwrittenData counts successful commands whose data a handler did
 	// not write (Request.unwrittenData).
 	unwrittenData atomic.Uint64
+	// connectTimeouts counts queues disconnected for sending no Connect.
+	connectTimeouts atomic.Uint64
 }
 
 // Stats is a snapshot of the target's counters, for metrics.
