@@ -241,6 +241,13 @@ func (l *listener) reject(ev *verbs.CMEvent, sts nvme.RDMACMRejectStatus, why st
 	return fmt.Errorf("rejected: %s", why)
 }
 
+// rnrRetryCount is how often the QP resends when the host has no receive
+// posted (RNR NAK). 7 would mean for ever: a host that never posts
+// receives would pin the request, and its data buffers, on this poller.
+// 6 is the most a finite count allows; a well-behaved host posts a receive
+// per command it may send, and never makes us retry.
+const rnrRetryCount = 6
+
 // connPlan is what admit decided for a connection request.
 type connPlan struct {
 	d          *device
@@ -276,7 +283,7 @@ func (l *listener) accept(ev *verbs.CMEvent) error {
 	}
 	pd := make([]byte, nvme.RDMACMAcceptSize)
 	nvme.PutRDMACMAccept(pd, uint16(pl.depth))
-	if err := ev.ID.Accept(verbs.ConnParam{PrivateData: pd, ResponderResources: uint8(pl.ird), InitiatorDepth: uint8(pl.ord), RNRRetryCount: 7}); err != nil {
+	if err := ev.ID.Accept(verbs.ConnParam{PrivateData: pd, ResponderResources: uint8(pl.ird), InitiatorDepth: uint8(pl.ord), RNRRetryCount: rnrRetryCount}); err != nil {
 		c.q.log.Warn("rdma_accept failed", "err", err)
 		c.teardown("accept failed")
 		return nil
