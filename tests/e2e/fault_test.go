@@ -30,13 +30,7 @@ const faultPosts = 8
 // WRITE+SEND chains) and 4 KiB (in-capsule writes), on a file and a memory namespace, with two
 // pollers posting concurrently. Which requests a cut hits is up to timing.
 func TestPostFailure(t *testing.T) {
-	if targetKind == kindKernel {
-		t.Skip("nvmeof-tgt only: the kernel target has no fault injection")
-	}
-	bin := os.Getenv("NVMEOF_TGT_FAULT_BIN")
-	if bin == "" {
-		t.Fatal("NVMEOF_TGT_FAULT_BIN is not set (tests/lab/e2e.sh builds bin/nvmeof-tgt-faultinject)")
-	}
+	bin := faultBin(t)
 	h := newHost(t)
 	sub := nqn("faults")
 	spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
@@ -125,13 +119,7 @@ func TestPostFailure(t *testing.T) {
 // refused, everything its setup took is given back, and the target serves
 // the host's next attempt.
 func TestCreateQPFailure(t *testing.T) {
-	if targetKind == kindKernel {
-		t.Skip("nvmeof-tgt only: the kernel target has no fault injection")
-	}
-	bin := os.Getenv("NVMEOF_TGT_FAULT_BIN")
-	if bin == "" {
-		t.Fatal("NVMEOF_TGT_FAULT_BIN is not set (tests/lab/e2e.sh builds bin/nvmeof-tgt-faultinject)")
-	}
+	bin := faultBin(t)
 	h := newHost(t)
 	sub := nqn("createqp")
 	dir := testDir(t)
@@ -176,4 +164,18 @@ func shortAdminTimeout(t *testing.T, secs int) {
 			t.Errorf("restore admin timeout: %v", err)
 		}
 	})
+}
+
+// faultBin is the faultinject build of nvmeof-tgt that tests/lab/e2e.sh
+// makes. The kernel target has no fault injection: those runs skip.
+func faultBin(t *testing.T) string {
+	t.Helper()
+	if targetKind == kindKernel {
+		t.Skip("nvmeof-tgt only: the kernel target has no fault injection")
+	}
+	bin := os.Getenv("NVMEOF_TGT_FAULT_BIN")
+	if bin == "" {
+		t.Fatal("NVMEOF_TGT_FAULT_BIN is not set (tests/lab/e2e.sh builds bin/nvmeof-tgt-faultinject)")
+	}
+	return bin
 }
