@@ -339,11 +339,6 @@ func (m *Manager) resizeNamespaceHTTP(w http.ResponseWriter, r *http.Request) {
 		if n == nil {
 			return fmt.Errorf("namespace %d of %s: %w", id, s.NQN, fabric.ErrNoNamespace)
 		}
-		// For a file, 0 would mean "the file's current size", never a
-		// resize; only a block device has a size of its own to follow.
-		if *req.Size == 0 && n.Backend != config.BackendBlock {
-			return fmt.Errorf("namespace %d of %s: size 0 (the whole device) applies to block namespaces only", id, s.NQN)
-		}
 		n.Size = config.Bytes(*req.Size)
 		return nil
 	})

@@ -198,6 +198,10 @@ func TestUpdate(t *testing.T) {
 				t.Fatalf("size %d", got)
 			}
 		}},
+		{name: "a file namespace cannot resize to 0", edit: func(c *config.Config) error {
+			sub(c, subA).Namespaces[1].Size = 0
+			return nil
+		}, wantErr: ErrInvalid},
 		{name: "memory cannot resize", edit: func(c *config.Config) error {
 			sub(c, subA).Namespaces[0].Size = 4 * config.MiB
 			return nil

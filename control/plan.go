@@ -90,6 +90,11 @@ func (m *Manager) planSubsystem(os, ns config.Subsystem, force bool) (removes, c
 			if on.Backend == config.BackendMemory {
 				return nil, nil, nil, fmt.Errorf("namespace %d of %s: a memory namespace cannot change size; remove it and add it again", on.NSID, nqn)
 			}
+			// For a file, 0 would mean "the file's current size", never a
+			// resize; only a block device has a size of its own to follow.
+			if nn.Size == 0 && on.Backend != config.BackendBlock {
+				return nil, nil, nil, fmt.Errorf("namespace %d of %s: size 0 (the whole device) applies to block namespaces only", on.NSID, nqn)
+			}
 			if nn.Size < on.Size && nn.Size != 0 && !force {
 				return nil, nil, nil, fmt.Errorf("namespace %d of %s: %v to %v: %w (force to allow it)", on.NSID, nqn, on.Size, nn.Size, ErrShrink)
 			}

@@ -126,9 +126,6 @@ func (m *Manager) resizeNamespace(nqn string, nc config.Namespace) step {
 		if s == nil {
 			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
 		}
-		if nc.Size == 0 && nc.Backend == config.BackendFile {
-			return fmt.Errorf("namespace %d of %s: a file namespace is resized to a size, not 0", nc.NSID, nqn)
-		}
 		if err := s.ResizeNamespace(nvme.NSID(nc.NSID), int64(nc.Size)); err != nil {
 			return err
 		}
