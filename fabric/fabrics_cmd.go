@@ -34,12 +34,17 @@ func (q *Queue) parseFabrics(r *Request) nvme.Status {
 		if q.qid != 0 {
 			return r.invalidField(nvme.ErrLocFCType)
 		}
+		if !q.authorized() {
+			return nvme.StatusAuthRequired.WithDNR()
+		}
 		if r.Cmd.FCType() == nvme.FCTypePropertyGet {
 			r.handle = handlePropertyGet
 		} else {
 			r.handle = handlePropertySet
 		}
 		return nvme.StatusSuccess
+	case nvme.FCTypeAuthSend, nvme.FCTypeAuthRecv:
+		return q.parseAuth(r, r.Cmd.FCType() == nvme.FCTypeAuthSend)
 	}
 	r.errLoc = nvme.ErrLocFCType
 	return nvme.StatusInvalidOpcode.WithDNR()
@@ -160,12 +165,13 @@ func executeAdminConnect(r *Request, a *connectArgs) nvme.Status {
 		a.err = err
 		return nvme.StatusConnectControllerBusy
 	}
+	atr := q.authOnConnect(a)
 	if st := c.addQueue(q, 0, a.sqsize); !st.IsSuccess() {
 		c.delete("admin connect failed")
 		return st
 	}
-	c.log.Info("controller created", "kato", kato, "remote", q.hint.Remote)
-	r.setResult(uint32(c.id))
+	c.log.Info("controller created", "kato", kato, "remote", q.hint.Remote, "authenticate", atr != 0)
+	r.setResult(uint32(c.id) | atr)
 	return nvme.StatusSuccess
 }
 
@@ -203,10 +209,11 @@ func executeIOConnect(r *Request, a *connectArgs) nvme.Status {
 	if a.sqsize > q.port.MaxQueueDepth {
 		return connectInvalid(r, false, nvme.ErrLocConnectSQSize)
 	}
+	atr := q.authOnConnect(a)
 	if st := c.addQueue(q, a.qid, a.sqsize); !st.IsSuccess() {
 		return st
 	}
-	r.setResult(uint32(c.id))
+	r.setResult(uint32(c.id) | atr)
 	return nvme.StatusSuccess
 }
 
@@ -253,6 +260,18 @@ func handlePropertySet(r *Request) nvme.Status {
 	}
 	// CAP, VS and CSTS are read-only; NVM Subsystem Reset is not supported.
 	return r.invalidField(nvme.ErrLocPropertyOffset)
+}
+
+// authOnConnect: a host with a key on the subsystem must authenticate the
+// queue before anything else runs on it. It returns the Connect response's
+// AUTHREQ bits. Set before the queue is bound, so no command slips in.
+func (q *Queue) authOnConnect(a *connectArgs) uint32 {
+	keys, ok := a.s.hostAuth(a.hostNQN)
+	if !ok || !keys.Required() {
+		return 0
+	}
+	q.requireAuth(keys)
+	return nvme.ConnectAuthATR
 }
 
 // sameHostPath reports whether q came over the controller's port and from

@@ -28,7 +28,12 @@ type rigOpt func(*SubsystemConfig, *NamespaceConfig)
 
 func newRig(t *testing.T, opts ...rigOpt) *rig {
 	t.Helper()
-	tgt := NewTarget(Options{})
+	return newRigOpts(t, Options{}, opts...)
+}
+
+func newRigOpts(t *testing.T, o Options, opts ...rigOpt) *rig {
+	t.Helper()
+	tgt := NewTarget(o)
 	lt := NewLoopTransport(TransportLimits{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4})
 	sc := SubsystemConfig{NQN: testNQN, AllowAnyHost: true}
 	dev, err := blockdev.NewMemory(4<<20, 512)

@@ -29,6 +29,10 @@ type Queue struct {
 	// ctrl is nil until Connect; qid is written before ctrl is published.
 	ctrl atomic.Pointer[Controller]
 	qid  nvme.QID
+	// auth is set at Connect when the host must authenticate (auth.go);
+	// authDone once it has.
+	auth     atomic.Pointer[queueAuth]
+	authDone atomic.Bool
 
 	mu sync.Mutex
 	// size is the number of SQ entries (SQSIZE+1) granted at Connect.
@@ -95,6 +99,9 @@ func (q *Queue) Parse(r *Request) nvme.Status {
 	if ctrl == nil {
 		// Only Connect may come before Connect (NVMe-oF 1.1 §3.3).
 		return nvme.StatusCommandSequenceError.WithDNR()
+	}
+	if !q.authorized() {
+		return nvme.StatusAuthRequired.WithDNR()
 	}
 	// Fabrics transfer data with SGLs only (NVMe-oF 1.1 §2.1).
 	if r.Cmd.PSDT() == nvme.PSDTPRP {
@@ -201,6 +208,9 @@ func (q *Queue) Destroy() {
 	}
 	q.gone = true
 	q.connectTimer.Stop()
+	if a := q.auth.Load(); a != nil {
+		a.timer.Stop()
+	}
 	ctrl := q.ctrl.Load()
 	aers := q.aers
 	q.aers = nil

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,11 @@ type SubsystemConfig struct {
 	Model        string // at most 40 ASCII characters
 	AllowAnyHost bool
 	Hosts        []string
+	// HostAuth holds the DH-HMAC-CHAP secrets of hosts that must
+	// authenticate, by host NQN (the discovery subsystem takes them too).
+	HostAuth map[string]HostAuth
+	// Auth is the hashes and DH groups allowed; zero: DefaultAuthPolicy.
+	Auth AuthPolicy
 }
 
 // Subsystem is an NVM subsystem (or the discovery subsystem): namespaces
@@ -32,6 +38,8 @@ type Subsystem struct {
 	mu          sync.Mutex
 	allowAny    bool
 	hosts       map[string]bool
+	keys        map[string]HostAuth
+	policy      AuthPolicy
 	namespaces  map[nvme.NSID]*Namespace
 	nsids       []nvme.NSID                              // sorted
 	nsTable     atomic.Pointer[map[nvme.NSID]*Namespace] // copy-on-write, for the I/O path
@@ -58,7 +66,55 @@ func newSubsystem(t *Target, c SubsystemConfig, discovery bool) *Subsystem {
 	for _, h := range c.Hosts {
 		s.hosts[h] = true
 	}
+	s.keys = maps.Clone(c.HostAuth)
+	s.policy = c.Auth
 	return s
+}
+
+// hostAuth is the secrets hostnqn authenticates with here, if any.
+func (s *Subsystem) hostAuth(hostnqn string) (HostAuth, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.keys[hostnqn]
+	return a, ok
+}
+
+// authPolicy is the hashes and groups a transaction may use.
+func (s *Subsystem) authPolicy() AuthPolicy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.policy
+	if len(p.Hashes) == 0 {
+		p.Hashes = DefaultAuthPolicy.Hashes
+	}
+	if len(p.Groups) == 0 {
+		p.Groups = DefaultAuthPolicy.Groups
+	}
+	return p
+}
+
+// SetHostAuth sets (or, with a zero HostAuth, removes) the secrets of a
+// host: a key rotation. Queues authenticated with the old secrets stay;
+// the next transaction (a new queue, a reconnect, a re-authentication)
+// uses the new ones.
+func (s *Subsystem) SetHostAuth(hostnqn string, a HostAuth) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a.Key.IsZero() && a.CtrlKey.IsZero() {
+		delete(s.keys, hostnqn)
+		return
+	}
+	if s.keys == nil {
+		s.keys = map[string]HostAuth{}
+	}
+	s.keys[hostnqn] = a
+}
+
+// SetAuthPolicy sets the hashes and groups new transactions may use.
+func (s *Subsystem) SetAuthPolicy(p AuthPolicy) {
+	s.mu.Lock()
+	s.policy = p
+	s.mu.Unlock()
 }
 
 // DefaultSerial derives a serial number from a subsystem NQN: the first 20

@@ -22,6 +22,8 @@ type Options struct {
 	// ConnectTimeout is how long a new transport queue may go without a
 	// Fabrics Connect before it is disconnected.
 	ConnectTimeout time.Duration
+	// AuthTimeout bounds an in-band authentication (DefaultAuthTimeout).
+	AuthTimeout time.Duration
 	// FirmwareRevision is reported in Identify Controller.
 	FirmwareRevision string
 	// Logger receives the target's log; nil discards.
@@ -51,6 +53,9 @@ const AdminQueueDepth = 32
 func (o *Options) setDefaults() {
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.AuthTimeout == 0 {
+		o.AuthTimeout = DefaultAuthTimeout
 	}
 	if o.KATOMax == 0 {
 		o.KATOMax = DefaultKATOMax
@@ -92,12 +97,18 @@ type targetStats struct {
 	unwrittenData atomic.Uint64
 	// connectTimeouts counts queues disconnected for sending no Connect.
 	connectTimeouts atomic.Uint64
+	// In-band authentication: queues authenticated, transactions that
+	// failed, queues disconnected for not authenticating in time.
+	authOK, authFailed, authTimeouts atomic.Uint64
 }
 
 // Stats is a snapshot of the target's counters, for metrics.
 type Stats struct {
 	Queues, Controllers                         int64
 	Errors, Connects, ConnectRejects, KAExpired uint64
+	// Authentication (auth.go): queues authenticated, failed transactions,
+	// queues disconnected for not authenticating in time.
+	AuthSucceeded, AuthFailed, AuthTimeouts uint64
 }
 
 // ErrClosed is returned by operations on a closed target.
@@ -123,6 +134,7 @@ func (t *Target) Stats() Stats {
 		Queues: t.stats.queues.Load(), Controllers: t.stats.controllers.Load(),
 		Errors: t.stats.errors.Load(), Connects: t.stats.connects.Load(),
 		ConnectRejects: t.stats.rejects.Load(), KAExpired: t.stats.kaExpired.Load(),
+		AuthSucceeded: t.stats.authOK.Load(), AuthFailed: t.stats.authFailed.Load(), AuthTimeouts: t.stats.authTimeouts.Load(),
 	}
 }
 

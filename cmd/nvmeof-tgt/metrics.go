@@ -66,6 +66,7 @@ type collector struct {
 	queues, controllers, ctrlStates            *prometheus.Desc
 	nsLatency, nsCapacity, nsBlockSize         *prometheus.Desc
 	connects, rejects, cmdErrors, kaExpired    *prometheus.Desc
+	auth                                       *prometheus.Desc
 	nsOps, nsBytes, nsErrors                   *prometheus.Desc
 	nsBusy                                     *prometheus.Desc
 	rdmaConns, rdmaQueues, rdmaWaits, rdmaPoll *prometheus.Desc
@@ -92,6 +93,7 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
 		rejects:         d("connect_rejects_total", "Refused Fabrics Connect commands."),
 		cmdErrors:       d("command_errors_total", "Commands completed with an error status."),
 		kaExpired:       d("keepalive_expired_total", "Controllers deleted by keep-alive expiry."),
+		auth:            d("auth_total", "In-band authentication (DH-HMAC-CHAP) outcomes: queues authenticated, transactions failed, queues disconnected for not authenticating in time.", "result"),
 		nsOps:           d("namespace_ops_total", "Namespace commands by operation.", "subnqn", "nsid", "op"),
 		nsBytes:         d("namespace_bytes_total", "Namespace data moved by direction.", "subnqn", "nsid", "op"),
 		nsErrors:        d("namespace_errors_total", "Backend errors.", "subnqn", "nsid"),
@@ -139,6 +141,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ct(c.rejects, st.ConnectRejects)
 	ct(c.cmdErrors, st.Errors)
 	ct(c.kaExpired, st.KAExpired)
+	ct(c.auth, st.AuthSucceeded, "success")
+	ct(c.auth, st.AuthFailed, "failure")
+	ct(c.auth, st.AuthTimeouts, "timeout")
 	for _, s := range subs {
 		for _, ns := range s.Namespaces() {
 			n := ns.Stats()
