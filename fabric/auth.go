@@ -104,7 +104,11 @@ func (q *Queue) authTimedOut(a *queueAuth) {
 	a.mu.Unlock()
 	if !q.authDone.Load() {
 		q.t.stats.authTimeouts.Add(1)
-		q.log.Warn("authentication not completed in time: disconnecting", "remote", q.hint.Remote, "timeout", q.t.opts.AuthTimeout)
+		log := q.t.log
+		if q.ctrl.Load() != nil {
+			log = q.log // written before ctrl was published
+		}
+		log.Warn("authentication not completed in time: disconnecting", "remote", q.hint.Remote, "timeout", q.t.opts.AuthTimeout)
 		q.conn.Disconnect()
 	}
 }
