@@ -26,6 +26,7 @@ import (
 type Config struct {
 	Ports      []Port      `mapstructure:"ports"`
 	Subsystems []Subsystem `mapstructure:"subsystems"`
+	Discovery  Discovery   `mapstructure:"discovery"`
 	RDMA       RDMA        `mapstructure:"rdma"`
 	Controller Controller  `mapstructure:"controller"`
 	Metrics    Metrics     `mapstructure:"metrics"`
@@ -45,9 +46,13 @@ type Port struct {
 
 // Subsystem is one NVM subsystem and the hosts allowed to connect to it.
 type Subsystem struct {
-	NQN          string   `mapstructure:"nqn"`
-	AllowAnyHost bool     `mapstructure:"allow_any_host"`
-	Hosts        []string `mapstructure:"hosts"`
+	NQN          string `mapstructure:"nqn"`
+	AllowAnyHost bool   `mapstructure:"allow_any_host"`
+	Hosts        []Host `mapstructure:"hosts"`
+	// DHCHAPHashes and DHCHAPDHGroups are what in-band authentication may
+	// use, most preferred first; empty: every one (fabric.DefaultAuthPolicy).
+	DHCHAPHashes   []string `mapstructure:"dhchap_hashes"`
+	DHCHAPDHGroups []string `mapstructure:"dhchap_dhgroups"`
 	// Serial defaults to fabric.DefaultSerial(NQN): the first 20 hex
 	// digits of sha256(NQN), stable across restarts and distinct between
 	// subsystems.
@@ -289,6 +294,8 @@ func decodeHook(from, to reflect.Type, data any) (any, error) {
 		return toBytes(data)
 	case to == durationType:
 		return toDuration(data)
+	case to == hostType && from.Kind() == reflect.String:
+		return Host{NQN: reflect.ValueOf(data).String()}, nil
 	case from.Kind() == reflect.String && to.Kind() == reflect.Slice:
 		s := reflect.ValueOf(data).String()
 		if s == "" {

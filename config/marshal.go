@@ -26,7 +26,7 @@ func Marshal(c *Config) ([]byte, error) {
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Type().Field(i)
 		key := keyOf(f)
-		omitZero := key == "ports" || key == "subsystems"
+		omitZero := key == "ports" || key == "subsystems" || key == "discovery"
 		n, err := node(v.Field(i), omitZero)
 		if err != nil {
 			return nil, fmt.Errorf("marshal %s: %w", key, err)
@@ -55,6 +55,8 @@ func node(v reflect.Value, omitZero bool) (*yaml.Node, error) {
 	switch {
 	case v.Type() == durationType:
 		return yamlString(time.Duration(v.Int()).String()), nil
+	case v.Type() == hostType && v.Interface().(Host) == Host{NQN: v.Interface().(Host).NQN}:
+		return yamlString(v.Interface().(Host).NQN), nil // a plain NQN stays one
 	case v.Type().Implements(textMarshaler):
 		b, err := v.Interface().(encoding.TextMarshaler).MarshalText()
 		if err != nil {
@@ -108,7 +110,10 @@ func (c *Config) Clone() *Config {
 	for i := range d.Subsystems {
 		s := &d.Subsystems[i]
 		s.Hosts = slices.Clone(s.Hosts)
+		s.DHCHAPHashes = slices.Clone(s.DHCHAPHashes)
+		s.DHCHAPDHGroups = slices.Clone(s.DHCHAPDHGroups)
 		s.Namespaces = slices.Clone(s.Namespaces)
 	}
+	d.Discovery.Hosts = slices.Clone(c.Discovery.Hosts)
 	return &d
 }

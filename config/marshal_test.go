@@ -87,7 +87,7 @@ func TestClone(t *testing.T) {
 	orig, _ := Marshal(c)
 	d := c.Clone()
 	d.Ports[0].Port = 1
-	d.Subsystems[0].Hosts = append(d.Subsystems[0].Hosts, "h")
+	d.Subsystems[0].Hosts = append(d.Subsystems[0].Hosts, Host{NQN: "h"})
 	d.Subsystems[0].Namespaces[0].Size = 1
 	d.Controller.KeepAliveTimeoutMax = time.Second
 	if after, _ := Marshal(c); string(after) != string(orig) {

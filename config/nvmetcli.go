@@ -133,13 +133,13 @@ func (im *importer) subsystems(v any) {
 		im.noteRest(path+".attr", attr, map[string]bool{"allow_any_host": true, "serial": true, "model": true}, subsystemDefaults)
 		for _, h := range asList(m["allowed_hosts"]) {
 			if hs, ok := scalar(h); ok {
-				s.Hosts = append(s.Hosts, hs)
+				s.Hosts = append(s.Hosts, Host{NQN: hs})
 			}
 		}
 		switch {
 		case s.AllowAnyHost && len(s.Hosts) > 0:
 			// nvmet ignores the list then; this target refuses both.
-			im.note(path+".allowed_hosts", "%s: not carried: allow_any_host is 1, so nvmet lets any host in too", strings.Join(s.Hosts, ", "))
+			im.note(path+".allowed_hosts", "%s: not carried: allow_any_host is 1, so nvmet lets any host in too", strings.Join(HostNQNs(s.Hosts), ", "))
 			s.Hosts = nil
 		case !s.AllowAnyHost && len(s.Hosts) == 0:
 			im.note(path, "%s: skipped: allow_any_host is 0 and no host is allowed, so no host can connect", nqn)
@@ -314,7 +314,7 @@ func (im *importer) yaml() []byte {
 		if len(s.Hosts) > 0 {
 			b.WriteString("    hosts:\n")
 			for _, h := range s.Hosts {
-				fmt.Fprintf(&b, "      - %s\n", q(h))
+				fmt.Fprintf(&b, "      - %s\n", q(h.NQN))
 			}
 		}
 		if s.Serial != "" {

@@ -19,6 +19,16 @@ func (c *Config) CheckPaths() error {
 		for j, n := range s.Namespaces {
 			n.checkPath(&p, fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j))
 		}
+		for j, h := range s.Hosts {
+			if _, err := h.HostAuth(); err != nil {
+				p.add(fmt.Sprintf("subsystems[%d].hosts[%d]", i, j), "%v", err)
+			}
+		}
+	}
+	for j, h := range c.Discovery.Hosts {
+		if _, err := h.HostAuth(); err != nil {
+			p.add(fmt.Sprintf("discovery.hosts[%d]", j), "%v", err)
+		}
 	}
 	return errors.Join(p...)
 }

@@ -42,6 +42,13 @@ func (c *Config) Validate() error {
 	var p problems
 	c.validatePorts(&p)
 	c.validateSubsystems(&p)
+	for j, h := range c.Discovery.Hosts {
+		hk := fmt.Sprintf("discovery.hosts[%d]", j)
+		if err := nvme.CheckNQN(h.NQN); err != nil {
+			p.add(hk, "%v", err)
+		}
+		h.check(&p, hk)
+	}
 	c.RDMA.validate(&p)
 	c.Controller.validate(&p)
 	c.Metrics.validate(&p)
@@ -104,13 +111,17 @@ func (c *Config) validateSubsystems(p *problems) {
 		hosts := make(map[string]int)
 		for j, h := range s.Hosts {
 			hk := fmt.Sprintf("%s.hosts[%d]", k, j)
-			if err := nvme.CheckNQN(h); err != nil {
+			if err := nvme.CheckNQN(h.NQN); err != nil {
 				p.add(hk, "%v", err)
-			} else if prev, dup := hosts[h]; dup {
-				p.add(hk, "%q is also hosts[%d]", h, prev)
+			} else if prev, dup := hosts[h.NQN]; dup {
+				p.add(hk, "%q is also hosts[%d]", h.NQN, prev)
 			} else {
-				hosts[h] = j
+				hosts[h.NQN] = j
 			}
+			h.check(p, hk)
+		}
+		if _, err := s.AuthPolicy(); err != nil {
+			p.add(k+".dhchap", "%v", err)
 		}
 		switch {
 		case !s.AllowAnyHost && len(s.Hosts) == 0:
@@ -314,7 +325,7 @@ func (c *Config) Warnings() []*FieldError {
 		k := fmt.Sprintf("subsystems[%d]", i)
 		warn(k+".nqn", s.NQN)
 		for j, h := range s.Hosts {
-			warn(fmt.Sprintf("%s.hosts[%d]", k, j), h)
+			warn(fmt.Sprintf("%s.hosts[%d]", k, j), h.NQN)
 		}
 	}
 	return w

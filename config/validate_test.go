@@ -61,15 +61,15 @@ func TestValidateRejects(t *testing.T) {
 		// Hosts.
 		{"host invalid", func(c *Config) {
 			c.Subsystems[0].AllowAnyHost = false
-			c.Subsystems[0].Hosts = []string{"nqn.2026-11.io.example:h1", ""}
+			c.Subsystems[0].Hosts = hostsOf("nqn.2026-11.io.example:h1", "")
 		}, "subsystems[0].hosts[1]", "empty"},
 		{"host duplicate", func(c *Config) {
 			c.Subsystems[0].AllowAnyHost = false
-			c.Subsystems[0].Hosts = []string{"nqn.2026-11.io.example:h1", "nqn.2026-11.io.example:h1"}
+			c.Subsystems[0].Hosts = hostsOf("nqn.2026-11.io.example:h1", "nqn.2026-11.io.example:h1")
 		}, "subsystems[0].hosts[1]", "hosts[0]"},
 		{"no host could connect", func(c *Config) { c.Subsystems[0].AllowAnyHost = false }, "subsystems[0].hosts", "no host could connect"},
 		{"any host and hosts", func(c *Config) {
-			c.Subsystems[0].Hosts = []string{"nqn.2026-11.io.example:h1"}
+			c.Subsystems[0].Hosts = hostsOf("nqn.2026-11.io.example:h1")
 		}, "subsystems[0].allow_any_host", ""},
 
 		// Serial and model.
@@ -182,10 +182,9 @@ func TestValidateAccepts(t *testing.T) {
 		{"no namespaces", func(c *Config) { c.Subsystems[0].Namespaces = nil }},
 		{"hosts only", func(c *Config) {
 			c.Subsystems[0].AllowAnyHost = false
-			c.Subsystems[0].Hosts = []string{
+			c.Subsystems[0].Hosts = hostsOf(
 				"nqn.2014-08.org.nvmexpress:uuid:2110ba8b-b7eb-465e-b011-9b16af900e7f",
-				"nqn.2026-11.io.example:host-1",
-			}
+				"nqn.2026-11.io.example:host-1")
 		}},
 		{"uuid-form subsystem nqn", func(c *Config) {
 			c.Subsystems[0].NQN = "nqn.2014-08.org.nvmexpress:uuid:2110ba8b-b7eb-465e-b011-9b16af900e7f"
@@ -258,7 +257,7 @@ func TestValidateNQNs(t *testing.T) {
 			s := &c.Subsystems[0]
 			s.NQN = tt.nqn
 			if tt.hosts != nil {
-				s.AllowAnyHost, s.Hosts = false, tt.hosts
+				s.AllowAnyHost, s.Hosts = false, hostsOf(tt.hosts...)
 			}
 			err := c.Validate()
 			if tt.err != "" {
@@ -373,4 +372,12 @@ func TestInferBlockDevice(t *testing.T) {
 		return
 	}
 	t.Skip("no block device node found")
+}
+
+func hostsOf(nqns ...string) []Host {
+	h := make([]Host, len(nqns))
+	for i, n := range nqns {
+		h[i] = Host{NQN: n}
+	}
+	return h
 }

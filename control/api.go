@@ -63,6 +63,7 @@ func (m *Manager) Handler() http.Handler {
 
 	mux.HandleFunc("GET /v1/subsystems/{nqn}/hosts", m.listHosts)
 	mux.HandleFunc("POST /v1/subsystems/{nqn}/hosts", m.addHostHTTP)
+	mux.HandleFunc("PUT /v1/subsystems/{nqn}/hosts/{host}", m.setHostHTTP)
 	mux.HandleFunc("DELETE /v1/subsystems/{nqn}/hosts/{host}", m.removeHostHTTP)
 
 	mux.HandleFunc("GET /v1/ports", func(w http.ResponseWriter, r *http.Request) {
@@ -113,7 +114,7 @@ func (c *codeWriter) Write(b []byte) (int, error) {
 }
 
 func (m *Manager) getConfig(w http.ResponseWriter, r *http.Request) {
-	data, err := config.Marshal(m.Running())
+	data, err := config.Marshal(m.Running().Redacted())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
@@ -158,9 +159,29 @@ type ResizeRequest struct {
 	Force bool  `json:"force,omitempty"`
 }
 
-// HostRequest is the body of POST /v1/subsystems/{nqn}/hosts.
+// HostRequest is the body of POST /v1/subsystems/{nqn}/hosts, and of PUT
+// /v1/subsystems/{nqn}/hosts/{host} (the NQN then comes from the path)
+// which rotates a host's DH-HMAC-CHAP secrets. The secrets are DHHC-1
+// strings, inline or in files readable by the target's user only.
 type HostRequest struct {
-	NQN string `json:"nqn"`
+	NQN               string `json:"nqn"`
+	DHCHAPKey         string `json:"dhchap_key,omitempty"`
+	DHCHAPKeyFile     string `json:"dhchap_key_file,omitempty"`
+	DHCHAPCtrlKey     string `json:"dhchap_ctrl_key,omitempty"`
+	DHCHAPCtrlKeyFile string `json:"dhchap_ctrl_key_file,omitempty"`
+}
+
+func (h HostRequest) config() config.Host {
+	return config.Host{NQN: h.NQN, DHCHAPKey: h.DHCHAPKey, DHCHAPKeyFile: h.DHCHAPKeyFile,
+		DHCHAPCtrlKey: h.DHCHAPCtrlKey, DHCHAPCtrlKeyFile: h.DHCHAPCtrlKeyFile}
+}
+
+// HostInfo is an entry of GET /v1/subsystems/{nqn}/hosts: never a secret,
+// only whether the host authenticates ("none", "host" or
+// "bidirectional").
+type HostInfo struct {
+	NQN    string `json:"nqn"`
+	DHCHAP string `json:"dhchap"`
 }
 
 // PortRequest is the body of POST /v1/ports. Port 0 means 4420.
@@ -208,7 +229,7 @@ func (m *Manager) addSubsystemHTTP(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	sc := config.Subsystem{NQN: req.NQN, AllowAnyHost: req.AllowAnyHost, Hosts: req.Hosts, Serial: req.Serial, Model: req.Model}
+	sc := config.Subsystem{NQN: req.NQN, AllowAnyHost: req.AllowAnyHost, Hosts: hostsOf(req.Hosts), Serial: req.Serial, Model: req.Model}
 	for _, n := range req.Namespaces {
 		sc.Namespaces = append(sc.Namespaces, n.config())
 	}
@@ -251,10 +272,22 @@ func (m *Manager) listNamespaces(w http.ResponseWriter, r *http.Request) {
 }
 
 func (m *Manager) listHosts(w http.ResponseWriter, r *http.Request) {
-	if s, ok := m.subsystem(w, r); ok {
-		hosts := make([]HostRequest, 0, len(s.Hosts))
+	if _, ok := m.subsystem(w, r); ok {
+		s := findSubsystem(m.Running(), r.PathValue("nqn"))
+		if s == nil {
+			writeJSON(w, http.StatusOK, []HostInfo{})
+			return
+		}
+		hosts := make([]HostInfo, 0, len(s.Hosts))
 		for _, h := range s.Hosts {
-			hosts = append(hosts, HostRequest{NQN: h})
+			auth := "none"
+			switch {
+			case h.DHCHAPCtrlKey != "" || h.DHCHAPCtrlKeyFile != "":
+				auth = "bidirectional"
+			case h.HasSecret():
+				auth = "host"
+			}
+			hosts = append(hosts, HostInfo{NQN: h.NQN, DHCHAP: auth})
 		}
 		writeJSON(w, http.StatusOK, hosts)
 	}
@@ -351,22 +384,50 @@ func (m *Manager) addHostHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
-		if slices.Contains(s.Hosts, req.NQN) {
+		if config.FindHost(s.Hosts, req.NQN) != nil {
 			return fmt.Errorf("host %s on %s: %w", req.NQN, s.NQN, errExists)
 		}
-		s.Hosts = append(s.Hosts, req.NQN)
+		s.Hosts = append(s.Hosts, req.config())
 		return nil
 	})
 	writeResult(w, http.StatusCreated, res, err)
 }
 
+// setHostHTTP replaces a host's secrets: a key rotation. The host's queues
+// authenticated with the old secrets stay; its next authentication takes
+// the new ones.
+func (m *Manager) setHostHTTP(w http.ResponseWriter, r *http.Request) {
+	var req HostRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	req.NQN = r.PathValue("host")
+	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
+		h := config.FindHost(s.Hosts, req.NQN)
+		if h == nil {
+			return fmt.Errorf("host %s on %s: %w", req.NQN, s.NQN, errNoHost)
+		}
+		*h = req.config()
+		return nil
+	})
+	writeResult(w, http.StatusOK, res, err)
+}
+
+func hostsOf(nqns []string) []config.Host {
+	hosts := make([]config.Host, len(nqns))
+	for i, n := range nqns {
+		hosts[i] = config.Host{NQN: n}
+	}
+	return hosts
+}
+
 func (m *Manager) removeHostHTTP(w http.ResponseWriter, r *http.Request) {
 	host := r.PathValue("host")
 	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
-		if !slices.Contains(s.Hosts, host) {
+		if config.FindHost(s.Hosts, host) == nil {
 			return fmt.Errorf("host %s on %s: %w", host, s.NQN, errNoHost)
 		}
-		s.Hosts = slices.DeleteFunc(s.Hosts, func(h string) bool { return h == host })
+		s.Hosts = slices.DeleteFunc(s.Hosts, func(h config.Host) bool { return h.NQN == host })
 		return nil
 	})
 	writeResult(w, http.StatusOK, res, err)

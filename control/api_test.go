@@ -76,7 +76,7 @@ func TestAPI(t *testing.T) {
 		}},
 		{name: "list namespaces of missing subsystem", method: "GET", path: subs + "nqn.2026-11.io.example:x/namespaces", want: 404},
 		{name: "list hosts", method: "GET", path: subs + subA + "/hosts", want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
-			if h := decodeAs[[]HostRequest](t, rec); !slices.Equal(h, []HostRequest{{hst1}, {hst2}}) {
+			if h := decodeAs[[]HostInfo](t, rec); !slices.Equal(h, []HostInfo{{hst1, "none"}, {hst2, "none"}}) {
 				t.Fatalf("hosts %+v", h)
 			}
 		}},

@@ -120,6 +120,9 @@ func (m *Manager) Reload() (Result, error) {
 		return Result{}, ErrNoFile
 	}
 	next, err := config.LoadFile(m.path)
+	if err == nil && next.HasInlineSecrets() {
+		err = config.CheckPrivate(m.path)
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

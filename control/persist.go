@@ -21,11 +21,12 @@ func (m *Manager) persist() error {
 	}
 	data = append([]byte("# Written by nvmeof-tgt with the running configuration; the previous file is\n# kept as "+filepath.Base(m.path)+".bak.\n"), data...)
 	if old, err := os.ReadFile(m.path); err == nil {
-		if err := writeAtomic(m.path+".bak", old); err != nil {
+		if err := writeAtomic(m.path+".bak", old, true); err != nil {
 			return err
 		}
 	}
-	return writeAtomic(m.path, data)
+	// A file with secrets inline is kept private: serve refuses it otherwise.
+	return writeAtomic(m.path, data, m.running.HasInlineSecrets())
 }
 
 // crashPoint, in tests, stops writeAtomic at a named point as a crash
@@ -36,7 +37,7 @@ var crashPoint = func(path, point string) bool { return false }
 // either the old file or the new one, never a torn one: the data goes to a
 // temporary file in the same directory, is synced, renamed over path, and
 // the directory is synced so that the rename itself is durable.
-func writeAtomic(path string, data []byte) (err error) {
+func writeAtomic(path string, data []byte, private bool) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -44,6 +45,9 @@ func writeAtomic(path string, data []byte) (err error) {
 	mode := os.FileMode(0o600)
 	if st, err := os.Stat(path); err == nil {
 		mode = st.Mode().Perm()
+	}
+	if private {
+		mode &^= 0o077
 	}
 	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {

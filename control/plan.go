@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
 // step is one change to the running target. prepare, when set, does what
@@ -55,6 +56,7 @@ func (m *Manager) plan(old, next *config.Config, force bool) (steps []step, rest
 		}
 		removes, changes, adds = append(removes, r...), append(changes, c...), append(adds, a...)
 	}
+	changes = append(changes, m.planDiscovery(old.Discovery.Hosts, next.Discovery.Hosts)...)
 	for _, op := range old.Ports {
 		if !slices.Contains(next.Ports, op) {
 			removes = append(removes, m.removePort(op))
@@ -68,13 +70,39 @@ func (m *Manager) plan(old, next *config.Config, force bool) (steps []step, rest
 	return slices.Concat(removes, changes, adds), restart, nil
 }
 
+// planDiscovery sets the secrets of the hosts that must authenticate to the
+// discovery subsystem.
+func (m *Manager) planDiscovery(old, next []config.Host) []step {
+	var steps []step
+	for _, h := range old {
+		if config.FindHost(next, h.NQN) == nil {
+			steps = append(steps, m.setHostAuth(nvme.DiscoveryNQN, config.Host{NQN: h.NQN}))
+		}
+	}
+	for _, h := range next {
+		if o := config.FindHost(old, h.NQN); o == nil || *o != h || h.DHCHAPKeyFile != "" || h.DHCHAPCtrlKeyFile != "" {
+			steps = append(steps, m.setHostAuth(nvme.DiscoveryNQN, h))
+		}
+	}
+	return steps
+}
+
 // planSubsystem compares one subsystem's hosts and namespaces.
 func (m *Manager) planSubsystem(os, ns config.Subsystem, force bool) (removes, changes, adds []step, err error) {
 	nqn := ns.NQN
 	for _, h := range os.Hosts {
-		if !slices.Contains(ns.Hosts, h) {
-			removes = append(removes, m.removeHost(nqn, h))
+		if config.FindHost(ns.Hosts, h.NQN) == nil {
+			removes = append(removes, m.removeHost(nqn, h.NQN))
 		}
+	}
+	for _, h := range ns.Hosts {
+		if o := config.FindHost(os.Hosts, h.NQN); o != nil && (*o != h || h.DHCHAPKeyFile != "" || h.DHCHAPCtrlKeyFile != "") {
+			// New secrets, or files whose content may have changed.
+			changes = append(changes, m.setHostAuth(nqn, h))
+		}
+	}
+	if !slices.Equal(os.DHCHAPHashes, ns.DHCHAPHashes) || !slices.Equal(os.DHCHAPDHGroups, ns.DHCHAPDHGroups) {
+		changes = append(changes, m.setAuthPolicy(ns))
 	}
 	if os.AllowAnyHost && !ns.AllowAnyHost {
 		removes = append(removes, m.setAllowAnyHost(nqn, false))
@@ -112,7 +140,7 @@ func (m *Manager) planSubsystem(os, ns config.Subsystem, force bool) (removes, c
 		}
 	}
 	for _, h := range ns.Hosts {
-		if !slices.Contains(os.Hosts, h) {
+		if config.FindHost(os.Hosts, h.NQN) == nil {
 			adds = append(adds, m.addHost(nqn, h))
 		}
 	}

@@ -3,6 +3,8 @@ package control
 import (
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -69,7 +71,7 @@ func (m *Manager) Status() Status {
 		st.Ports = append(st.Ports, PortStatus{ID: ids[i], Transport: p.Transport, Address: p.Address, Port: p.Port})
 	}
 	for _, sc := range cfg.Subsystems {
-		ss := SubsystemStatus{NQN: sc.NQN, AllowAnyHost: sc.AllowAnyHost, Hosts: append([]string{}, sc.Hosts...),
+		ss := SubsystemStatus{NQN: sc.NQN, AllowAnyHost: sc.AllowAnyHost, Hosts: config.HostNQNs(sc.Hosts),
 			Serial: sc.Serial, Model: sc.Model, Namespaces: []NamespaceStatus{}}
 		fs := m.tgt.Subsystem(sc.NQN)
 		for _, nc := range sc.Namespaces {

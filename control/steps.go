@@ -16,9 +16,17 @@ import (
 
 func (m *Manager) addSubsystem(sc config.Subsystem) step {
 	var opened []fabric.NamespaceConfig
+	var keys map[string]fabric.HostAuth
+	var policy fabric.AuthPolicy
 	return step{
 		what: "add subsystem " + sc.NQN,
-		prepare: func() error {
+		prepare: func() (err error) {
+			if keys, err = config.HostAuths(sc.Hosts); err != nil {
+				return fmt.Errorf("subsystem %s: %w", sc.NQN, err)
+			}
+			if policy, err = sc.AuthPolicy(); err != nil {
+				return fmt.Errorf("subsystem %s: %w", sc.NQN, err)
+			}
 			for _, nc := range sc.Namespaces {
 				fc, err := openNamespace(sc.NQN, nc, m.log)
 				if err != nil {
@@ -33,7 +41,8 @@ func (m *Manager) addSubsystem(sc config.Subsystem) step {
 		abort: func() { m.closeAll(opened) },
 		do: func(m *Manager) error {
 			s, err := m.tgt.AddSubsystem(fabric.SubsystemConfig{
-				NQN: sc.NQN, Serial: sc.Serial, Model: sc.Model, AllowAnyHost: sc.AllowAnyHost, Hosts: sc.Hosts,
+				NQN: sc.NQN, Serial: sc.Serial, Model: sc.Model, AllowAnyHost: sc.AllowAnyHost, Hosts: config.HostNQNs(sc.Hosts),
+				HostAuth: keys, Auth: policy,
 			})
 			if err != nil {
 				m.closeAll(opened)
@@ -135,17 +144,76 @@ func (m *Manager) resizeNamespace(nqn string, nc config.Namespace) step {
 	}}
 }
 
-func (m *Manager) addHost(nqn, host string) step {
-	return step{what: fmt.Sprintf("allow host %s on %s", host, nqn), do: func(m *Manager) error {
-		s := m.tgt.Subsystem(nqn)
-		if s == nil {
-			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
-		}
-		s.AddHost(host)
-		rs := findSubsystem(m.running, nqn)
-		rs.Hosts = append(rs.Hosts, host)
-		return nil
-	}}
+func (m *Manager) addHost(nqn string, host config.Host) step {
+	var keys fabric.HostAuth
+	return step{
+		what:    fmt.Sprintf("allow host %s on %s", host.NQN, nqn),
+		prepare: func() (err error) { keys, err = host.HostAuth(); return err },
+		do: func(m *Manager) error {
+			s := m.tgt.Subsystem(nqn)
+			if s == nil {
+				return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+			}
+			// The secrets first: the host is never in without them.
+			s.SetHostAuth(host.NQN, keys)
+			s.AddHost(host.NQN)
+			rs := findSubsystem(m.running, nqn)
+			rs.Hosts = append(rs.Hosts, host)
+			return nil
+		},
+	}
+}
+
+// setHostAuth rotates a host's secrets on a subsystem (nqn), or on the
+// discovery subsystem (nvme.DiscoveryNQN). Never logs them.
+func (m *Manager) setHostAuth(nqn string, host config.Host) step {
+	var keys fabric.HostAuth
+	return step{
+		what:    fmt.Sprintf("set the DH-HMAC-CHAP secrets of host %s on %s", host.NQN, nqn),
+		prepare: func() (err error) { keys, err = host.HostAuth(); return err },
+		do: func(m *Manager) error {
+			s := m.tgt.Subsystem(nqn)
+			if s == nil {
+				return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+			}
+			s.SetHostAuth(host.NQN, keys)
+			hosts := &m.running.Discovery.Hosts
+			if nqn != nvme.DiscoveryNQN {
+				hosts = &findSubsystem(m.running, nqn).Hosts
+			}
+			switch h := config.FindHost(*hosts, host.NQN); {
+			case h != nil && host.HasSecret():
+				*h = host
+			case h != nil:
+				*hosts = slices.DeleteFunc(*hosts, func(e config.Host) bool { return e.NQN == host.NQN })
+				if nqn != nvme.DiscoveryNQN {
+					*hosts = append(*hosts, host) // still allowed, without a key
+				}
+			case host.HasSecret():
+				*hosts = append(*hosts, host)
+			}
+			m.log.Info("host secrets set", "subnqn", nqn, "hostnqn", host.NQN, "authenticate", keys.Required(), "bidirectional", !keys.CtrlKey.IsZero())
+			return nil
+		},
+	}
+}
+
+func (m *Manager) setAuthPolicy(sc config.Subsystem) step {
+	var p fabric.AuthPolicy
+	return step{
+		what:    fmt.Sprintf("set dhchap_hashes %v and dhchap_dhgroups %v on %s", sc.DHCHAPHashes, sc.DHCHAPDHGroups, sc.NQN),
+		prepare: func() (err error) { p, err = sc.AuthPolicy(); return err },
+		do: func(m *Manager) error {
+			s := m.tgt.Subsystem(sc.NQN)
+			if s == nil {
+				return fmt.Errorf("subsystem %s: %w", sc.NQN, fabric.ErrNoSubsystem)
+			}
+			s.SetAuthPolicy(p)
+			rs := findSubsystem(m.running, sc.NQN)
+			rs.DHCHAPHashes, rs.DHCHAPDHGroups = sc.DHCHAPHashes, sc.DHCHAPDHGroups
+			return nil
+		},
+	}
 }
 
 func (m *Manager) removeHost(nqn, host string) step {
@@ -155,8 +223,9 @@ func (m *Manager) removeHost(nqn, host string) step {
 			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
 		}
 		n := s.RemoveHost(host)
+		s.SetHostAuth(host, fabric.HostAuth{})
 		rs := findSubsystem(m.running, nqn)
-		rs.Hosts = slices.DeleteFunc(rs.Hosts, func(h string) bool { return h == host })
+		rs.Hosts = slices.DeleteFunc(rs.Hosts, func(h config.Host) bool { return h.NQN == host })
 		m.log.Info("host removed", "subnqn", nqn, "hostnqn", host, "controllers_deleted", n)
 		return nil
 	}}

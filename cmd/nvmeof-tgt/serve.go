@@ -42,6 +42,9 @@ func serveCmd() *cobra.Command {
 			if err == nil {
 				err = cfg.CheckPaths()
 			}
+			if err == nil && cfgFile != "" && cfg.HasInlineSecrets() {
+				err = config.CheckPrivate(cfgFile)
+			}
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,216 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme/dhchap"
+)
+
+// Host is an entry of a hosts list: a host NQN, written alone, or a map
+// that also carries the host's DH-HMAC-CHAP secrets:
+//
+//	hosts:
+//	  - nqn.2014-08.org.nvmexpress:uuid:...                  # no authentication
+//	  - {nqn: ..., dhchap_key: "DHHC-1:01:...:"}             # the host authenticates
+//	  - {nqn: ..., dhchap_key_file: /etc/nvmeof-tgt/h2.key,  # and the controller too
+//	     dhchap_ctrl_key_file: /etc/nvmeof-tgt/h2.ctrl.key}
+//
+// A secret is given inline or in a file (its first line), not both. Files
+// holding secrets, this configuration too when it has them inline, must
+// not be readable by group or others.
+type Host struct {
+	NQN               string `mapstructure:"nqn"`
+	DHCHAPKey         string `mapstructure:"dhchap_key"`
+	DHCHAPKeyFile     string `mapstructure:"dhchap_key_file"`
+	DHCHAPCtrlKey     string `mapstructure:"dhchap_ctrl_key"`
+	DHCHAPCtrlKeyFile string `mapstructure:"dhchap_ctrl_key_file"`
+}
+
+// Discovery configures the discovery subsystem: it is open to every host,
+// and the hosts listed here with a key must authenticate to it.
+type Discovery struct {
+	Hosts []Host `mapstructure:"hosts"`
+}
+
+var hostType = reflect.TypeFor[Host]()
+
+// Redacted is a copy of c with every inline secret replaced, for showing
+// the configuration (files named stay named).
+func (c *Config) Redacted() *Config {
+	d := c.Clone()
+	red := func(hosts []Host) {
+		for i := range hosts {
+			if hosts[i].DHCHAPKey != "" {
+				hosts[i].DHCHAPKey = "<redacted>"
+			}
+			if hosts[i].DHCHAPCtrlKey != "" {
+				hosts[i].DHCHAPCtrlKey = "<redacted>"
+			}
+		}
+	}
+	for i := range d.Subsystems {
+		red(d.Subsystems[i].Hosts)
+	}
+	red(d.Discovery.Hosts)
+	return d
+}
+
+// HostNQNs lists the NQNs of hosts.
+func HostNQNs(hosts []Host) []string {
+	out := make([]string, len(hosts))
+	for i, h := range hosts {
+		out[i] = h.NQN
+	}
+	return out
+}
+
+// FindHost returns the entry of nqn in hosts, or nil.
+func FindHost(hosts []Host, nqn string) *Host {
+	for i := range hosts {
+		if hosts[i].NQN == nqn {
+			return &hosts[i]
+		}
+	}
+	return nil
+}
+
+// HasSecret reports whether the entry carries a key, inline or in a file.
+func (h Host) HasSecret() bool {
+	return h.DHCHAPKey != "" || h.DHCHAPKeyFile != "" || h.DHCHAPCtrlKey != "" || h.DHCHAPCtrlKeyFile != ""
+}
+
+// inlineSecret reports whether the entry holds a secret in the file itself.
+func (h Host) inlineSecret() bool { return h.DHCHAPKey != "" || h.DHCHAPCtrlKey != "" }
+
+// HasInlineSecrets reports whether the configuration holds a secret
+// itself, so that its file must be private.
+func (c *Config) HasInlineSecrets() bool {
+	for _, s := range c.Subsystems {
+		for _, h := range s.Hosts {
+			if h.inlineSecret() {
+				return true
+			}
+		}
+	}
+	for _, h := range c.Discovery.Hosts {
+		if h.inlineSecret() {
+			return true
+		}
+	}
+	return false
+}
+
+// checkHostSecrets is Validate's part: forms and combinations, without
+// reading files. Messages never hold a secret.
+func (h Host) check(p *problems, k string) {
+	both := func(inline, file, key string) {
+		if inline != "" && file != "" {
+			p.add(k+"."+key, "given inline and as %s_file: set one", key)
+		}
+		if inline != "" {
+			if _, err := dhchap.ParseSecret(inline); err != nil {
+				p.add(k+"."+key, "%v", err)
+			}
+		}
+		if file != "" && !strings.HasPrefix(file, "/") {
+			p.add(k+"."+key+"_file", "%q: want an absolute path", file)
+		}
+	}
+	both(h.DHCHAPKey, h.DHCHAPKeyFile, "dhchap_key")
+	both(h.DHCHAPCtrlKey, h.DHCHAPCtrlKeyFile, "dhchap_ctrl_key")
+	if (h.DHCHAPCtrlKey != "" || h.DHCHAPCtrlKeyFile != "") && h.DHCHAPKey == "" && h.DHCHAPKeyFile == "" {
+		p.add(k+".dhchap_ctrl_key", "a controller key needs a host key: the host authenticates first")
+	}
+}
+
+// HostAuth reads the entry's secrets, from files where given.
+func (h Host) HostAuth() (fabric.HostAuth, error) {
+	var a fabric.HostAuth
+	var err error
+	if a.Key, err = readSecret(h.DHCHAPKey, h.DHCHAPKeyFile); err != nil {
+		return a, fmt.Errorf("host %s dhchap_key: %w", h.NQN, err)
+	}
+	if a.CtrlKey, err = readSecret(h.DHCHAPCtrlKey, h.DHCHAPCtrlKeyFile); err != nil {
+		return a, fmt.Errorf("host %s dhchap_ctrl_key: %w", h.NQN, err)
+	}
+	return a, nil
+}
+
+func readSecret(inline, file string) (dhchap.Secret, error) {
+	if file != "" {
+		if err := CheckPrivate(file); err != nil {
+			return dhchap.Secret{}, err
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return dhchap.Secret{}, err
+		}
+		inline, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
+		s, err := dhchap.ParseSecret(strings.TrimSpace(inline))
+		if err != nil {
+			return dhchap.Secret{}, fmt.Errorf("%s: %w", file, err)
+		}
+		return s, nil
+	}
+	if inline == "" {
+		return dhchap.Secret{}, nil
+	}
+	return dhchap.ParseSecret(inline)
+}
+
+// CheckPrivate refuses a file holding secrets that group or others may
+// read or write.
+func CheckPrivate(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if m := st.Mode().Perm(); m&0o077 != 0 {
+		return fmt.Errorf("%s holds secrets and is mode %04o: allow the owner only (chmod 600)", path, m)
+	}
+	return nil
+}
+
+// AuthPolicy is the subsystem's allowed hashes and DH groups; the zero
+// policy (fabric.DefaultAuthPolicy) when it names none.
+func (s Subsystem) AuthPolicy() (fabric.AuthPolicy, error) {
+	var p fabric.AuthPolicy
+	for _, n := range s.DHCHAPHashes {
+		h, err := dhchap.ParseHash(n)
+		if err != nil {
+			return p, err
+		}
+		p.Hashes = append(p.Hashes, h)
+	}
+	for _, n := range s.DHCHAPDHGroups {
+		if n == "" {
+			n = dhchap.Null.String() // YAML reads a bare null as nothing
+		}
+		g, err := dhchap.ParseGroup(n)
+		if err != nil {
+			return p, err
+		}
+		p.Groups = append(p.Groups, g)
+	}
+	return p, nil
+}
+
+// HostAuths reads the secrets of the hosts that have any, by NQN.
+func HostAuths(hosts []Host) (map[string]fabric.HostAuth, error) {
+	out := map[string]fabric.HostAuth{}
+	for _, h := range hosts {
+		if !h.HasSecret() {
+			continue
+		}
+		a, err := h.HostAuth()
+		if err != nil {
+			return nil, err
+		}
+		out[h.NQN] = a
+	}
+	return out, nil
+}

@@ -1,0 +1,145 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme/dhchap"
+)
+
+const (
+	testKey  = "DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:"
+	testKey2 = "DHHC-1:01:PIVi36Jcgn4y4GWThDQ/qR3Qj83hvQ6c+XqVwxDfio29jjVo:"
+)
+
+const authYAML = `
+ports: [{transport: rdma, address: 10.0.0.1}]
+subsystems:
+  - nqn: nqn.2026-11.io.example:a
+    hosts:
+      - nqn.2026-11.io.example:plain
+      - {nqn: "nqn.2026-11.io.example:uni", dhchap_key: "` + testKey + `"}
+      - nqn: nqn.2026-11.io.example:bidi
+        dhchap_key: "` + testKey + `"
+        dhchap_ctrl_key: "` + testKey2 + `"
+    dhchap_hashes: [sha512, sha256]
+    dhchap_dhgroups: [ffdhe4096, null]
+discovery:
+  hosts:
+    - {nqn: "nqn.2026-11.io.example:uni", dhchap_key: "` + testKey + `"}
+`
+
+func TestHostEntries(t *testing.T) {
+	c, err := loadYAML([]byte(authYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Subsystems[0]
+	if got := strings.Join(HostNQNs(s.Hosts), " "); got != "nqn.2026-11.io.example:plain nqn.2026-11.io.example:uni nqn.2026-11.io.example:bidi" {
+		t.Fatalf("hosts %s", got)
+	}
+	auths, err := HostAuths(s.Hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(auths) != 2 || !auths["nqn.2026-11.io.example:uni"].Required() || !auths["nqn.2026-11.io.example:uni"].CtrlKey.IsZero() ||
+		auths["nqn.2026-11.io.example:bidi"].CtrlKey.Hash != dhchap.SHA256 {
+		t.Fatalf("auths %v", auths)
+	}
+	p, err := s.AuthPolicy()
+	if err != nil || len(p.Hashes) != 2 || p.Hashes[0] != dhchap.SHA512 || len(p.Groups) != 2 || p.Groups[0] != dhchap.FFDHE4096 || p.Groups[1] != dhchap.Null {
+		t.Fatalf("policy %+v %v", p, err)
+	}
+	if len(c.Discovery.Hosts) != 1 || !c.HasInlineSecrets() {
+		t.Fatal("discovery hosts")
+	}
+	// Written back: plain NQNs stay plain, secrets are kept (config save),
+	// and it reads back the same.
+	out, err := Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "- nqn.2026-11.io.example:plain\n") || !strings.Contains(string(out), testKey2) {
+		t.Fatalf("marshal:\n%s", out)
+	}
+	back, err := loadYAML(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Subsystems[0].Hosts[2] != s.Hosts[2] || len(back.Discovery.Hosts) != 1 {
+		t.Fatalf("round trip: %+v", back.Subsystems[0].Hosts)
+	}
+	// Shown through the API: no secret.
+	red, _ := Marshal(c.Redacted())
+	if strings.Contains(string(red), "DHHC") || c.Subsystems[0].Hosts[1].DHCHAPKey != testKey {
+		t.Fatalf("redacted:\n%s", red)
+	}
+}
+
+func TestHostSecretsValidated(t *testing.T) {
+	bad := "DHHC-1:01:AAAAsecretAAAA:"
+	cases := []struct {
+		name, entry, err string
+	}{
+		{"bad secret", `{nqn: "nqn.2026-11.io.example:h", dhchap_key: "` + bad + `"}`, "dhchap_key: invalid DH-HMAC-CHAP secret"},
+		{"inline and file", `{nqn: "nqn.2026-11.io.example:h", dhchap_key: "` + testKey + `", dhchap_key_file: /etc/k}`, "given inline and as dhchap_key_file"},
+		{"relative file", `{nqn: "nqn.2026-11.io.example:h", dhchap_key_file: k}`, "want an absolute path"},
+		{"controller key alone", `{nqn: "nqn.2026-11.io.example:h", dhchap_ctrl_key: "` + testKey + `"}`, "a controller key needs a host key"},
+		{"unknown key", `{nqn: "nqn.2026-11.io.example:h", dhchap_secret: "` + testKey + `"}`, "dhchap_secret"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			y := "ports: [{transport: rdma, address: 10.0.0.1}]\nsubsystems:\n  - nqn: nqn.2026-11.io.example:a\n    hosts:\n      - " + c.entry + "\n"
+			_, err := loadYAML([]byte(y))
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Fatalf("err %v, want %q", err, c.err)
+			}
+			if strings.Contains(err.Error(), "secretAAAA") {
+				t.Fatalf("the secret is in the error: %v", err)
+			}
+		})
+	}
+	for _, pol := range []string{"dhchap_hashes: [md5]", "dhchap_dhgroups: [ffdhe1024]"} {
+		y := "ports: [{transport: rdma, address: 10.0.0.1}]\nsubsystems:\n  - nqn: nqn.2026-11.io.example:a\n    allow_any_host: true\n    " + pol + "\n"
+		if _, err := loadYAML([]byte(y)); err == nil || !strings.Contains(err.Error(), "dhchap") {
+			t.Errorf("%s: %v", pol, err)
+		}
+	}
+}
+
+// Secret files: read, checked, and refused when group or others can read.
+func TestSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "h.key")
+	os.WriteFile(good, []byte(testKey+"\n"), 0o600)
+	open := filepath.Join(dir, "open.key")
+	os.WriteFile(open, []byte(testKey+"\n"), 0o640)
+	garbage := filepath.Join(dir, "bad.key")
+	os.WriteFile(garbage, []byte("DHHC-1:01:nope:\n"), 0o600)
+	cases := []struct {
+		file, err string
+	}{
+		{good, ""},
+		{open, "mode 0640: allow the owner only"},
+		{garbage, "invalid DH-HMAC-CHAP secret"},
+		{filepath.Join(dir, "missing"), "no such file"},
+	}
+	for _, c := range cases {
+		a, err := Host{NQN: "nqn.2026-11.io.example:h", DHCHAPKeyFile: c.file}.HostAuth()
+		switch {
+		case c.err == "" && (err != nil || !a.Required()):
+			t.Errorf("%s: %v", c.file, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: err %v, want %q", c.file, err, c.err)
+		}
+	}
+	cfg := &Config{Subsystems: []Subsystem{{Hosts: []Host{{NQN: "h", DHCHAPKeyFile: open}}}}}
+	if err := cfg.CheckPaths(); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("CheckPaths: %v", err)
+	}
+	if err := CheckPrivate(good); err != nil {
+		t.Error(err)
+	}
+}
