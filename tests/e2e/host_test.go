@@ -104,9 +104,16 @@ func (h host) connect(t *testing.T, subnqn string) (*controller, error) {
 // connectPort is connect to the target's RDMA port port.
 func (h host) connectPort(t *testing.T, subnqn string, port int) (*controller, error) {
 	t.Helper()
+	return h.connectWith(t, subnqn, port)
+}
+
+// connectWith is connectPort with more nvme connect flags (--dhchap-secret ...).
+func (h host) connectWith(t *testing.T, subnqn string, port int, extra ...string) (*controller, error) {
+	t.Helper()
 	args := append([]string{"connect"}, fabricFlagsPort(port)...)
 	args = append(args, "-n", subnqn)
 	args = append(args, h.flags()...)
+	args = append(args, extra...)
 	// Bounded reconnects: if the target dies mid-test, I/O fails instead of hanging the suite.
 	args = append(args, "--ctrl-loss-tmo=30", "--reconnect-delay=2")
 	r := run(t, connectTimeout, "nvme", args...)

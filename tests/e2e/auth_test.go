@@ -1,0 +1,182 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// genKey runs nvme gen-dhchap-key, as an operator would.
+func genKey(t *testing.T, hmac int, nqn string) string {
+	t.Helper()
+	out := strings.TrimSpace(string(mustRun(t, cmdTimeout, "nvme", "gen-dhchap-key", "-m", fmt.Sprint(hmac), "-n", nqn)))
+	if !strings.HasPrefix(out, "DHHC-1:") {
+		t.Fatalf("gen-dhchap-key printed %q", out)
+	}
+	return out
+}
+
+func dmesgText(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("dmesg").CombinedOutput()
+	if err != nil {
+		t.Fatalf("dmesg: %v", err)
+	}
+	return string(out)
+}
+
+// TestAuth: DH-HMAC-CHAP with the Linux host (nvme connect --dhchap-secret,
+// --dhchap-ctrl-secret), configured by a reload of the target's file. Every
+// hash and the groups null, ffdhe2048 and ffdhe4096 are negotiated, as the
+// host's log confirms; wrong or missing keys are refused; discovery
+// authenticates too; a key rotated by the API applies to the next connect.
+func TestAuth(t *testing.T) {
+	h, other := newHost(t), newHost(t)
+	base := nqn("auth-base")
+	p, dir := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
+		NQN: base, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 0, "")},
+	}}})
+	hostKey := genKey(t, 1, h.NQN)
+	ctrlKey := genKey(t, 3, h.NQN)
+	wrongKey := genKey(t, 1, h.NQN)
+	keyFile := filepath.Join(dir, "h.key")
+	if err := os.WriteFile(keyFile, []byte(hostKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type sub struct {
+		name, hash, group string
+		bidi              bool
+	}
+	subs := []sub{
+		{nqn("auth-sha256"), "sha256", "null", false},
+		{nqn("auth-sha384"), "sha384", "ffdhe2048", true},
+		{nqn("auth-sha512"), "sha512", "ffdhe4096", false},
+	}
+	saved, err := os.ReadFile(p.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(saved)
+	for _, s := range subs {
+		entry := fmt.Sprintf("{nqn: %q, dhchap_key_file: %q}", h.NQN, keyFile)
+		if s.bidi {
+			entry = fmt.Sprintf("{nqn: %q, dhchap_key: %q, dhchap_ctrl_key: %q}", h.NQN, hostKey, ctrlKey)
+		}
+		cfg = withSubsystem(t, cfg, fmt.Sprintf("{nqn: %q, hosts: [%s, %q], dhchap_hashes: [%s], dhchap_dhgroups: [%q], namespaces: [{nsid: 1, backend: memory, size: 16MiB}]}",
+			s.name, entry, other.NQN, s.hash, s.group))
+	}
+	cfg += fmt.Sprintf("\ndiscovery:\n  hosts:\n    - {nqn: %q, dhchap_key: %q}\n", h.NQN, hostKey)
+
+	// A file with secrets inline that others can read is refused whole.
+	if err := os.WriteFile(p.cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := p.ctlErr("reload"); err == nil || !strings.Contains(string(out)+err.Error(), "chmod 600") {
+		t.Fatalf("reload of a world-readable file with secrets: %v\n%s", err, out)
+	}
+	if err := os.Chmod(p.cfgPath, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.ctl(t, "reload")
+	if b, _ := os.ReadFile(p.logPath); strings.Contains(string(b), hostKey[10:30]) || strings.Contains(string(b), ctrlKey[10:30]) {
+		t.Fatal("a secret is in the target's log")
+	}
+
+	for _, s := range subs {
+		t.Run(s.hash+"-"+s.group, func(t *testing.T) {
+			flags := []string{"--dhchap-secret=" + hostKey}
+			if s.bidi {
+				flags = append(flags, "--dhchap-ctrl-secret="+ctrlKey)
+			}
+			before := dmesgText(t)
+			c, err := h.connectWith(t, s.name, portRDMA, flags...)
+			if err != nil {
+				t.Fatalf("connect with the right key: %v", err)
+			}
+			dev := c.blockDev(t, 1)
+			want := fmt.Sprintf("qid 0: authenticated with hash hmac(%s) dhgroup %s", s.hash, s.group)
+			if log := strings.TrimPrefix(dmesgText(t), before); !strings.Contains(log, want) {
+				t.Fatalf("host log lacks %q:\n%s", want, log)
+			}
+			if s.bidi && !strings.Contains(strings.TrimPrefix(dmesgText(t), before), "qid 0: controller authenticated") {
+				t.Fatal("the host did not authenticate the controller")
+			}
+			runFio(t, dev, dir, fioCase{rw: "randwrite", bs: 4096, iodepth: 8, size: 4 * mib})
+			c.disconnect(t)
+
+			refused := func(what string, flags ...string) {
+				t.Helper()
+				if c, err := h.connectWith(t, s.name, portRDMA, flags...); err == nil {
+					t.Fatalf("%s: connected as %s", what, c.name)
+				}
+			}
+			refused("wrong host key", "--dhchap-secret="+wrongKey)
+			refused("no key")
+			if s.bidi {
+				refused("wrong controller key", "--dhchap-secret="+hostKey, "--dhchap-ctrl-secret="+genKey(t, 3, h.NQN))
+			}
+			// A host without a key on the subsystem connects without one.
+			other.mustConnect(t, s.name, 1).disconnect(t)
+		})
+	}
+
+	t.Run("discovery", func(t *testing.T) {
+		args := append([]string{"discover"}, fabricFlags()...)
+		args = append(args, h.flags()...)
+		var log discoveryLog
+		nvmeJSON(t, &log, append(args, "--dhchap-secret="+hostKey)...)
+		if !slices.ContainsFunc(log.Records, func(r discoveryRecord) bool { return r.Subnqn == subs[0].name }) {
+			t.Fatalf("discovery with the key lists %+v", log.Records)
+		}
+		if r := run(t, connectTimeout, "nvme", append(args, "--dhchap-secret="+wrongKey)...); r.err == nil {
+			t.Fatal("discovery with a wrong key succeeded")
+		}
+		if r := run(t, connectTimeout, "nvme", args...); r.err == nil {
+			t.Fatal("discovery without a key succeeded for a host that must authenticate")
+		}
+		other.discover(t) // hosts not listed discover without a key
+	})
+
+	t.Run("rotation", func(t *testing.T) {
+		newKey := genKey(t, 2, h.NQN)
+		p.ctl(t, "--json", "status") // the API is up
+		body := fmt.Sprintf(`{"dhchap_key": %q}`, newKey)
+		out := mustRun(t, cmdTimeout, "curl", "-sS", "-f", "--unix-socket", p.apiSock, "-X", "PUT", "-d", body,
+			"http://localhost/v1/subsystems/"+subs[0].name+"/hosts/"+h.NQN)
+		t.Logf("PUT host: %s", out)
+		if c, err := h.connectWith(t, subs[0].name, portRDMA, "--dhchap-secret="+hostKey); err == nil {
+			t.Fatalf("the old key still connects after rotation (%s)", c.name)
+		}
+		h.mustConnectWithKey(t, subs[0].name, newKey)
+		// Saved to the file, which stays private.
+		if st, err := os.Stat(p.cfgPath); err != nil || st.Mode().Perm()&0o077 != 0 {
+			t.Fatalf("config file after rotation: %v %v", st.Mode(), err)
+		}
+		if out := mustRun(t, cmdTimeout, "curl", "-sS", "--unix-socket", p.apiSock, "http://localhost/v1/config"); strings.Contains(string(out), "DHHC-1") {
+			t.Fatal("GET /v1/config shows a secret")
+		}
+	})
+
+	m := scrapeMetrics(t)
+	ok, _ := metricSum(m, "nvmeof_tgt_auth_total", `result="success"`)
+	bad, _ := metricSum(m, "nvmeof_tgt_auth_total", `result="failure"`)
+	t.Logf("authentications: %v succeeded, %v failed", ok, bad)
+	if ok < 6 || bad < 4 {
+		t.Fatalf("nvmeof_tgt_auth_total success %v failure %v", ok, bad)
+	}
+}
+
+func (h host) mustConnectWithKey(t *testing.T, subnqn, key string) *controller {
+	t.Helper()
+	c, err := h.connectWith(t, subnqn, portRDMA, "--dhchap-secret="+key)
+	if err != nil {
+		t.Fatalf("connect %s with the rotated key: %v", subnqn, err)
+	}
+	return c
+}
