@@ -453,3 +453,21 @@ func TestAuthKeyRotation(t *testing.T) {
 		t.Fatal("ATR after the key was removed")
 	}
 }
+
+// Keep-alive does not expire while the admin queue authenticates: the host
+// cannot send Keep Alive yet, and its DH may take longer than KATO (seen
+// with ffdhe4096 and a 5 s KATO in the emulated guest).
+func TestAuthOutlastsKATO(t *testing.T) {
+	key := testSecret(t, dhchap.SHA256, 1)
+	r := authRig(t, HostAuth{Key: key}, AuthPolicy{}, Options{})
+	h := r.dial(0, 32)
+	h.mustOK(connectCmd(0, 31, 1000), connectData(testNQN, testHostNQN, testHostID, 0xffff))
+	time.Sleep(2500 * time.Millisecond) // more than KATO (1 s)
+	a := &authHost{h: h, hostNQN: testHostNQN, subNQN: testNQN, key: key}
+	if fail, err := a.run(); fail != 0 || err != nil {
+		t.Fatalf("after waiting past KATO: failure %d, %v", fail, err)
+	}
+	if n := r.tgt.Stats().KAExpired; n != 0 {
+		t.Fatalf("keep-alive expired %d times during authentication", n)
+	}
+}

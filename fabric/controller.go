@@ -97,6 +97,16 @@ func (s *Subsystem) newController(hostNQN string, hostID [16]byte, p *Port, kato
 }
 
 func (c *Controller) keepAliveExpired() {
+	c.mu.Lock()
+	admin := c.admin
+	c.mu.Unlock()
+	if admin != nil && !admin.authorized() {
+		// The host cannot send Keep Alive before its admin queue is
+		// authenticated, and a DH exchange may take longer than KATO;
+		// the authentication timeout bounds this wait instead.
+		c.keepAlive()
+		return
+	}
 	c.s.t.stats.kaExpired.Add(1)
 	c.log.Warn("keep-alive timeout expired, deleting controller", "kato", c.kato)
 	c.delete("keep-alive timeout")
