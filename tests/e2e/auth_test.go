@@ -76,6 +76,9 @@ func TestAuth(t *testing.T) {
 	if err := os.WriteFile(p.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(p.cfgPath, 0o644); err != nil { // WriteFile keeps an existing file's mode
+		t.Fatal(err)
+	}
 	if out, err := p.ctlErr("reload"); err == nil || !strings.Contains(string(out)+err.Error(), "chmod 600") {
 		t.Fatalf("reload of a world-readable file with secrets: %v\n%s", err, out)
 	}
