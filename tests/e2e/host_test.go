@@ -21,6 +21,11 @@ import (
 const (
 	testNQNPrefix = "nqn.2026-11.io.example:e2e-"
 	deviceTimeout = 30 * time.Second
+	// Bounded reconnects (nvme connect --ctrl-loss-tmo, --reconnect-delay): if the target dies
+	// mid-test, I/O fails after ctrlLossTmo instead of hanging the suite, and a target back
+	// within it gets its host back.
+	ctrlLossTmo    = 30 * time.Second
+	reconnectDelay = 2 * time.Second
 )
 
 // host is one host identity. Every test has its own NQN and its own host ID: the kernel refuses
@@ -114,8 +119,8 @@ func (h host) connectWith(t *testing.T, subnqn string, port int, extra ...string
 	args = append(args, "-n", subnqn)
 	args = append(args, h.flags()...)
 	args = append(args, extra...)
-	// Bounded reconnects: if the target dies mid-test, I/O fails instead of hanging the suite.
-	args = append(args, "--ctrl-loss-tmo=30", "--reconnect-delay=2")
+	args = append(args, fmt.Sprintf("--ctrl-loss-tmo=%d", int(ctrlLossTmo.Seconds())),
+		fmt.Sprintf("--reconnect-delay=%d", int(reconnectDelay.Seconds())))
 	r := run(t, connectTimeout, "nvme", args...)
 	ctrls := controllersOf(subnqn, h.NQN)
 	if r.err != nil {

@@ -21,6 +21,7 @@ var (
 	tgtBin     string // nvmeof-tgt binary
 	labAddr    string // the target's RDMA address
 	scratchDir string // a filesystem that takes O_DIRECT, for file-backed namespaces
+	localNVMe  string // the guest's own NVMe namespace (PCIe), for block-device namespaces
 	resultsDir string // per-test logs and reports
 )
 
@@ -37,8 +38,8 @@ func TestMain(m *testing.M) {
 			"e2e: run it through tests/lab/e2e.sh (or tests/lab/labvm)\nFAIL\n", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "e2e: target %s, address %s, scratch %s, results %s\n",
-		targetKind, labAddr, scratchDir, resultsDir)
+	fmt.Fprintf(os.Stderr, "e2e: target %s, address %s, scratch %s, local NVMe %s, results %s\n",
+		targetKind, labAddr, scratchDir, localNVMe, resultsDir)
 	os.Exit(m.Run())
 }
 
@@ -88,6 +89,14 @@ func setupEnv() error {
 		return fmt.Errorf("LAB_SCRATCH=%s must take O_DIRECT: %w", scratchDir, err)
 	}
 
+	localNVMe = os.Getenv("LAB_NVME_DEV")
+	if localNVMe == "" {
+		return errors.New("LAB_NVME_DEV is not set (the guest's local NVMe namespace)")
+	}
+	if err := checkLocalNVMe(localNVMe); err != nil {
+		return fmt.Errorf("LAB_NVME_DEV=%s: %w", localNVMe, err)
+	}
+
 	switch targetKind {
 	case kindNvmeofTgt:
 		tgtBin = envOr("NVMEOF_TGT_BIN", "/work/main/bin/nvmeof-tgt")
@@ -119,6 +128,23 @@ func setupEnv() error {
 		resultsDir = d
 	}
 	return os.MkdirAll(resultsDir, 0o755)
+}
+
+// checkLocalNVMe checks that dev is a block device on a PCIe NVMe controller, not one the
+// initiator made by connecting to a target.
+func checkLocalNVMe(dev string) error {
+	st, err := os.Stat(dev)
+	if err != nil {
+		return err
+	}
+	if st.Mode()&os.ModeDevice == 0 || st.Mode()&os.ModeCharDevice != 0 {
+		return errors.New("not a block device")
+	}
+	ctrl := filepath.Join("/sys/block", filepath.Base(dev), "device")
+	if tr := readSys(filepath.Join(ctrl, "transport")); tr != "pcie" {
+		return fmt.Errorf("controller transport %q, want pcie", tr)
+	}
+	return nil
 }
 
 // checkODirect writes one aligned block with O_DIRECT in dir.

@@ -62,7 +62,8 @@ type Backend string
 const (
 	BackendFile Backend = "file"
 	// BackendBlock is a loop block device over an image on the scratch filesystem, with the
-	// namespace's block size as its logical block size.
+	// namespace's block size as its logical block size, or, when Path is a block device (see
+	// localNVMeNS), that device itself.
 	BackendBlock  Backend = "block"
 	BackendMemory Backend = "memory"
 )
@@ -108,6 +109,29 @@ func blockNS(t *testing.T, nsid uint32, size int64, blockSize int) Namespace {
 	ns := fileNS(t, nsid, size, blockSize, "")
 	ns.Backend = BackendBlock
 	return ns
+}
+
+// localNVMeNS is a namespace on the guest's own NVMe namespace (LAB_NVME_DEV), whole, with the
+// device's logical block size. Tests that use it share the device: none may expect it to hold
+// anything it did not write itself.
+func localNVMeNS(t *testing.T, nsid uint32) Namespace {
+	t.Helper()
+	name := filepath.Base(localNVMe)
+	sectors, err := readSysUint(filepath.Join("/sys/block", name, "size"))
+	if err != nil {
+		t.Fatalf("size of %s: %v", localNVMe, err)
+	}
+	lbs, err := readSysUint(filepath.Join("/sys/block", name, "queue/logical_block_size"))
+	if err != nil {
+		t.Fatalf("block size of %s: %v", localNVMe, err)
+	}
+	return Namespace{NSID: nsid, Backend: BackendBlock, Path: localNVMe, Size: int64(sectors) * 512, BlockSize: int(lbs)}
+}
+
+// isBlockDevice reports whether path is a block special file.
+func isBlockDevice(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0
 }
 
 // memNS is a memory-backed namespace.

@@ -41,7 +41,7 @@ type tgtProcess struct {
 	notify    *net.UnixConn
 	ready     chan struct{}
 	cleanupOn bool
-	loops     map[string]string // BackendBlock image → its loop device, kept across restarts
+	loops     map[string]string // BackendBlock image → its loop device (a device → itself), kept across restarts
 	// apiSock is the management API's socket, for ctl.
 	apiSock string
 	// keepConfig starts with the configuration file as the target left it
@@ -226,6 +226,39 @@ func (p *tgtProcess) Restart(t *testing.T) {
 	p.Start(t, spec)
 }
 
+// Crash kills the target with SIGKILL: no shutdown, nothing said to the hosts, nothing flushed
+// that the process still held. Start (or RestartKeep) brings it back.
+func (p *tgtProcess) Crash(t *testing.T) {
+	t.Helper()
+	if p.cmd == nil {
+		t.Fatal("nvmeof-tgt: Crash while not running")
+	}
+	select {
+	case <-p.exited:
+		p.logTail(t)
+		t.Fatalf("nvmeof-tgt had already exited before the kill: %v", p.waitErr)
+	default:
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("SIGKILL nvmeof-tgt: %v", err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(tgtStopTimeout):
+		t.Fatalf("nvmeof-tgt still running %v after SIGKILL", tgtStopTimeout)
+	}
+	ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("nvmeof-tgt ended with %v, want killed by SIGKILL", p.waitErr)
+	}
+	p.closeNotify()
+	p.cmd = nil
+	if f, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+		fmt.Fprintf(f, "=== e2e: killed with SIGKILL (%s)\n", time.Now().Format(time.RFC3339Nano))
+		f.Close()
+	}
+}
+
 // RestartKeep restarts the target with its configuration file as it is,
 // as a supervisor would.
 func (p *tgtProcess) RestartKeep(t *testing.T) {
@@ -285,12 +318,16 @@ func (p *tgtProcess) attachLoops(t *testing.T, spec Spec) {
 			if ns.Backend != BackendBlock || p.loops[ns.Path] != "" {
 				continue
 			}
+			if p.loops == nil {
+				p.loops = map[string]string{}
+			}
+			if isBlockDevice(ns.Path) { // a device of its own (localNVMeNS): served as it is
+				p.loops[ns.Path] = ns.Path
+				continue
+			}
 			dev, detach, err := attachLoop(ns)
 			if err != nil {
 				t.Fatal(err)
-			}
-			if p.loops == nil {
-				p.loops = map[string]string{}
 			}
 			p.loops[ns.Path] = dev
 			t.Cleanup(func() {
