@@ -33,6 +33,16 @@ const (
 type host struct {
 	NQN string
 	ID  string
+	// CtrlLossTmo, if set, replaces ctrlLossTmo for this host's connections.
+	CtrlLossTmo time.Duration
+}
+
+// ctrlLossTmo is how long the host's controllers keep reconnecting to a target that is gone.
+func (h host) ctrlLossTmo() time.Duration {
+	if h.CtrlLossTmo != 0 {
+		return h.CtrlLossTmo
+	}
+	return ctrlLossTmo
 }
 
 func newHost(t *testing.T) host {
@@ -119,7 +129,7 @@ func (h host) connectWith(t *testing.T, subnqn string, port int, extra ...string
 	args = append(args, "-n", subnqn)
 	args = append(args, h.flags()...)
 	args = append(args, extra...)
-	args = append(args, fmt.Sprintf("--ctrl-loss-tmo=%d", int(ctrlLossTmo.Seconds())),
+	args = append(args, fmt.Sprintf("--ctrl-loss-tmo=%d", int(h.ctrlLossTmo().Seconds())),
 		fmt.Sprintf("--reconnect-delay=%d", int(reconnectDelay.Seconds())))
 	r := run(t, connectTimeout, "nvme", args...)
 	ctrls := controllersOf(subnqn, h.NQN)

@@ -24,7 +24,12 @@ func TestLocalNVMe(t *testing.T) {
 	t.Logf("%s (local, %d MiB, %d-byte blocks) is %s on the host", localNVMe, ns.Size/mib, bs, dev)
 
 	t.Run("identity", func(t *testing.T) {
+		// Two NVMe disks of the same size now: the suite's lookup by subsystem NQN and NSID
+		// must find the fabric one alone.
 		name := filepath.Base(dev)
+		if got := blockDevsOf(sub); len(got) != 1 || got[name] != 1 || dev == localNVMe {
+			t.Errorf("disks of %s: %v (host device %s, local %s), want only the host's, nsid 1", sub, got, dev, localNVMe)
+		}
 		if sectors, _ := readSysUint(filepath.Join("/sys/block", name, "size")); int64(sectors)*512 != ns.Size {
 			t.Errorf("host's %s is %d sectors, the local device %d bytes", dev, sectors, ns.Size)
 		}
