@@ -172,7 +172,7 @@ func (k *kernelTarget) configure(spec Spec) error {
 func (k *kernelTarget) backingDevice(ns Namespace) (string, error) {
 	switch ns.Backend {
 	case BackendFile, BackendBlock:
-		if k.nativeFile && ns.Backend == BackendFile || ns.Backend == BackendBlock && isBlockDevice(ns.Path) {
+		if (k.nativeFile && ns.Backend == BackendFile) || (ns.Backend == BackendBlock && isBlockDevice(ns.Path)) {
 			return ns.Path, nil
 		}
 		// Otherwise a file namespace goes through a loop device too (see kernelTarget).
