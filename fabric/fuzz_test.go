@@ -119,7 +119,8 @@ func fuzzSequence(t *testing.T, in, data []byte) {
 		// Offer at most 1 MiB whatever the SGL says.
 		buf = append(buf[:0], data...)
 		if n := int(c.SGL1().Length()); n > len(buf) && n <= 1<<20 {
-			buf = append(buf, make([]byte, n-len(buf))...)
+			buf = slices.Grow(buf, n-len(buf))[:n]
+			clear(buf[len(data):])
 		}
 		toHost := dataDir(c) == nvme.DataDirCtrlToHost
 		if toHost {
@@ -207,7 +208,7 @@ func waitHeld(t *testing.T, q *Queue, cid uint16, done <-chan struct{}) {
 		defer q.mu.Unlock()
 		return slices.ContainsFunc(q.aers, func(r *Request) bool { return r.Cmd.CID() == cid })
 	}
-	for deadline := time.Now().Add(5 * time.Second); !held(); time.Sleep(10 * time.Microsecond) {
+	for deadline := time.Now().Add(5 * time.Second); !held(); runtime.Gosched() {
 		select {
 		case <-done:
 			return
@@ -256,6 +257,10 @@ func checkParsed(t *testing.T, r *Request, mdts uint32) {
 // before the target was made.
 func checkGoroutines(t *testing.T, n int) {
 	t.Helper()
+	// Most are just ending: yield before sleeping.
+	for i := 0; i < 100 && runtime.NumGoroutine() > n; i++ {
+		runtime.Gosched()
+	}
 	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > n; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			var b strings.Builder

@@ -8,7 +8,8 @@
 # EXECS (default 200000) is per target, at least: Go may run a few more. With RESULTS, a table of what each
 # target did (executions, time, new interesting inputs) is written there,
 # with the Go version, commit and date; `make fuzz-long` writes
-# tests/fuzz/results.txt this way. FUZZ_PARALLEL sets the workers (default 1).
+# tests/fuzz/results.txt this way. FUZZ_PARALLEL sets the workers (default
+# 1), FUZZ_MINIMIZE the time to minimize an input (default 10s).
 #
 # Counts, not -fuzztime durations: a duration races the fuzz coordinator's
 # deadline and can fail a clean run with "context deadline exceeded" (Go
@@ -21,6 +22,9 @@ GO=${GO:-go}
 execs=${1:-200000}
 results=${2:-}
 parallel=${FUZZ_PARALLEL:-1}
+# Go minimizes each new interesting input for up to a minute, executions
+# the count leaves out; on a slow target that is most of the time.
+minimize=${FUZZ_MINIMIZE:-10s}
 
 targets=$($GO test -list '^Fuzz' ./... | awk '/^Fuzz/ { f[n++] = $1 } /^ok/ { for (i = 0; i < n; i++) print $2 ":" f[i]; n = 0 }') || exit 1
 [ -n "$targets" ] || { echo "fuzz: no fuzz targets found" >&2; exit 1; }
@@ -32,7 +36,7 @@ if [ -n "$results" ]; then
 	git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
 	{
 		echo "# tests/fuzz/run.sh $execs: every fuzz target to $execs executions, one at a time"
-		echo "# $($GO version), $parallel worker(s), commit $commit"
+		echo "# $($GO version), $parallel worker(s), minimizing for $minimize, commit $commit"
 		echo "# started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nproc) CPUs ($(uname -m))"
 		printf '%-40s %-22s %10s %9s %8s %9s %s\n' package target execs elapsed execs/s 'new' result
 	} >"$tmp"
@@ -44,7 +48,8 @@ for t in $targets; do
 	pkg=${t%%:*} f=${t##*:}
 	echo "fuzz: $pkg $f ($execs executions)"
 	start=$(date +%s)
-	$GO test -run '^$' -fuzz "^$f\$" -fuzztime "${execs}x" -parallel "$parallel" -timeout 0 "$pkg" 2>&1 | tee "$log"
+	$GO test -run '^$' -fuzz "^$f\$" -fuzztime "${execs}x" -fuzzminimizetime "$minimize" \
+		-parallel "$parallel" -timeout 0 "$pkg" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	secs=$(( $(date +%s) - start ))
 	result=PASS
