@@ -44,6 +44,7 @@ fi
 
 failed=0
 log=$(mktemp)
+trap 'rm -f "$log" ${tmp:+"$tmp"}' EXIT
 for t in $targets; do
 	pkg=${t%%:*} f=${t##*:}
 	echo "fuzz: $pkg $f ($execs executions)"
@@ -70,12 +71,11 @@ for t in $targets; do
 		printf '%-40s %-22s %10s %8ss %8s %9s %s\n' "$pkg" "$f" "${n:-?}" "$secs" "$rate" "${newi:-?}" "$result" >>"$tmp"
 	fi
 done
-rm -f "$log"
-
 if [ -n "$tmp" ]; then
 	echo "# finished $(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$tmp"
 	mkdir -p "$(dirname "$results")"
 	mv "$tmp" "$results"
+	tmp=
 	chmod 0644 "$results"
 	echo "fuzz: results in $results"
 fi
