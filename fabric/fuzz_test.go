@@ -12,6 +12,7 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme/dhchap"
 )
 
 // staleMarker fills the data buffers before each fuzzed command, standing
@@ -35,6 +36,9 @@ const (
 	// discovery: the admin queue is a discovery controller's (the I/O
 	// slot is then raw).
 	selDiscovery = 1 << 3
+	// auth: the host has a DH-HMAC-CHAP key, so its admin queue is only
+	// connected, not enabled, and must authenticate (the I/O slot is raw).
+	selAuth = 1 << 4
 )
 
 // FuzzCommand sends a sequence of arbitrary capsules with arbitrary data to
@@ -47,6 +51,8 @@ const (
 //     of it (no stale marker, and the core never had to zero it).
 //   - shutdown: at most one shutdown flush in flight per controller,
 //     however often CC.SHN toggles.
+//   - authentication (a host with a DH-HMAC-CHAP key among the setups):
+//     the same, through AUTH_Send and AUTH_Receive.
 //   - teardown: once the host's queues are closed no controller or queue is
 //     left, and once the target is closed no goroutine it started is.
 func FuzzCommand(f *testing.F) {
@@ -69,21 +75,31 @@ func fuzzSequence(t *testing.T, in, data []byte) {
 	if sel&selHoldShutdown == 0 {
 		release()
 	}
-	r := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) {
+	r := newRig(t, func(sc *SubsystemConfig, nc *NamespaceConfig) {
 		dev.Device = nc.Device
 		nc.Device = dev
+		if sel&selAuth != 0 {
+			sc.AllowAnyHost, sc.Hosts = false, []string{testHostNQN}
+			sc.HostAuth = map[string]HostAuth{testHostNQN: {Key: testSecret(t, dhchap.SHA256, 1)}}
+		}
 	})
 	t.Cleanup(release)
-	subnqn := testNQN
-	if sel&selDiscovery != 0 {
-		subnqn = nvme.DiscoveryNQN
-	}
-	admin, cntlid := r.adminConnect(subnqn, testHostNQN, 0)
-	var slot *host
-	if sel&(selRawSlot|selDiscovery) != 0 {
+	var admin, slot *host
+	switch {
+	case sel&selAuth != 0:
+		admin, _ = r.connectOnly(testHostNQN)
 		slot = r.dial(1, 64)
-	} else {
-		slot = r.ioConnect(1, cntlid)
+	case sel&selDiscovery != 0:
+		admin, _ = r.adminConnect(nvme.DiscoveryNQN, testHostNQN, 0)
+		slot = r.dial(1, 64)
+	default:
+		var cntlid nvme.CNTLID
+		admin, cntlid = r.adminConnect(testNQN, testHostNQN, 0)
+		if sel&selRawSlot != 0 {
+			slot = r.dial(1, 64)
+		} else {
+			slot = r.ioConnect(1, cntlid)
+		}
 	}
 	mdts := r.tgt.Ports()[0].MDTS
 	for _, h := range []*host{admin, slot} {
@@ -385,5 +401,18 @@ func fuzzSeeds() []fuzzSeed {
 	dl := newCmd(nvme.OpAdminGetLogPage, 40)
 	dl.SetGetLogPage(nvme.LogDiscovery, 1024, 0)
 	add(seq(rec(selDiscovery, withData(dl, 4096)), rec(selIO, connectCmd(1, 63, 0))), 4096)
+
+	// A host that must authenticate: commands before it, a Negotiate
+	// (SHA-256, the null group) and the Challenge read back, a Reply that
+	// cannot verify and what the controller then says; then an I/O queue
+	// Connect to the controller (CNTLID 1, the first) before it
+	// authenticated, and a Negotiate on that queue.
+	neg := make([]byte, 4096)
+	nn := nvme.PutAuthNegotiate(neg, 1, []byte{1}, []byte{0})
+	add(seq(rec(selAuth, cc(ccEnable)), rec(0, authCmd(nvme.FCTypeAuthSend, 50, nn)), rec(0, authCmd(nvme.FCTypeAuthRecv, 51, 4096)),
+		rec(0, authCmd(nvme.FCTypeAuthSend, 52, 64)), rec(0, authCmd(nvme.FCTypeAuthRecv, 53, 4096)), rec(0, cc(ccEnable))), 0)
+	out[len(out)-1].data = neg[:4096]
+	add(seq(rec(selAuth, authCmd(nvme.FCTypeAuthRecv, 54, 4096)), rec(selIO, connectCmd(1, 63, 0)), rec(selIO, authCmd(nvme.FCTypeAuthSend, 55, nn))), 0)
+	out[len(out)-1].data = connectData(testNQN, testHostNQN, testHostID, 1)
 	return out
 }
