@@ -83,6 +83,9 @@ type LoopQueue struct {
 	closed bool
 	// disconnected is closed when the target asks for a disconnect.
 	disconnected chan struct{}
+	// parsed, set by tests before the first Submit, sees every request
+	// Parse accepted, before its data is mapped.
+	parsed func(*Request)
 }
 
 type loopReq struct {
@@ -178,7 +181,11 @@ func (lq *LoopQueue) SubmitN(cmd nvme.Command, data []byte, rsp nvme.Completion)
 	copy(r.Cmd, cmd)
 	r.state = reqIdle
 	moved := 0
-	if st := lq.q.Parse(r); !st.IsSuccess() {
+	st := lq.q.Parse(r)
+	if st.IsSuccess() && lq.parsed != nil {
+		lq.parsed(r)
+	}
+	if !st.IsSuccess() {
 		lq.q.Fail(r, st)
 	} else if r.DataLen > 0 && (int(r.Cmd.SGL1().Length()) < int(r.DataLen) || len(data) < int(r.DataLen)) {
 		lq.q.Fail(r, nvme.StatusDataSGLLengthInvalid.WithDNR())

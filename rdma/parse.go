@@ -53,6 +53,12 @@ type dataMap struct {
 // target moves with RDMA, or an offset data block for in-capsule data
 // (host-to-controller only, within the icdLen bytes that arrived).
 func mapSGL(sgl nvme.SGLDescriptor, dir fabric.DataDir, need uint32, icd, icdLen int) (dataMap, nvme.Status) {
+	if dir != fabric.DirHostToCtrl && dir != fabric.DirCtrlToHost {
+		// Data with no direction is the core's mistake. Mapped, the
+		// command would get pool buffers that no READ filled, holding
+		// what an earlier command left there.
+		return dataMap{}, nvme.StatusInternalError.WithDNR()
+	}
 	switch {
 	case sgl.Type() == nvme.SGLTypeDataBlock && sgl.Subtype() == nvme.SGLSubtypeOffset:
 		if dir != fabric.DirHostToCtrl {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
 )
 
 func cmReq(recfmt, qid, hrqsize, hsqsize uint16) []byte {
@@ -99,6 +100,8 @@ func TestMapSGL(t *testing.T) {
 		{"in-capsule shorter than the command", offset(0, 512), fabric.DirHostToCtrl, 4096, 4096, nvme.StatusDataSGLLengthInvalid.WithDNR(), nil},
 		{"last segment", sgl(func(d nvme.SGLDescriptor) { d[15] = nvme.SGLTypeLastSegment << 4 }), fabric.DirHostToCtrl, 16, 0, nvme.StatusSGLDescriptorTypeInvalid.WithDNR(), nil},
 		{"bit bucket", sgl(func(d nvme.SGLDescriptor) { d[15] = nvme.SGLTypeBitBucket << 4 }), fabric.DirCtrlToHost, 16, 0, nvme.StatusSGLDescriptorTypeInvalid.WithDNR(), nil},
+		{"keyed with no direction", keyed(4096, false), fabric.DirNone, 4096, 0, nvme.StatusInternalError.WithDNR(), nil},
+		{"in-capsule with no direction", offset(0, 4096), fabric.DirNone, 4096, 4096, nvme.StatusInternalError.WithDNR(), nil},
 		{"keyed odd subtype", sgl(func(d nvme.SGLDescriptor) { d[15] = nvme.SGLTypeKeyedDataBlock<<4 | 2 }), fabric.DirCtrlToHost, 16, 0, nvme.StatusSGLDescriptorTypeInvalid.WithDNR(), nil},
 	}
 	for _, tc := range tests {
@@ -126,19 +129,229 @@ func FuzzConnectRequest(f *testing.F) {
 	})
 }
 
+// FuzzMapSGL: SGL1 as a host may send it, for a command the core sized
+// (dir, need), with icdLen bytes in the capsule. mapSGL must take exactly
+// what NVMe/RDMA allows (sglAllowed), and the engine must then move exactly
+// the command's data in its direction (checkWire).
 func FuzzMapSGL(f *testing.F) {
 	f.Add(make([]byte, 16), uint8(1), uint32(4096), 4096)
 	k := sgl(func(d nvme.SGLDescriptor) { d.SetKeyed(1, 4096, 2, true) })
 	f.Add([]byte(k), uint8(2), uint32(4096), 0)
+	f.Add([]byte(k), uint8(1), uint32(4096), 0)
+	f.Add([]byte(k), uint8(0x82), uint32(4096), 0) // the core fails the read
+	f.Add([]byte(k), uint8(2), uint32(4095), 0)    // keyed longer than the data
+	big := sgl(func(d nvme.SGLDescriptor) { d.SetKeyed(0x7000, 1<<20, 9, false) })
+	f.Add([]byte(big), uint8(1), uint32(3*testUnit+1), 0) // a chain of READs
+	f.Add([]byte(big), uint8(2), uint32(3*testUnit+1), 0) // a chain of WRITEs
 	o := sgl(func(d nvme.SGLDescriptor) { d.SetDataBlockOffset(16, 4000) })
 	f.Add([]byte(o), uint8(1), uint32(4000), 8192)
+	o2 := sgl(func(d nvme.SGLDescriptor) { d.SetDataBlockOffset(16, 200) })
+	f.Add([]byte(o2), uint8(1), uint32(100), 256)
+	f.Add([]byte(o2), uint8(2), uint32(100), 256) // in-capsule for a read
 	f.Fuzz(func(t *testing.T, b []byte, dir uint8, need uint32, icdLen int) {
 		if len(b) < nvme.SGLDescriptorSize || icdLen < 0 || icdLen > 8192 {
 			return
 		}
-		m, st := mapSGL(nvme.SGLDescriptor(b), fabric.DataDir(dir%3), need, 8192, icdLen)
-		if st.IsSuccess() && m.inCapsule && m.off+uint64(need) > uint64(icdLen) {
-			t.Fatalf("in-capsule data past what arrived: off %d need %d len %d", m.off, need, icdLen)
+		d := nvme.SGLDescriptor(b[:nvme.SGLDescriptorSize])
+		dd := fabric.DataDir(dir & 3)
+		m, st := mapSGL(d, dd, need, 8192, icdLen)
+		checkMap(t, d, dd, need, 8192, icdLen, m, st)
+		// The engine, with the core's promise kept: at most MDTS, and
+		// in-capsule data no larger than the queue's.
+		if need <= testMaxBytes && icdLen <= testICD {
+			checkWire(t, d, dd, need, icdLen, dir&0x80 != 0)
 		}
 	})
+}
+
+// sglAllowed is NVMe-oF 1.1 §7.3.2 for SGL1 of a command with need bytes
+// of data: a keyed data block (address or invalidate subtype) offering at
+// least need bytes, or, for host-to-controller data only, an offset data
+// block within the icd bytes a capsule may carry whose first need bytes
+// arrived (icdLen). Data moves host-to-controller or controller-to-host,
+// never "none".
+func sglAllowed(d nvme.SGLDescriptor, dir fabric.DataDir, need uint32, icd, icdLen int) bool {
+	if dir != fabric.DirHostToCtrl && dir != fabric.DirCtrlToHost {
+		return false
+	}
+	n := uint64(d.Length())
+	switch {
+	case d.Type() == nvme.SGLTypeKeyedDataBlock:
+		return (d.Subtype() == nvme.SGLSubtypeAddress || d.Subtype() == nvme.SGLSubtypeInvalidateKey) && n >= uint64(need)
+	case d.Type() == nvme.SGLTypeDataBlock && d.Subtype() == nvme.SGLSubtypeOffset:
+		off := d.Address()
+		return dir == fabric.DirHostToCtrl && off <= uint64(icd) && n <= uint64(icd)-off &&
+			n >= uint64(need) && off+uint64(need) <= uint64(icdLen)
+	}
+	return false
+}
+
+// checkMap holds mapSGL to sglAllowed, and its map to the descriptor.
+func checkMap(t *testing.T, d nvme.SGLDescriptor, dir fabric.DataDir, need uint32, icd, icdLen int, m dataMap, st nvme.Status) {
+	t.Helper()
+	if allowed := sglAllowed(d, dir, need, icd, icdLen); st.IsSuccess() != allowed {
+		t.Fatalf("SGL %x, %v, %d bytes, %d in the capsule: status %v, allowed %v", []byte(d), dir, need, icdLen, st, allowed)
+	}
+	switch {
+	case !st.IsSuccess():
+		if !st.DNR() {
+			t.Fatalf("a refused SGL without DNR: %v (retrying it cannot help)", st)
+		}
+	case m.inCapsule:
+		if d.Type() != nvme.SGLTypeDataBlock || m.off != d.Address() || m.off+uint64(need) > uint64(icdLen) {
+			t.Fatalf("in-capsule map %+v of %x: off %d need %d, %d bytes arrived", m, []byte(d), m.off, need, icdLen)
+		}
+	default:
+		inv := d.Subtype() == nvme.SGLSubtypeInvalidateKey
+		if d.Type() != nvme.SGLTypeKeyedDataBlock || m.addr != d.Address() || m.key != d.Key() || m.inv != inv {
+			t.Fatalf("keyed map %+v of %x", m, []byte(d))
+		}
+	}
+}
+
+// sizedCore is a core whose Parse gives every command the direction and
+// length under test. Execute keeps the host's data it was handed and
+// fills a read's with a pattern; fail makes it fail the command.
+type sizedCore struct {
+	fakeCore
+	dir  fabric.DataDir
+	need uint32
+	fail bool
+	got  []byte
+}
+
+func (c *sizedCore) Parse(r *fabric.Request) nvme.Status {
+	r.Dir, r.DataLen, r.Data = c.dir, c.need, nil
+	return nvme.StatusSuccess
+}
+
+func (c *sizedCore) Execute(r *fabric.Request) {
+	c.executed = append(c.executed, r.Cmd.CID())
+	n := 0
+	for _, seg := range r.Data {
+		if c.dir == fabric.DirHostToCtrl {
+			c.got = append(c.got, seg...)
+		}
+		n += len(seg)
+	}
+	if n != int(c.need) {
+		c.q.e.log.Error("data of the wrong length", "have", n, "need", c.need)
+		c.fail = true
+	}
+	st := nvme.StatusSuccess
+	if c.fail {
+		st = nvme.StatusInternalError
+	}
+	c.respond(r, st)
+}
+
+// checkWire runs one command with SGL d through the engine: RDMA READs of
+// exactly need bytes from the host's keyed buffer before a host-to-
+// controller command executes, RDMA WRITEs of exactly need bytes to it
+// before the response of a controller-to-host command that succeeded, and
+// nothing else: no READ for in-capsule data or a read, no WRITE for a write
+// or a failed read, no data at all for a refused SGL.
+func checkWire(t *testing.T, d nvme.SGLDescriptor, dir fabric.DataDir, need uint32, icdLen int, fail bool) {
+	h := newBench(t, benchOpts{})
+	q, c, _ := h.open(benchOpts{})
+	core := &sizedCore{fakeCore: fakeCore{q: q}, dir: dir, need: need, fail: fail}
+	q.core = core
+	m, st := mapSGL(d, dir, need, testICD, icdLen)
+	mapped := need > 0 && st.IsSuccess()
+	keyed := mapped && !m.inCapsule
+
+	cmd := nvme.Command(make([]byte, nvme.CommandSize))
+	cmd.SetOpcode(nvme.OpWrite)
+	cmd.SetCID(7)
+	copy(cmd.SGL1(), d)
+	w := c.recvs[0]
+	c.recvs = c.recvs[1:]
+	_, _, _, slot := splitWRID(w.WRID)
+	copy(q.mem.cmdBuf(int(slot)), cmd)
+	icd := q.mem.icdBuf(int(slot), testICD)
+	for i := range icd {
+		icd[i] = byte(i*7 + 1)
+	}
+	h.e.complete(&verbs.WC{WRID: w.WRID, Status: verbs.WCSuccess, ByteLen: uint32(nvme.CommandSize + icdLen)})
+	h.e.flush()
+
+	// checkData: ws move need bytes with op, to or from [addr, addr+need)
+	// of the host's key, out of the pool's buffers.
+	pool := h.e.pool.mem
+	checkData := func(ws []verbs.SendWR, op verbs.WROpcode) {
+		t.Helper()
+		next := m.addr
+		for _, w := range ws {
+			if w.Opcode != op || w.RKey != m.key || w.RemoteAddr != next {
+				t.Fatalf("%v of %d bytes: WR %+v, want opcode %v key %#x at %#x", dir, need, w, op, m.key, next)
+			}
+			for _, sge := range w.SGE[:w.NumSGE] {
+				if sge.Addr < verbs.Addr(pool) || sge.Addr+uint64(sge.Length) > verbs.Addr(pool)+uint64(len(pool)) {
+					t.Fatalf("an SGE outside the data buffers: %+v", sge)
+				}
+				next += uint64(sge.Length)
+			}
+		}
+		if next-m.addr != uint64(need) {
+			t.Fatalf("%v: %d bytes moved, want %d", dir, next-m.addr, need)
+		}
+	}
+
+	if keyed && dir == fabric.DirHostToCtrl {
+		if len(c.sends) == 0 || len(core.executed) != 0 {
+			t.Fatalf("host-to-controller data: %v posted, %d executed; want its READs first", kinds(c.sends), len(core.executed))
+		}
+		checkData(c.sends, verbs.WRRDMARead)
+		h.finish(q, c, kindRead, verbs.WCSuccess)
+	}
+	if len(core.executed)+core.failed != 1 {
+		t.Fatalf("executed %d, failed %d: want one", len(core.executed), core.failed)
+	}
+	if len(c.sends) == 0 {
+		t.Fatal("no response")
+	}
+	resp := c.sends[len(c.sends)-1]
+	if resp.Opcode != verbs.WRSend && resp.Opcode != verbs.WRSendWithInv {
+		t.Fatalf("response chain %v does not end in a SEND", kinds(c.sends))
+	}
+	_, _, _, idx := splitWRID(resp.WRID)
+	got := q.reqs[idx].fr.Rsp.Status()
+	switch {
+	case need > 0 && !st.IsSuccess():
+		if got != st {
+			t.Fatalf("refused SGL answered %v, want %v", got, st)
+		}
+	case fail:
+		if got.IsSuccess() {
+			t.Fatal("the core failed the command, and the host was told success")
+		}
+	case !got.IsSuccess():
+		t.Fatalf("status %v", got)
+	}
+	data := c.sends[:len(c.sends)-1]
+	if keyed && dir == fabric.DirCtrlToHost && got.IsSuccess() {
+		checkData(data, verbs.WRRDMAWrite)
+	} else if len(data) > 0 {
+		t.Fatalf("%v of %d bytes (mapped %v, status %v): response chain %v, want only the SEND", dir, need, mapped, got, kinds(c.sends))
+	}
+	if inv := resp.Opcode == verbs.WRSendWithInv; inv != (keyed && m.inv) || inv && resp.InvRKey != m.key {
+		t.Fatalf("SEND with invalidate %v (key %#x), want %v for the mapped key %#x", inv, resp.InvRKey, keyed && m.inv, m.key)
+	}
+	switch {
+	case mapped && m.inCapsule:
+		if want := icd[m.off : m.off+uint64(need)]; string(core.got) != string(want) {
+			t.Fatalf("in-capsule data at %d: executed with %x, want %x", m.off, core.got, want)
+		}
+	case keyed && dir == fabric.DirHostToCtrl:
+		if len(core.got) != int(need) {
+			t.Fatalf("executed with %d bytes, want %d", len(core.got), need)
+		}
+	case len(core.got) > 0:
+		t.Fatalf("%v, mapped %v: executed with %d bytes of host data", dir, mapped, len(core.got))
+	}
+	h.finish(q, c, kindSend, verbs.WCSuccess)
+	if len(q.free) != len(q.reqs) || len(c.sends) != 0 {
+		t.Fatalf("after the SEND: %d of %d requests free, %v posted", len(q.free), len(q.reqs), kinds(c.sends))
+	}
+	h.check(q)
 }
