@@ -40,7 +40,7 @@ func ParseSecret(s string) (Secret, error) {
 	}
 	hh, b64, ok := strings.Cut(rest, ":")
 	if !ok || len(hh) != 2 {
-		return Secret{}, fmt.Errorf("%w: want the form DHHC-1:hh:base64(key and CRC):", ErrSecret)
+		return Secret{}, fmt.Errorf("%w: want the form DHHC-1:hh:base64 of key and CRC, ending in a colon", ErrSecret)
 	}
 	id, err := strconv.ParseUint(hh, 16, 8)
 	if err != nil || (id != 0 && !Hash(id).Valid()) {
