@@ -83,6 +83,10 @@ func (h Host) HasSecret() bool {
 	return h.DHCHAPKey != "" || h.DHCHAPKeyFile != "" || h.DHCHAPCtrlKey != "" || h.DHCHAPCtrlKeyFile != ""
 }
 
+// HasSecretFile reports whether a secret is read from a file, whose content
+// may change while the entry does not.
+func (h Host) HasSecretFile() bool { return h.DHCHAPKeyFile != "" || h.DHCHAPCtrlKeyFile != "" }
+
 // inlineSecret reports whether the entry holds a secret in the file itself.
 func (h Host) inlineSecret() bool { return h.DHCHAPKey != "" || h.DHCHAPCtrlKey != "" }
 

@@ -55,7 +55,7 @@ func node(v reflect.Value, omitZero bool) (*yaml.Node, error) {
 	switch {
 	case v.Type() == durationType:
 		return yamlString(time.Duration(v.Int()).String()), nil
-	case v.Type() == hostType && v.Interface().(Host) == Host{NQN: v.Interface().(Host).NQN}:
+	case v.Type() == hostType && !v.Interface().(Host).HasSecret():
 		return yamlString(v.Interface().(Host).NQN), nil // a plain NQN stays one
 	case v.Type().Implements(textMarshaler):
 		b, err := v.Interface().(encoding.TextMarshaler).MarshalText()

@@ -80,7 +80,7 @@ func (m *Manager) planDiscovery(old, next []config.Host) []step {
 		}
 	}
 	for _, h := range next {
-		if o := config.FindHost(old, h.NQN); o == nil || *o != h || h.DHCHAPKeyFile != "" || h.DHCHAPCtrlKeyFile != "" {
+		if o := config.FindHost(old, h.NQN); o == nil || *o != h || h.HasSecretFile() {
 			steps = append(steps, m.setHostAuth(nvme.DiscoveryNQN, h))
 		}
 	}
@@ -96,7 +96,7 @@ func (m *Manager) planSubsystem(os, ns config.Subsystem, force bool) (removes, c
 		}
 	}
 	for _, h := range ns.Hosts {
-		if o := config.FindHost(os.Hosts, h.NQN); o != nil && (*o != h || h.DHCHAPKeyFile != "" || h.DHCHAPCtrlKeyFile != "") {
+		if o := config.FindHost(os.Hosts, h.NQN); o != nil && (*o != h || h.HasSecretFile()) {
 			// New secrets, or files whose content may have changed.
 			changes = append(changes, m.setHostAuth(nqn, h))
 		}

@@ -76,6 +76,14 @@ func (m *Manager) attach(s *fabric.Subsystem, nc config.Namespace, fc fabric.Nam
 	return nil
 }
 
+// liveSubsystem is the target's subsystem nqn, which a step changes.
+func (m *Manager) liveSubsystem(nqn string) (*fabric.Subsystem, error) {
+	if s := m.tgt.Subsystem(nqn); s != nil {
+		return s, nil
+	}
+	return nil, fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+}
+
 func (m *Manager) closeAll(fcs []fabric.NamespaceConfig) {
 	for _, fc := range fcs {
 		fc.Device.Close()
@@ -115,13 +123,13 @@ func (m *Manager) addNamespace(nqn string, nc config.Namespace) step {
 
 func (m *Manager) removeNamespace(nqn string, nsid uint32) step {
 	return step{what: fmt.Sprintf("remove namespace %d from %s", nsid, nqn), do: func(m *Manager) error {
-		s := m.tgt.Subsystem(nqn)
-		if s == nil {
-			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+		s, err := m.liveSubsystem(nqn)
+		if err != nil {
+			return err
 		}
 		// Off the running configuration even if closing the backend
 		// failed: the namespace is gone for hosts either way.
-		err := s.RemoveNamespace(nvme.NSID(nsid))
+		err = s.RemoveNamespace(nvme.NSID(nsid))
 		rs := findSubsystem(m.running, nqn)
 		rs.Namespaces = slices.DeleteFunc(rs.Namespaces, func(n config.Namespace) bool { return n.NSID == nsid })
 		m.log.Info("namespace removed", "subnqn", nqn, "nsid", nsid, "err", err)
@@ -131,9 +139,9 @@ func (m *Manager) removeNamespace(nqn string, nsid uint32) step {
 
 func (m *Manager) resizeNamespace(nqn string, nc config.Namespace) step {
 	return step{what: fmt.Sprintf("resize namespace %d of %s to %v", nc.NSID, nqn, nc.Size), do: func(m *Manager) error {
-		s := m.tgt.Subsystem(nqn)
-		if s == nil {
-			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+		s, err := m.liveSubsystem(nqn)
+		if err != nil {
+			return err
 		}
 		if err := s.ResizeNamespace(nvme.NSID(nc.NSID), int64(nc.Size)); err != nil {
 			return err
@@ -150,9 +158,9 @@ func (m *Manager) addHost(nqn string, host config.Host) step {
 		what:    fmt.Sprintf("allow host %s on %s", host.NQN, nqn),
 		prepare: func() (err error) { keys, err = host.HostAuth(); return err },
 		do: func(m *Manager) error {
-			s := m.tgt.Subsystem(nqn)
-			if s == nil {
-				return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+			s, err := m.liveSubsystem(nqn)
+			if err != nil {
+				return err
 			}
 			// The secrets first: the host is never in without them.
 			s.SetHostAuth(host.NQN, keys)
@@ -172,9 +180,9 @@ func (m *Manager) setHostAuth(nqn string, host config.Host) step {
 		what:    fmt.Sprintf("set the DH-HMAC-CHAP secrets of host %s on %s", host.NQN, nqn),
 		prepare: func() (err error) { keys, err = host.HostAuth(); return err },
 		do: func(m *Manager) error {
-			s := m.tgt.Subsystem(nqn)
-			if s == nil {
-				return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+			s, err := m.liveSubsystem(nqn)
+			if err != nil {
+				return err
 			}
 			s.SetHostAuth(host.NQN, keys)
 			hosts := &m.running.Discovery.Hosts
@@ -182,14 +190,12 @@ func (m *Manager) setHostAuth(nqn string, host config.Host) step {
 				hosts = &findSubsystem(m.running, nqn).Hosts
 			}
 			switch h := config.FindHost(*hosts, host.NQN); {
-			case h != nil && host.HasSecret():
-				*h = host
-			case h != nil:
+			case nqn == nvme.DiscoveryNQN && !host.HasSecret():
+				// discovery.hosts lists only hosts that must authenticate
 				*hosts = slices.DeleteFunc(*hosts, func(e config.Host) bool { return e.NQN == host.NQN })
-				if nqn != nvme.DiscoveryNQN {
-					*hosts = append(*hosts, host) // still allowed, without a key
-				}
-			case host.HasSecret():
+			case h != nil:
+				*h = host
+			default:
 				*hosts = append(*hosts, host)
 			}
 			m.log.Info("host secrets set", "subnqn", nqn, "hostnqn", host.NQN, "authenticate", keys.Required(), "bidirectional", !keys.CtrlKey.IsZero())
@@ -204,9 +210,9 @@ func (m *Manager) setAuthPolicy(sc config.Subsystem) step {
 		what:    fmt.Sprintf("set dhchap_hashes %v and dhchap_dhgroups %v on %s", sc.DHCHAPHashes, sc.DHCHAPDHGroups, sc.NQN),
 		prepare: func() (err error) { p, err = sc.AuthPolicy(); return err },
 		do: func(m *Manager) error {
-			s := m.tgt.Subsystem(sc.NQN)
-			if s == nil {
-				return fmt.Errorf("subsystem %s: %w", sc.NQN, fabric.ErrNoSubsystem)
+			s, err := m.liveSubsystem(sc.NQN)
+			if err != nil {
+				return err
 			}
 			s.SetAuthPolicy(p)
 			rs := findSubsystem(m.running, sc.NQN)
@@ -218,9 +224,9 @@ func (m *Manager) setAuthPolicy(sc config.Subsystem) step {
 
 func (m *Manager) removeHost(nqn, host string) step {
 	return step{what: fmt.Sprintf("remove host %s from %s", host, nqn), do: func(m *Manager) error {
-		s := m.tgt.Subsystem(nqn)
-		if s == nil {
-			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+		s, err := m.liveSubsystem(nqn)
+		if err != nil {
+			return err
 		}
 		n := s.RemoveHost(host)
 		s.SetHostAuth(host, fabric.HostAuth{})
@@ -233,9 +239,9 @@ func (m *Manager) removeHost(nqn, host string) step {
 
 func (m *Manager) setAllowAnyHost(nqn string, any bool) step {
 	return step{what: fmt.Sprintf("allow_any_host %v on %s", any, nqn), do: func(m *Manager) error {
-		s := m.tgt.Subsystem(nqn)
-		if s == nil {
-			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+		s, err := m.liveSubsystem(nqn)
+		if err != nil {
+			return err
 		}
 		n := s.SetAllowAnyHost(any)
 		findSubsystem(m.running, nqn).AllowAnyHost = any

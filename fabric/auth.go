@@ -116,9 +116,14 @@ func (q *Queue) authTimedOut(a *queueAuth) {
 // reset ends the transaction and forgets its secrets.
 func (a *queueAuth) reset() {
 	a.step = authIdle
+	a.forgetDH()
+	a.c2, a.s1, a.s2 = nil, 0, 0
+}
+
+// forgetDH drops what only R1 and R2 need: the DH key, Ks and C1.
+func (a *queueAuth) forgetDH() {
 	clear(a.ks)
-	a.dh, a.ks, a.c1, a.c2 = nil, nil, nil, nil
-	a.s1, a.s2 = 0, 0
+	a.dh, a.ks, a.c1 = nil, nil, nil
 }
 
 // fail ends the transaction with a Failure1 to send.
@@ -157,13 +162,13 @@ func (q *Queue) parseAuth(r *Request, send bool) nvme.Status {
 func handleAuthSend(r *Request) nvme.Status {
 	q := r.q
 	a := q.auth.Load()
-	msg := make([]byte, r.DataLen)
-	r.copyFromData(msg)
-	m := nvme.AuthMessage(msg)
 	if a == nil {
 		// This host has no key here: nothing to authenticate with.
 		return nvme.StatusCommandSequenceError.WithDNR()
 	}
+	msg := make([]byte, r.DataLen)
+	r.copyFromData(msg)
+	m := nvme.AuthMessage(msg)
 	c := q.ctrl.Load()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -348,8 +353,7 @@ func handleAuthReceive(r *Request) nvme.Status {
 		n = nvme.PutAuthSuccess1(buf, a.tid, a.hash.Size(), r2)
 		if r2 != nil {
 			a.step = authWaitSuccess2
-			clear(a.ks)
-			a.dh, a.ks, a.c1 = nil, nil, nil
+			a.forgetDH()
 		} else {
 			a.reset()
 		}

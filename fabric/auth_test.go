@@ -281,7 +281,7 @@ func TestAuthRefused(t *testing.T) {
 		{"DH value p-1", HostAuth{Key: right}, AuthPolicy{Groups: []dhchap.Group{dhchap.FFDHE2048}}, func(a *authHost) {
 			a.mangle = func(b []byte) {
 				v := nvme.AuthReply(b).DHValue()
-				pm1 := ffdhePrime(t, dhchap.FFDHE2048)
+				pm1 := dhchap.FFDHE2048.Prime()
 				pm1.Sub(pm1, big.NewInt(1)).FillBytes(v)
 			}
 		}, nvme.AuthFailDHGroupUnusable},
@@ -319,24 +319,6 @@ func TestAuthRefused(t *testing.T) {
 			}
 		})
 	}
-}
-
-// ffdhePrime is the group's prime from RFC 7919 Appendix A's formula.
-func ffdhePrime(t *testing.T, g dhchap.Group) *big.Int {
-	t.Helper()
-	x := map[dhchap.Group]int64{dhchap.FFDHE2048: 560316}[g]
-	b := uint(g.Size() * 8)
-	p := new(big.Int).Lsh(big.NewInt(1), b)
-	p.Sub(p, new(big.Int).Lsh(big.NewInt(1), b-64))
-	e := new(big.Int)
-	term := new(big.Int).Lsh(big.NewInt(1), b-130+64)
-	for k := int64(1); term.Sign() > 0; k++ {
-		e.Add(e, term)
-		term.Quo(term, big.NewInt(k))
-	}
-	e.Rsh(e, 64).Add(e, big.NewInt(x))
-	p.Add(p, e.Lsh(e, 64))
-	return p.Sub(p, big.NewInt(1))
 }
 
 // A controller response the host cannot verify: the host sends Failure2

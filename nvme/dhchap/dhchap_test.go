@@ -290,3 +290,14 @@ func TestNames(t *testing.T) {
 		t.Error("undefined IDs valid")
 	}
 }
+
+func TestPrimeAccessor(t *testing.T) {
+	if Null.Prime() != nil {
+		t.Fatal("Null has a prime")
+	}
+	p := FFDHE2048.Prime()
+	p.SetInt64(1) // a copy: the group's own is untouched
+	if FFDHE2048.Prime().BitLen() != 2048 {
+		t.Fatal("Prime returned the group's own value")
+	}
+}

@@ -64,6 +64,14 @@ func ParseGroup(s string) (Group, error) {
 	return 0, fmt.Errorf("unknown DH-HMAC-CHAP DH group %q (want null or ffdhe2048 to ffdhe8192)", s)
 }
 
+// Prime is the group's modulus p (nil for Null).
+func (g Group) Prime() *big.Int {
+	if _, ok := ffdhe[g]; !ok {
+		return nil
+	}
+	return new(big.Int).Set(groupModulus(g).p)
+}
+
 // Size is the length of the group's public values and shared secret in
 // bytes (DHVLEN), 0 for Null.
 func (g Group) Size() int { return ffdhe[g].bits / 8 }
