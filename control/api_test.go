@@ -200,6 +200,26 @@ func TestAPI(t *testing.T) {
 			}},
 		{name: "add existing host", method: "POST", path: subs + subA + "/hosts", body: `{"nqn": "` + hst1 + `"}`, want: 409},
 		{name: "add host to an open subsystem", method: "POST", path: subs + subB + "/hosts", body: `{"nqn": "` + hst1 + `"}`, want: 400, wantErr: "allow_any_host"},
+		{name: "add host with a bad secret", method: "POST", path: subs + subA + "/hosts", body: `{"nqn": "nqn.2026-11.io.example:host4", "dhchap_key": "DHHC-1:01:c2VjcmV0:"}`, want: 400, wantErr: "invalid DH-HMAC-CHAP secret",
+			check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+				if strings.Contains(rec.Body.String(), "c2VjcmV0") || slices.Contains(b.tgt.Subsystem(subA).Hosts(), "nqn.2026-11.io.example:host4") {
+					t.Fatalf("secret echoed or host added: %s", rec.Body)
+				}
+			}},
+		{name: "rotate with a bad secret", method: "PUT", path: subs + subA + "/hosts/" + hst1, body: `{"dhchap_key": "DHHC-1:09:c2VjcmV0:"}`, want: 400, wantErr: "invalid DH-HMAC-CHAP secret"},
+		{name: "rotate a missing host", method: "PUT", path: subs + subA + "/hosts/nqn.2026-11.io.example:nobody", body: `{}`, want: 404},
+		{name: "rotate a key", method: "PUT", path: subs + subA + "/hosts/" + hst1, body: `{"dhchap_key": "DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:"}`, want: 200,
+			check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+				if strings.Contains(rec.Body.String(), "DHHC") {
+					t.Fatalf("secret echoed: %s", rec.Body)
+				}
+				// The listing says who authenticates, never the secret.
+				list := httptest.NewRecorder()
+				b.m.Handler().ServeHTTP(list, httptest.NewRequest("GET", subs+subA+"/hosts", nil))
+				if h := decodeAs[[]HostInfo](t, list); len(h) == 0 || h[0] != (HostInfo{hst1, "host"}) || strings.Contains(list.Body.String(), "DHHC") {
+					t.Fatalf("hosts %s", list.Body)
+				}
+			}},
 		{name: "add host with a bad NQN", method: "POST", path: subs + subA + "/hosts", body: `{"nqn": "` + strings.Repeat("h", 224) + `"}`, want: 400},
 		{name: "add host to missing subsystem", method: "POST", path: subs + "nqn.2026-11.io.example:x/hosts", body: `{"nqn": "` + hst1 + `"}`, want: 404},
 		{name: "remove host", method: "DELETE", path: subs + subA + "/hosts/" + hst2, want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
