@@ -231,6 +231,7 @@ func (e *engine) returnChunks(chunks []int32) {
 		return
 	}
 	e.pool.put(chunks)
+	e.stats.BuffersInUse.Add(-int64(len(chunks)))
 	e.pool.wait.retry(func(r *request) { r.q.advance(r, evNone) })
 }
 

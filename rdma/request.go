@@ -194,6 +194,7 @@ func (q *queue) getBuffers(r *request) reqState {
 		q.lineFull("data buffers")
 		return rsDone
 	}
+	q.e.stats.BuffersInUse.Add(int64(len(r.chunks)))
 	if r.fr.Dir == fabric.DirHostToCtrl {
 		return rsNeedRead
 	}
