@@ -324,6 +324,7 @@ func (q *queue) postResponse(r *request) reqState {
 func (q *queue) sending(r *request, ev event) reqState {
 	switch ev {
 	case evSendDone:
+		q.sendsDone++
 		q.unhold(r)
 		return rsDone
 	case evWorkFailed:

@@ -76,8 +76,12 @@ type Options struct {
 	// Depth is the queue's depth: HRQSIZE, HSQSIZE+1, and the receives
 	// posted for responses (DefaultDepth when 0).
 	Depth int
-	// NoRecv posts no receive at all: the target's responses meet RNR NAKs.
-	NoRecv bool
+	// Recvs is how many receives are posted at the start: Depth when 0,
+	// none when negative (the target's responses then meet RNR NAKs).
+	Recvs int
+	// NoRepost leaves a receive that took a response unposted: once the
+	// first Recvs responses arrived, the queue never posts receives again.
+	NoRepost bool
 	// DataSize is the size of the buffer the target may read and write
 	// (DefaultDataSize when 0); ICDSize the most in-capsule data a capsule
 	// carries (DefaultICDSize when 0).
@@ -156,6 +160,9 @@ func Dial(o Options) (*Conn, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
+	if o.Recvs == 0 {
+		o.Recvs = o.Depth
+	}
 	if o.Depth < 1 || o.Depth > 4096 {
 		return nil, fmt.Errorf("rdmatest: depth %d", o.Depth)
 	}
@@ -225,8 +232,8 @@ func (c *Conn) dial(ip net.IP, privateData []byte) error {
 	for i := range sendSlots {
 		c.sendFree = append(c.sendFree, i)
 	}
-	if !c.o.NoRecv {
-		for i := 0; i < c.o.Depth; i++ {
+	if c.o.Recvs > 0 {
+		for i := 0; i < min(c.o.Recvs, c.o.Depth); i++ {
 			c.stageRecv(i)
 		}
 		if err := c.post(); err != nil {
@@ -467,7 +474,7 @@ func (c *Conn) completed(wc *verbs.WC) {
 		c.fail(fmt.Errorf("rdmatest: a response of %d bytes", wc.ByteLen))
 		return
 	}
-	if c.dead == nil {
+	if c.dead == nil && !c.o.NoRepost {
 		c.stageRecv(slot)
 		if err := c.post(); err != nil {
 			c.fail(err)
