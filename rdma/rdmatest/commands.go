@@ -13,13 +13,15 @@ import (
 // sglFlags is CDW0 byte 1 of a command with SGLs (PSDT 01b), as hosts send.
 const sglFlags = nvme.PSDTSGLContig << 6
 
-// NewCommand is a zeroed command with opcode op, CID cid and PSDT set for
-// SGLs.
+// NewCommand is a zeroed command with opcode op, CID cid, PSDT set for
+// SGLs, and SGL1 a null keyed data block (no data), as the Linux host sends
+// a command without data: the kernel's nvmet refuses an all-zero SGL1.
 func NewCommand(op uint8, cid uint16) nvme.Command {
 	c := make(nvme.Command, nvme.CommandSize)
 	c.SetOpcode(op)
 	c.SetFlags(sglFlags)
 	c.SetCID(cid)
+	c.SGL1().SetKeyed(0, 0, 0, false)
 	return c
 }
 

@@ -17,7 +17,8 @@ func TestValidPrivateData(t *testing.T) {
 
 func TestNewCommand(t *testing.T) {
 	c := NewCommand(nvme.OpRead, 7)
-	if c.Opcode() != nvme.OpRead || c.CID() != 7 || c.PSDT() != nvme.PSDTSGLContig || c.FUSE() != 0 {
+	if c.Opcode() != nvme.OpRead || c.CID() != 7 || c.PSDT() != nvme.PSDTSGLContig || c.FUSE() != 0 ||
+		c.SGL1().Type() != nvme.SGLTypeKeyedDataBlock || c.SGL1().Length() != 0 {
 		t.Fatalf("command %x", []byte(c))
 	}
 }
