@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
 )
@@ -26,6 +27,8 @@ type engine struct {
 	// each slot, so a late completion of a queue gone is recognised.
 	queues []*queue
 	gens   []uint16
+	// now is the clock of the periodic checks (checkStuck).
+	now func() time.Time
 }
 
 // geometry is what the engine needs to know of the device.
@@ -81,6 +84,7 @@ func newEngine(c engineConfig) *engine {
 		batchQ: make([]*queue, 0, 64),
 		queues: make([]*queue, c.maxQueues),
 		gens:   make([]uint16, c.maxQueues),
+		now:    time.Now,
 	}
 }
 
@@ -231,14 +235,18 @@ func (e *engine) returnChunks(chunks []int32) {
 		return
 	}
 	e.pool.put(chunks)
+	e.stats.BuffersInUse.Add(-int64(len(chunks)))
 	e.pool.wait.retry(func(r *request) { r.q.advance(r, evNone) })
 }
 
-// checkStuck logs the queues that take too long to drain.
+// checkStuck logs the queues that take too long to drain, and tears down
+// those whose host takes no more responses.
 func (e *engine) checkStuck() {
+	now := e.now()
 	for _, q := range e.queues {
 		if q != nil {
 			q.checkStuck()
+			q.checkResponses(now)
 		}
 	}
 }

@@ -700,3 +700,55 @@ func TestEngineErrorOnLiveQueue(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineResponsesNotDelivered: a host that stops posting receives
+// leaves its responses' SENDs retrying on RNR NAKs. Its connection request
+// sets how often (the IB CM gives the passive side's QP the REQ's RNR retry
+// count), and Linux asks for 7, for ever: found by tests/e2e TestHostile
+// (no-receives), where such a queue held its requests and data buffers
+// until the host left. The queue must be torn down once its SENDs have made
+// no progress for responseTimeout, and give everything back; a queue with
+// none out, or whose SENDs complete, stays.
+func TestEngineResponsesNotDelivered(t *testing.T) {
+	h := newBench(t, benchOpts{})
+	now := time.Unix(1000, 0)
+	h.e.now = func() time.Time { return now }
+	stuck, sc, _ := h.open(benchOpts{})
+	idle, _, _ := h.open(benchOpts{})
+	busy, bc, _ := h.open(benchOpts{})
+	h.capsule(stuck, sc, cmd(1, nvme.OpRead, 2*testUnit, false), 0)
+	h.capsule(busy, bc, cmd(2, nvme.OpRead, testUnit, false), 0)
+	if got := kinds(sc.sends); !slices.Equal(got, []string{"WRITE", "WRITE", "SEND"}) {
+		t.Fatalf("posted %v, want the read's WRITE+SEND chain", got)
+	}
+	step := drainWarnAfter / 2 // the listener's check period
+	for elapsed := time.Duration(0); elapsed <= 3*responseTimeout; elapsed += step {
+		h.e.checkStuck()
+		h.runLoop()
+		if !idle.live() {
+			t.Fatal("a queue with nothing outstanding was torn down")
+		}
+		if !busy.live() {
+			t.Fatalf("a queue whose responses complete was torn down after %v", elapsed)
+		}
+		// busy's SEND completes, and it gets the next command.
+		h.finish(busy, bc, kindSend, verbs.WCSuccess)
+		h.capsule(busy, bc, cmd(2, nvme.OpRead, testUnit, false), 0)
+		if !stuck.live() {
+			if elapsed < responseTimeout {
+				t.Fatalf("torn down after %v without progress, before responseTimeout %v", elapsed, responseTimeout)
+			}
+			break
+		}
+		now = now.Add(step)
+	}
+	if stuck.live() {
+		t.Fatalf("a queue whose response SEND never completes is still live after %v", 3*responseTimeout)
+	}
+	if stuck.reason != "responses not delivered" {
+		t.Fatalf("torn down for %q", stuck.reason)
+	}
+	h.check()
+	h.flushAll(sc)
+	h.gone(stuck, sc)
+}

@@ -142,8 +142,10 @@ func (l *listener) run() {
 		select {
 		case <-watch.C:
 			// A queue that does not drain keeps its host from connecting
-			// again: say what it waits for. One call per poller, so an idle
-			// target with many queues is woken rarely.
+			// again: say what it waits for; and a live queue whose host
+			// takes no more responses is torn down (checkResponses). One
+			// call per poller, so an idle target with many queues is woken
+			// rarely.
 			seen := map[*poller]bool{}
 			for _, c := range l.conns {
 				if !seen[c.p] {
@@ -241,11 +243,11 @@ func (l *listener) reject(ev *verbs.CMEvent, sts nvme.RDMACMRejectStatus, why st
 	return fmt.Errorf("rejected: %s", why)
 }
 
-// rnrRetryCount is how often the QP resends when the host has no receive
-// posted (RNR NAK). 7 would mean for ever: a host that never posts
-// receives would pin the request, and its data buffers, on this poller.
-// 6 is the most a finite count allows; a well-behaved host posts a receive
-// per command it may send, and never makes us retry.
+// rnrRetryCount is the RNR retry count the accept offers: how often the
+// host's QP resends when we have no receive posted (we always have). Our
+// own QP's count comes from the host's connection request (the IB CM gives
+// the passive side the REQ's value; Linux sends 7, for ever), so it cannot
+// bound a host that never posts receives: the engine's checkResponses does.
 const rnrRetryCount = 6
 
 // connPlan is what admit decided for a connection request.

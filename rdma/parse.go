@@ -51,7 +51,8 @@ type dataMap struct {
 
 // mapSGL checks SGL1 (NVMe-oF 1.1 §7.3.2): a keyed data block for data the
 // target moves with RDMA, or an offset data block for in-capsule data
-// (host-to-controller only, within the icdLen bytes that arrived).
+// (host-to-controller only, the whole descriptor within the icdLen bytes
+// that arrived).
 func mapSGL(sgl nvme.SGLDescriptor, dir fabric.DataDir, need uint32, icd, icdLen int) (dataMap, nvme.Status) {
 	if dir != fabric.DirHostToCtrl && dir != fabric.DirCtrlToHost {
 		// Data with no direction is the core's mistake. Mapped, the
@@ -68,7 +69,9 @@ func mapSGL(sgl nvme.SGLDescriptor, dir fabric.DataDir, need uint32, icd, icdLen
 		if off > uint64(icd) || n > uint64(icd)-off {
 			return dataMap{}, nvme.StatusSGLOffsetInvalid.WithDNR()
 		}
-		if n < uint64(need) || off+uint64(need) > uint64(icdLen) {
+		// The descriptor must lie within the bytes that arrived, not only
+		// the part of it the command uses.
+		if n < uint64(need) || off+n > uint64(icdLen) {
 			return dataMap{}, nvme.StatusDataSGLLengthInvalid.WithDNR()
 		}
 		return dataMap{inCapsule: true, off: off}, nvme.StatusSuccess

@@ -97,6 +97,10 @@ func TestMapSGL(t *testing.T) {
 		{"in-capsule beyond the buffer", offset(4096, 8192), fabric.DirHostToCtrl, 8192, 8192, nvme.StatusSGLOffsetInvalid.WithDNR(), nil},
 		{"in-capsule offset overflow", offset(1<<63, 16), fabric.DirHostToCtrl, 16, 8192, nvme.StatusSGLOffsetInvalid.WithDNR(), nil},
 		{"in-capsule more than arrived", offset(0, 4096), fabric.DirHostToCtrl, 4096, 1024, nvme.StatusDataSGLLengthInvalid.WithDNR(), nil},
+		// The descriptor names 8 KiB of the capsule; 4 KiB came, which is
+		// all the command needs: the descriptor still points past the data
+		// (found by tests/e2e TestHostile).
+		{"in-capsule descriptor past what arrived", offset(0, 8192), fabric.DirHostToCtrl, 4096, 4096, nvme.StatusDataSGLLengthInvalid.WithDNR(), nil},
 		{"in-capsule shorter than the command", offset(0, 512), fabric.DirHostToCtrl, 4096, 4096, nvme.StatusDataSGLLengthInvalid.WithDNR(), nil},
 		{"last segment", sgl(func(d nvme.SGLDescriptor) { d[15] = nvme.SGLTypeLastSegment << 4 }), fabric.DirHostToCtrl, 16, 0, nvme.StatusSGLDescriptorTypeInvalid.WithDNR(), nil},
 		{"bit bucket", sgl(func(d nvme.SGLDescriptor) { d[15] = nvme.SGLTypeBitBucket << 4 }), fabric.DirCtrlToHost, 16, 0, nvme.StatusSGLDescriptorTypeInvalid.WithDNR(), nil},
@@ -181,7 +185,7 @@ func sglAllowed(d nvme.SGLDescriptor, dir fabric.DataDir, need uint32, icd, icdL
 	case d.Type() == nvme.SGLTypeDataBlock && d.Subtype() == nvme.SGLSubtypeOffset:
 		off := d.Address()
 		return dir == fabric.DirHostToCtrl && off <= uint64(icd) && n <= uint64(icd)-off &&
-			n >= uint64(need) && off+uint64(need) <= uint64(icdLen)
+			n >= uint64(need) && off+n <= uint64(icdLen)
 	}
 	return false
 }
@@ -198,7 +202,7 @@ func checkMap(t *testing.T, d nvme.SGLDescriptor, dir fabric.DataDir, need uint3
 			t.Fatalf("a refused SGL without DNR: %v (retrying it cannot help)", st)
 		}
 	case m.inCapsule:
-		if d.Type() != nvme.SGLTypeDataBlock || m.off != d.Address() || m.off+uint64(need) > uint64(icdLen) {
+		if d.Type() != nvme.SGLTypeDataBlock || m.off != d.Address() || m.off+uint64(d.Length()) > uint64(icdLen) {
 			t.Fatalf("in-capsule map %+v of %x: off %d need %d, %d bytes arrived", m, []byte(d), m.off, need, icdLen)
 		}
 	default:

@@ -114,6 +114,11 @@ type queue struct {
 	// has reported the queue.
 	drainSince  time.Time
 	stuckLogged bool
+	// sendsDone counts the response SENDs that completed; checkResponses
+	// compares it with sendsSeen, its value at the previous check, and
+	// stalledSince is when a check first found SENDs out and none done.
+	sendsDone, sendsSeen uint64
+	stalledSince         time.Time
 }
 
 // parkedCapsule is a received command waiting for a free request.

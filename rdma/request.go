@@ -194,6 +194,7 @@ func (q *queue) getBuffers(r *request) reqState {
 		q.lineFull("data buffers")
 		return rsDone
 	}
+	q.e.stats.BuffersInUse.Add(int64(len(r.chunks)))
 	if r.fr.Dir == fabric.DirHostToCtrl {
 		return rsNeedRead
 	}
@@ -323,6 +324,7 @@ func (q *queue) postResponse(r *request) reqState {
 func (q *queue) sending(r *request, ev event) reqState {
 	switch ev {
 	case evSendDone:
+		q.sendsDone++
 		q.unhold(r)
 		return rsDone
 	case evWorkFailed:

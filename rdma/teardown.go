@@ -10,6 +10,15 @@ import (
 // logged as a warning.
 const drainWarnAfter = 10 * time.Second
 
+// responseTimeout is how long a live queue's response SENDs may make no
+// progress before the queue is torn down. A host posts a receive for every
+// command it may have outstanding, so a response waits only on a host that
+// stopped posting them; the QP's RNR retries do not bound that wait, since
+// the host's connection request sets their count (the IB CM gives the
+// passive side's QP the REQ's RNR retry count) and Linux asks for 7, for
+// ever.
+const responseTimeout = 10 * time.Second
+
 // teardown starts tearing the queue down: the QP goes to the error state,
 // every posted work request flushes, waiting requests are dropped, and the
 // core lets go of the queue. checkDrained finishes once all is back.
@@ -84,6 +93,31 @@ func (q *queue) checkStuck() {
 	if q.state == qsDraining && !q.stuckLogged && time.Since(q.drainSince) > drainWarnAfter {
 		q.stuckLogged = true
 		q.logStuck()
+	}
+}
+
+// checkResponses tears down a live queue whose response SENDs have made
+// no progress for responseTimeout (see there). It runs with checkStuck,
+// every few seconds, so the I/O path pays only for a counter.
+func (q *queue) checkResponses(now time.Time) {
+	if !q.live() {
+		return
+	}
+	out := false
+	for i := range q.reqs {
+		if q.reqs[i].state == rsSending {
+			out = true
+			break
+		}
+	}
+	switch {
+	case !out || q.sendsDone != q.sendsSeen:
+		q.sendsSeen, q.stalledSince = q.sendsDone, time.Time{}
+	case q.stalledSince.IsZero():
+		q.stalledSince = now
+	case now.Sub(q.stalledSince) >= responseTimeout:
+		q.log.Warn("responses not delivered: the host posts no receives; disconnecting", "for", now.Sub(q.stalledSince))
+		q.teardown("responses not delivered")
 	}
 }
 

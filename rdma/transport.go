@@ -196,6 +196,9 @@ type Stats struct {
 	Accepted, Rejected, Disconnected  atomic.Uint64
 	QueuesLive                        atomic.Int64
 	BufferWaits, SendWaits, ReadWaits atomic.Uint64 // requests that had to queue for a resource
+	// BuffersInUse is the data buffers (IOUnitSize each) out of the pools:
+	// held by requests, or by queues waiting for their QP's destruction.
+	BuffersInUse atomic.Int64
 	PollSleeps, PollWakeups           atomic.Uint64
 	CompletionErrors                  atomic.Uint64
 	IOUringRequests                   atomic.Uint64 // file and block requests run on a poller's io_uring

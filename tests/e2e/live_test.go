@@ -73,12 +73,19 @@ func (st ctlStatus) connected(subnqn, hostnqn string) bool {
 // what it wrote as it goes (verify_backlog), and reports its result when
 // it ends.
 func backgroundFio(t *testing.T, dev, outDir string, runtime time.Duration) <-chan error {
+	return backgroundFioVerify(t, dev, outDir, runtime, "--verify=crc32c")
+}
+
+// backgroundFioVerify is backgroundFio with fio's verify options (e.g.
+// --verify=pattern --verify_pattern=...).
+func backgroundFioVerify(t *testing.T, dev, outDir string, runtime time.Duration, verify ...string) <-chan error {
 	report := filepath.Join(outDir, "fio-live.json")
 	args := []string{"--name=live", "--filename=" + dev, "--ioengine=libaio", "--direct=1",
 		"--rw=randwrite", "--bs=4k", "--iodepth=8", "--size=32m", "--time_based",
-		"--runtime=" + strconv.Itoa(int(runtime.Seconds())),
-		"--verify=crc32c", "--verify_backlog=128", "--verify_fatal=1", "--verify_state_save=0",
-		"--output-format=json", "--output=" + report}
+		"--runtime=" + strconv.Itoa(int(runtime.Seconds()))}
+	args = append(args, verify...)
+	args = append(args, "--verify_backlog=128", "--verify_fatal=1", "--verify_state_save=0",
+		"--output-format=json", "--output="+report)
 	done := make(chan error, 1)
 	go func() {
 		r := execCmd(runtime+fioTimeout, "fio", args...)

@@ -166,7 +166,8 @@ func (e EventType) String() string {
 	return fmt.Sprintf("EVENT_%d", int(e))
 }
 
-// ConnParam is what rdma_accept sends back.
+// ConnParam is what rdma_accept sends back, or rdma_connect sends (an
+// initiator for tests, rdma/rdmatest).
 type ConnParam struct {
 	PrivateData        []byte
 	ResponderResources uint8

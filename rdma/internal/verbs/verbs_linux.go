@@ -172,6 +172,32 @@ static void nt_fmt_addr(struct sockaddr *sa, char *buf, int len) {
 	}
 }
 
+// nt_sockaddr fills ss with an IPv4 (family 4) or IPv6 address and port.
+static struct sockaddr *nt_sockaddr(struct sockaddr_storage *ss, int family, const void *addr, int port) {
+	memset(ss, 0, sizeof(*ss));
+	if (family == 4) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+		sin->sin_family = AF_INET; sin->sin_port = htons(port); memcpy(&sin->sin_addr, addr, 4);
+	} else {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+		sin6->sin6_family = AF_INET6; sin6->sin6_port = htons(port); memcpy(&sin6->sin6_addr, addr, 16);
+	}
+	return (struct sockaddr *)ss;
+}
+
+static int nt_resolve_addr(struct rdma_cm_id *id, int family, const void *addr, int port, int ms) {
+	struct sockaddr_storage ss;
+	return rdma_resolve_addr(id, NULL, nt_sockaddr(&ss, family, addr, port), ms) ? -errno : 0;
+}
+
+static int nt_connect(struct rdma_cm_id *id, const void *pd, int pdlen, int rr, int id_depth, int rnr) {
+	struct rdma_conn_param p; memset(&p, 0, sizeof(p));
+	p.private_data = pd; p.private_data_len = pdlen;
+	p.responder_resources = rr; p.initiator_depth = id_depth;
+	p.retry_count = 7; p.rnr_retry_count = rnr;
+	return rdma_connect(id, &p) ? -errno : 0;
+}
+
 static int nt_get_event(struct rdma_event_channel *ch, struct rdma_cm_event **ev) {
 	return rdma_get_cm_event(ch, ev) ? -errno : 0;
 }
@@ -259,6 +285,7 @@ import (
 	"net"
 	"runtime"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -445,6 +472,47 @@ func (id CMID) Accept(p ConnParam) error {
 	return nil
 }
 
+// ResolveAddr starts resolving the destination IP and port to an RDMA
+// device (the active side); EventAddrResolved or EventAddrError follows.
+func (id CMID) ResolveAddr(ip net.IP, port int, timeout time.Duration) error {
+	var rc C.int
+	if v4 := ip.To4(); v4 != nil {
+		rc = C.nt_resolve_addr(id.p, 4, unsafe.Pointer(&v4[0]), C.int(port), C.int(timeout.Milliseconds()))
+	} else if v6 := ip.To16(); v6 != nil {
+		rc = C.nt_resolve_addr(id.p, 6, unsafe.Pointer(&v6[0]), C.int(port), C.int(timeout.Milliseconds()))
+	} else {
+		return fmt.Errorf("rdma_resolve_addr: bad address %q", ip)
+	}
+	runtime.KeepAlive(ip)
+	if rc < 0 {
+		return fmt.Errorf("rdma_resolve_addr %s: %w", ip, errno(rc))
+	}
+	return nil
+}
+
+// ResolveRoute starts resolving the route to the resolved address;
+// EventRouteResolved or EventRouteError follows.
+func (id CMID) ResolveRoute(timeout time.Duration) error {
+	if rc, err := C.rdma_resolve_route(id.p, C.int(timeout.Milliseconds())); rc != 0 {
+		return fmt.Errorf("rdma_resolve_route: %w", err)
+	}
+	return nil
+}
+
+// Connect sends a connection request with p's private data (at most 56
+// bytes on RC); EventEstablished, EventRejected or an error event follows.
+func (id CMID) Connect(p ConnParam) error {
+	var pd unsafe.Pointer
+	if len(p.PrivateData) > 0 {
+		pd = C.CBytes(p.PrivateData)
+		defer C.free(pd)
+	}
+	if rc := C.nt_connect(id.p, pd, C.int(len(p.PrivateData)), C.int(p.ResponderResources), C.int(p.InitiatorDepth), C.int(p.RNRRetryCount)); rc < 0 {
+		return fmt.Errorf("rdma_connect: %w", errno(rc))
+	}
+	return nil
+}
+
 // Reject refuses a connection request with private data.
 func (id CMID) Reject(privateData []byte) error {
 	var pd unsafe.Pointer
@@ -608,6 +676,24 @@ func (pd *PD) RegMR(buf []byte) (*MR, error) {
 	}
 	return &MR{p: p}, nil
 }
+
+// RegMRRemote registers buf, which must live outside the Go heap, for
+// local write and remote read and write: an initiator's buffer that the
+// peer reaches with the region's RKey. The target itself never uses it.
+func (pd *PD) RegMRRemote(buf []byte) (*MR, error) {
+	if len(buf) == 0 {
+		return nil, fmt.Errorf("ibv_reg_mr: empty buffer")
+	}
+	p, err := C.ibv_reg_mr(pd.p, unsafe.Pointer(&buf[0]), C.size_t(len(buf)),
+		C.IBV_ACCESS_LOCAL_WRITE|C.IBV_ACCESS_REMOTE_READ|C.IBV_ACCESS_REMOTE_WRITE)
+	if p == nil {
+		return nil, fmt.Errorf("ibv_reg_mr %d bytes: %w", len(buf), err)
+	}
+	return &MR{p: p}, nil
+}
+
+// RKey is the region's remote key.
+func (mr *MR) RKey() uint32 { return uint32(mr.p.rkey) }
 
 // LKey is the region's local key.
 func (mr *MR) LKey() uint32 { return uint32(mr.p.lkey) }
