@@ -175,6 +175,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ct(c.rdmaConns, r.Disconnected.Load(), "disconnected")
 	g(c.rdmaQueues, float64(r.QueuesLive.Load()))
 	ct(c.rdmaWaits, r.BufferWaits.Load(), "buffer")
+	ct(c.rdmaWaits, r.ShareWaits.Load(), "buffer_share")
 	ct(c.rdmaWaits, r.SendWaits.Load(), "send_credit")
 	ct(c.rdmaWaits, r.ReadWaits.Load(), "read_credit")
 	ct(c.rdmaPoll, r.PollSleeps.Load())
