@@ -49,6 +49,7 @@ subsystems:
 $ns
         size: 256MiB
 metrics: {listen: "127.0.0.1:$((9500 + i))"}
+api: {socket: /tmp/$name.sock}
 rdma:
   buffer_pool_size: 32MiB
 Y
