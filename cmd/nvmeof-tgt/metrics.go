@@ -67,6 +67,7 @@ type collector struct {
 	nsLatency, nsCapacity, nsBlockSize         *prometheus.Desc
 	connects, rejects, cmdErrors, kaExpired    *prometheus.Desc
 	auth                                       *prometheus.Desc
+	hostLimit                                  *prometheus.Desc
 	nsOps, nsBytes, nsErrors                   *prometheus.Desc
 	nsBusy                                     *prometheus.Desc
 	rdmaConns, rdmaQueues, rdmaWaits, rdmaPoll *prometheus.Desc
@@ -91,6 +92,7 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
 		nsBlockSize:     d("namespace_block_size_bytes", "Namespace logical block size.", "subnqn", "nsid"),
 		connects:        d("connects_total", "Successful Fabrics Connect commands."),
 		rejects:         d("connect_rejects_total", "Refused Fabrics Connect commands."),
+		hostLimit:       d("connect_host_limit_total", "Fabrics Connect commands refused because the host had controller.max_connections_per_host queues (also in connect_rejects_total)."),
 		cmdErrors:       d("command_errors_total", "Commands completed with an error status."),
 		kaExpired:       d("keepalive_expired_total", "Controllers deleted by keep-alive expiry."),
 		auth:            d("auth_total", "In-band authentication (DH-HMAC-CHAP) outcomes: queues authenticated, transactions failed, queues disconnected for not authenticating in time.", "result"),
@@ -139,6 +141,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ct(c.connects, st.Connects)
 	ct(c.rejects, st.ConnectRejects)
+	ct(c.hostLimit, st.HostLimitRejects)
 	ct(c.cmdErrors, st.Errors)
 	ct(c.kaExpired, st.KAExpired)
 	ct(c.auth, st.AuthSucceeded, "success")
