@@ -196,7 +196,8 @@ func (q *queue) getBuffers(r *request) reqState {
 	}
 	if r.claimed == 0 {
 		need := pool.chunksFor(r.fr.DataLen)
-		switch q.bufWait.admit(r, q.bufClaimed+need <= q.bufShare) {
+		// A queue holding nothing may always go: never wait for ever.
+		switch q.bufWait.admit(r, q.bufClaimed == 0 || q.bufClaimed+need <= q.bufShare) {
 		case waiting:
 			return rsNeedBuffer
 		case overflow:
