@@ -743,3 +743,18 @@ func TestEngineBufferShare(t *testing.T) {
 		t.Fatalf("pool has %d of %d buffers at rest", len(h.e.pool.free), h.total)
 	}
 }
+
+// TestQueueShare: a queue's share of its poller's data buffers.
+func TestQueueShare(t *testing.T) {
+	for _, tc := range []struct{ total, depth, maxChunks, want int }{
+		{total: 1024, depth: 128, maxChunks: 16, want: 512}, // the defaults: half the pool
+		{total: 1024, depth: 4, maxChunks: 16, want: 64},    // a shallow queue: what its depth can use
+		{total: 16, depth: 4, maxChunks: 4, want: 8},
+		{total: 6, depth: 4, maxChunks: 4, want: 4}, // a small pool: still one largest transfer
+		{total: 4, depth: 1, maxChunks: 4, want: 4},
+	} {
+		if got := queueShare(tc.total, tc.depth, tc.maxChunks); got != tc.want {
+			t.Errorf("queueShare(%d, %d, %d) = %d, want %d", tc.total, tc.depth, tc.maxChunks, got, tc.want)
+		}
+	}
+}
