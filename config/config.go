@@ -120,6 +120,10 @@ type Controller struct {
 	// KeepAliveTimeoutMax caps the KATO a host may ask for in Connect.
 	// Default fabric.DefaultKATOMax, at least 1s.
 	KeepAliveTimeoutMax time.Duration `mapstructure:"kato_max"`
+	// MaxConnectionsPerHost caps the queues (connections, admin and I/O,
+	// over all its controllers) one host NQN may have; a Connect past it
+	// is refused. Default fabric.DefaultMaxConnectionsPerHost.
+	MaxConnectionsPerHost int `mapstructure:"max_connections_per_host"`
 }
 
 // Metrics configures the Prometheus endpoint.
@@ -176,6 +180,7 @@ var scalarDefaults = []struct {
 	{"rdma.send_with_invalidate", rdma.DefaultMode},
 	{"rdma.io_uring", rdma.DefaultMode},
 	{"controller.kato_max", fabric.DefaultKATOMax},
+	{"controller.max_connections_per_host", fabric.DefaultMaxConnectionsPerHost},
 	{"metrics.listen", "127.0.0.1:9771"},
 	{"metrics.pprof", false},
 	{"api.socket", DefaultAPISocket},

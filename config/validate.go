@@ -281,6 +281,8 @@ func (c Controller) validate(p *problems) {
 	if c.KeepAliveTimeoutMax < time.Second || c.KeepAliveTimeoutMax > limit {
 		p.add("controller.kato_max", "%s: want 1s..%s", c.KeepAliveTimeoutMax, limit)
 	}
+	// More than a device has queues for would cap nothing.
+	checkRange(p, "controller.max_connections_per_host", c.MaxConnectionsPerHost, 1, rdma.QueuesMax)
 }
 
 func (m Metrics) validate(p *problems) {

@@ -146,6 +146,8 @@ func TestValidateRejects(t *testing.T) {
 		// Controller, metrics, log.
 		{"kato_max short", func(c *Config) { c.Controller.KeepAliveTimeoutMax = 500 * time.Millisecond }, "controller.kato_max", ""},
 		{"kato_max long", func(c *Config) { c.Controller.KeepAliveTimeoutMax = 50 * 24 * time.Hour }, "controller.kato_max", ""},
+		{"max_connections_per_host zero", func(c *Config) { c.Controller.MaxConnectionsPerHost = 0 }, "controller.max_connections_per_host", ""},
+		{"max_connections_per_host huge", func(c *Config) { c.Controller.MaxConnectionsPerHost = 1 << 20 }, "controller.max_connections_per_host", ""},
 		{"metrics no port", func(c *Config) { c.Metrics.Listen = "127.0.0.1" }, "metrics.listen", ""},
 		{"metrics bad port", func(c *Config) { c.Metrics.Listen = ":99999" }, "metrics.listen", ""},
 		{"log level", func(c *Config) { c.Log.Level = "trace" }, "log.level", ""},

@@ -86,6 +86,9 @@ func handleConnect(r *Request) nvme.Status {
 		st = nvme.StatusCommandSequenceError.WithDNR()
 	}
 	if claimed {
+		st = q.claimHost(&a)
+	}
+	if claimed && st.IsSuccess() {
 		if a.qid == 0 {
 			st = executeAdminConnect(r, &a)
 		} else {
@@ -94,6 +97,7 @@ func handleConnect(r *Request) nvme.Status {
 	}
 	if claimed && !st.IsSuccess() {
 		q.connecting.Store(false) // the host may try again on this queue
+		q.releaseHost()
 	}
 	switch {
 	case st.IsSuccess():

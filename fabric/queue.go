@@ -39,6 +39,8 @@ type Queue struct {
 	size uint32
 	sqhd atomic.Uint32
 	gone bool
+	// hostClaim is the host NQN this queue counts against (hostQueues).
+	hostClaim string
 	// aers are the Async Event Requests this (admin) queue holds.
 	aers []*Request
 }
@@ -216,6 +218,7 @@ func (q *Queue) Destroy() {
 	q.aers = nil
 	q.mu.Unlock()
 	q.t.stats.queues.Add(-1)
+	q.releaseHost()
 	for _, r := range aers {
 		r.complete(nvme.StatusAbortSQDeleted)
 	}

@@ -24,6 +24,10 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// AuthTimeout bounds an in-band authentication (DefaultAuthTimeout).
 	AuthTimeout time.Duration
+	// MaxConnectionsPerHost caps the queues (admin and I/O, all its
+	// controllers) one host NQN may have connected; a Connect past it is
+	// refused with Controller Busy.
+	MaxConnectionsPerHost int
 	// FirmwareRevision is reported in Identify Controller.
 	FirmwareRevision string
 	// Logger receives the target's log; nil discards.
@@ -42,6 +46,9 @@ const (
 	// (the Linux host sends it at once, and waits at most its admin
 	// timeout, 60 s by default, for the answer).
 	DefaultConnectTimeout = 30 * time.Second
+	// DefaultMaxConnectionsPerHost is room for three controllers with the
+	// most I/O queues (1+DefaultMaxIOQueues each) and some to spare.
+	DefaultMaxConnectionsPerHost = 64
 	// DefaultModel is Identify Controller MN when a subsystem sets none.
 	DefaultModel = "nvmeof-tgt"
 )
@@ -59,6 +66,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.KATOMax == 0 {
 		o.KATOMax = DefaultKATOMax
+	}
+	if o.MaxConnectionsPerHost == 0 {
+		o.MaxConnectionsPerHost = DefaultMaxConnectionsPerHost
 	}
 	if o.FirmwareRevision == "" {
 		o.FirmwareRevision = "0.1"
@@ -82,6 +92,7 @@ type Target struct {
 	nextPortID uint16
 	closed     bool
 
+	hosts hostQueues
 	stats targetStats
 }
 
@@ -100,6 +111,8 @@ type targetStats struct {
 	// In-band authentication: queues authenticated, transactions that
 	// failed, queues disconnected for not authenticating in time.
 	authOK, authFailed, authTimeouts atomic.Uint64
+	// hostLimit counts Connects refused for MaxConnectionsPerHost.
+	hostLimit atomic.Uint64
 }
 
 // Stats is a snapshot of the target's counters, for metrics.
@@ -109,6 +122,8 @@ type Stats struct {
 	// Authentication (auth.go): queues authenticated, failed transactions,
 	// queues disconnected for not authenticating in time.
 	AuthSucceeded, AuthFailed, AuthTimeouts uint64
+	// HostLimitRejects are the ConnectRejects for MaxConnectionsPerHost.
+	HostLimitRejects uint64
 }
 
 // ErrClosed is returned by operations on a closed target.
@@ -135,6 +150,7 @@ func (t *Target) Stats() Stats {
 		Errors: t.stats.errors.Load(), Connects: t.stats.connects.Load(),
 		ConnectRejects: t.stats.rejects.Load(), KAExpired: t.stats.kaExpired.Load(),
 		AuthSucceeded: t.stats.authOK.Load(), AuthFailed: t.stats.authFailed.Load(), AuthTimeouts: t.stats.authTimeouts.Load(),
+		HostLimitRejects: t.stats.hostLimit.Load(),
 	}
 }
 

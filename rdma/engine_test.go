@@ -145,10 +145,13 @@ func TestEngineWaitLines(t *testing.T) {
 		waits func(*Stats) uint64
 	}{
 		{
+			// One queue holds at most its share (here 4 of 6): the line
+			// is the queue's own. The poller's line is in
+			// TestEngineTeardownDropsWaiters and TestEngineBufferShare.
 			name: "data buffers", bench: benchOpts{chunks: 6},
 			first:   cmd(1, nvme.OpRead, 4*testUnit, false),
 			then:    []nvme.Command{cmd(2, nvme.OpRead, 4*testUnit, false), cmd(3, nvme.OpRead, testUnit, false)},
-			release: kindSend, waits: func(s *Stats) uint64 { return s.BufferWaits.Load() },
+			release: kindSend, waits: func(s *Stats) uint64 { return s.ShareWaits.Load() },
 		},
 		{
 			name: "RDMA READ credits", queue: benchOpts{readDepth: 3},
@@ -475,22 +478,25 @@ func b2i(b bool) int {
 
 // TestEngineTeardownDropsWaiters: a queue torn down while its requests wait
 // in every line lets them all go, unexecuted, and leaves another queue's
-// waiter in the shared buffer line alone.
+// waiter in the poller's buffer line alone.
 func TestEngineTeardownDropsWaiters(t *testing.T) {
-	h := newBench(t, benchOpts{chunks: 8})
-	q, c, core := h.open(benchOpts{readDepth: 1, sqSize: 6})
+	h := newBench(t, benchOpts{chunks: 12}) // a queue's share: 6
+	q, c, core := h.open(benchOpts{depth: 8, readDepth: 1, sqSize: 6})
 	other, oc, ocore := h.open(benchOpts{})
+	third, tc, tcore := h.open(benchOpts{})
 	h.capsule(q, c, cmd(1, nvme.OpWrite, testUnit, false), 0)       // READ out: takes the one READ credit
 	h.capsule(q, c, cmd(2, nvme.OpWrite, testUnit, false), 0)       // waits for READ credits
-	h.capsule(q, c, cmd(3, nvme.OpRead, 4*testUnit, false), 0)      // takes 4 buffers, sends 5: 0 credits left
+	h.capsule(q, c, cmd(3, nvme.OpRead, 4*testUnit, false), 0)      // takes 4 buffers (6 left; the whole share), sends 5: 0 credits left
 	h.capsule(q, c, cmd(4, nvme.OpFlush, 0, false), 0)              // waits for send credits
-	h.capsule(q, c, cmd(5, nvme.OpRead, 4*testUnit, false), 0)      // waits for buffers (2 left)
-	h.capsule(other, oc, cmd(9, nvme.OpRead, 4*testUnit, false), 0) // waits for buffers behind it
-	if q.readWait.line.len() != 1 || q.sendWait.line.len() != 1 || h.e.pool.wait.line.len() != 2 {
-		t.Fatalf("lines: read %d, send %d, buffers %d; want 1, 1, 2",
-			q.readWait.line.len(), q.sendWait.line.len(), h.e.pool.wait.line.len())
+	h.capsule(q, c, cmd(5, nvme.OpRead, 4*testUnit, false), 0)      // waits for its queue's share
+	h.capsule(other, oc, cmd(8, nvme.OpRead, 4*testUnit, false), 0) // takes 4 buffers (2 left)
+	h.capsule(q, c, cmd(6, nvme.OpRead, testUnit, false), 0)        // waits behind 5 for the share
+	h.capsule(third, tc, cmd(9, nvme.OpRead, 4*testUnit, false), 0) // waits for buffers
+	if q.readWait.line.len() != 1 || q.sendWait.line.len() != 1 || q.bufWait.line.len() != 2 || h.e.pool.wait.line.len() != 1 {
+		t.Fatalf("lines: read %d, send %d, share %d, buffers %d; want 1, 1, 2, 1",
+			q.readWait.line.len(), q.sendWait.line.len(), q.bufWait.line.len(), h.e.pool.wait.line.len())
 	}
-	h.check(q, other)
+	h.check(q, other, third)
 	if !slices.Equal(core.executed, []uint16{3, 4}) {
 		t.Fatalf("executed %v, want [3 4]", core.executed)
 	}
@@ -502,18 +508,19 @@ func TestEngineTeardownDropsWaiters(t *testing.T) {
 			waiters = append(waiters, i)
 		}
 	}
-	if len(waiters) != 3 {
-		t.Fatalf("%d requests waiting, want 3", len(waiters))
+	if len(waiters) != 4 {
+		t.Fatalf("%d requests waiting, want 4", len(waiters))
 	}
 	q.Disconnect() // the core asks, from another goroutine
 	h.runLoop()
-	if h.e.pool.wait.line.len() != 1 || h.e.pool.wait.line.buf[h.e.pool.wait.line.head].q != other {
-		t.Fatalf("buffer line holds %d, want the other queue's request alone", h.e.pool.wait.line.len())
+	if h.e.pool.wait.line.len() != 1 || h.e.pool.wait.line.buf[h.e.pool.wait.line.head].q != third {
+		t.Fatalf("buffer line holds %d, want the third queue's request alone", h.e.pool.wait.line.len())
 	}
 	// The torn-down queue's waiters are out of every line and free at
 	// once; only the requests with work on the QP are still out.
-	if q.readWait.line.len() != 0 || q.sendWait.line.len() != 0 {
-		t.Fatalf("credit lines hold %d and %d after the teardown", q.readWait.line.len(), q.sendWait.line.len())
+	if q.readWait.line.len() != 0 || q.sendWait.line.len() != 0 || q.bufWait.line.len() != 0 || q.bufClaimed != 5 {
+		t.Fatalf("credit lines hold %d and %d, the share line %d (%d claimed) after the teardown",
+			q.readWait.line.len(), q.sendWait.line.len(), q.bufWait.line.len(), q.bufClaimed)
 	}
 	for _, i := range waiters {
 		if st := q.reqs[i].state; st != rsFree {
@@ -526,12 +533,13 @@ func TestEngineTeardownDropsWaiters(t *testing.T) {
 	}
 	h.flushAll(c)
 	h.gone(q, c)
-	// Its buffers came back: the other queue's request goes on.
-	if !slices.Equal(ocore.executed, []uint16{9}) {
-		t.Fatalf("other queue executed %v, want [9]", ocore.executed)
+	// Its buffers came back: the third queue's request goes on.
+	if !slices.Equal(ocore.executed, []uint16{8}) || !slices.Equal(tcore.executed, []uint16{9}) {
+		t.Fatalf("other queues executed %v and %v, want [8] and [9]", ocore.executed, tcore.executed)
 	}
 	h.finish(other, oc, kindSend, verbs.WCSuccess)
-	h.check(other)
+	h.finish(third, tc, kindSend, verbs.WCSuccess)
+	h.check(other, third)
 }
 
 // TestEngineBatchFull: a round that stages more than the batch holds posts
@@ -751,4 +759,54 @@ func TestEngineResponsesNotDelivered(t *testing.T) {
 	h.check()
 	h.flushAll(sc)
 	h.gone(stuck, sc)
+}
+
+// TestEngineBufferShare: a queue whose responses never complete (its host
+// posts no receives, so every SEND waits on RNR retries) keeps the data
+// buffers of those requests. It may hold no more than its share of the
+// poller's pool: its further requests wait in its own line, and a second
+// queue on the same poller still gets buffers and runs.
+func TestEngineBufferShare(t *testing.T) {
+	h := newBench(t, benchOpts{}) // 16 buffers; a transfer takes up to 4
+	hog, hc, hcore := h.open(benchOpts{})
+	other, oc, ocore := h.open(benchOpts{})
+	for cid := uint16(1); cid <= 4; cid++ {
+		h.capsule(hog, hc, cmd(cid, nvme.OpRead, 4*testUnit, false), 0)
+		h.check(hog, other)
+	}
+	h.capsule(other, oc, cmd(9, nvme.OpRead, 4*testUnit, false), 0)
+	h.check(hog, other)
+	if !slices.Equal(ocore.executed, []uint16{9}) {
+		t.Fatalf("second queue executed %v, want [9]: the first holds %d of %d buffers",
+			ocore.executed, h.total-len(h.e.pool.free)-4*len(ocore.executed), h.total)
+	}
+	h.finish(other, oc, kindSend, verbs.WCSuccess)
+	// The host comes back to its receives: the hog's requests go on, in
+	// the order they came.
+	var order []uint16
+	for len(hc.sends) > 0 {
+		order = append(order, h.finish(hog, hc, kindSend, verbs.WCSuccess))
+		h.check(hog, other)
+	}
+	if want := []uint16{1, 2, 3, 4}; !slices.Equal(order, want) || !slices.Equal(hcore.executed, want) {
+		t.Fatalf("first queue served %v, executed %v; want %v", order, hcore.executed, want)
+	}
+	if len(h.e.pool.free) != h.total {
+		t.Fatalf("pool has %d of %d buffers at rest", len(h.e.pool.free), h.total)
+	}
+}
+
+// TestQueueShare: a queue's share of its poller's data buffers.
+func TestQueueShare(t *testing.T) {
+	for _, tc := range []struct{ total, depth, maxChunks, want int }{
+		{total: 1024, depth: 128, maxChunks: 16, want: 512}, // the defaults: half the pool
+		{total: 1024, depth: 4, maxChunks: 16, want: 64},    // a shallow queue: what its depth can use
+		{total: 16, depth: 4, maxChunks: 4, want: 8},
+		{total: 6, depth: 4, maxChunks: 4, want: 4}, // a small pool: still one largest transfer
+		{total: 4, depth: 1, maxChunks: 4, want: 4},
+	} {
+		if got := queueShare(tc.total, tc.depth, tc.maxChunks); got != tc.want {
+			t.Errorf("queueShare(%d, %d, %d) = %d, want %d", tc.total, tc.depth, tc.maxChunks, got, tc.want)
+		}
+	}
 }

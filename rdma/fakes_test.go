@@ -371,6 +371,7 @@ func (h *bench) check(qs ...*queue) {
 				h.t.Fatalf("request %d on the free list in state %s", i, st)
 			}
 		}
+		claimed, holds := 0, 0
 		for i := range q.reqs {
 			r := &q.reqs[i]
 			if r.waitingIn != nil && r.state != rsNeedBuffer && r.state != rsNeedRead && r.state != rsNeedSend {
@@ -379,6 +380,12 @@ func (h *bench) check(qs ...*queue) {
 			for _, c := range r.chunks {
 				own(c, "request")
 			}
+			claimed += r.claimed
+			holds += len(r.chunks)
+		}
+		if claimed != q.bufClaimed || holds > q.bufShare || claimed > q.bufShare {
+			h.t.Fatalf("queue claims %d (its requests %d) and holds %d buffers; its share is %d",
+				q.bufClaimed, claimed, holds, q.bufShare)
 		}
 		for _, c := range q.held {
 			own(c, "held")

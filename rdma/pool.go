@@ -7,15 +7,26 @@ import "sync/atomic"
 // with RDMA, in FIFO order (SPDK's buffer pool). Nothing is allocated or
 // registered per I/O.
 type bufPool struct {
-	mem  []byte // chunks*unit bytes of the registered region
-	unit int
-	free []int32 // indexes of free chunks, a stack
-	wait fifo    // requests waiting for chunks
+	mem   []byte // chunks*unit bytes of the registered region
+	unit  int
+	free  []int32 // indexes of free chunks, a stack
+	total int     // chunks in the pool
+	wait  fifo    // requests waiting for chunks
+}
+
+// queueShare is the most chunks one queue may hold of a pool of total: what
+// depth commands of maxChunks each can use, but at most half the pool, so a
+// queue whose requests never finish (a host that posts no receives keeps
+// every response SEND retrying) leaves the other queues of its poller at
+// least the other half; and at least one largest transfer, so every
+// command can run. Requests past the share wait in their queue's line.
+func queueShare(total, depth, maxChunks int) int {
+	return max(maxChunks, min(depth*maxChunks, total/2))
 }
 
 func newBufPool(mem []byte, unit, maxWaiters int, waits *atomic.Uint64) bufPool {
 	n := len(mem) / unit
-	p := bufPool{mem: mem, unit: unit, free: make([]int32, 0, n), wait: newFIFO(maxWaiters, waits)}
+	p := bufPool{mem: mem, unit: unit, free: make([]int32, 0, n), total: n, wait: newFIFO(maxWaiters, waits)}
 	for i := n - 1; i >= 0; i-- {
 		p.free = append(p.free, int32(i))
 	}

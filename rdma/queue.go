@@ -102,6 +102,12 @@ type queue struct {
 	free       []uint16
 	readWait   fifo
 	sendWait   fifo
+	// bufWait is the line of requests waiting for room in the queue's
+	// share of the poller's data buffers (bufShare chunks); bufClaimed is
+	// what its requests past that line count against it.
+	bufWait    fifo
+	bufShare   int
+	bufClaimed int
 	// parked are capsules that arrived while every request was still
 	// waiting for its SEND to complete.
 	parked ring[parkedCapsule]
@@ -146,6 +152,8 @@ func newQueue(e *engine, c queueConfig) *queue {
 	}
 	q.readWait = newFIFO(n, &e.stats.ReadWaits)
 	q.sendWait = newFIFO(n, &e.stats.SendWaits)
+	q.bufWait = newFIFO(n, &e.stats.ShareWaits)
+	q.bufShare = queueShare(e.pool.total, c.depth, e.geo.maxChunks)
 	q.parked = newRing[parkedCapsule](c.depth)
 	return q
 }

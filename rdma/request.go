@@ -18,7 +18,8 @@ const (
 	rsFree reqState = iota
 	// rsNew: bound to a received command capsule.
 	rsNew
-	// rsNeedBuffer: waiting in the poller's line for data buffers.
+	// rsNeedBuffer: waiting for data buffers: in its queue's line while
+	// the queue holds its share of the pool, then in the poller's line.
 	rsNeedBuffer
 	// rsNeedRead: host write data to fetch; waiting for RDMA READ credits
 	// (the host's READ depth and send-queue slots).
@@ -83,6 +84,9 @@ type request struct {
 	status  nvme.Status
 	rspAddr uint64
 	chunks  []int32 // data buffers from the pool
+	// claimed is the chunks r counts against its queue's share, from when
+	// it leaves the queue's line until it gives its buffers back.
+	claimed int
 	segs    [][]byte
 	// remoteAddr and rkey are the host's buffer (keyed SGL); invalidate
 	// asks for rkey to be invalidated with the response (SEND with
@@ -180,12 +184,28 @@ func (q *queue) parse(r *request) reqState {
 	return rsNeedBuffer
 }
 
-// getBuffers takes data buffers from the poller's pool, in line.
+// getBuffers takes data buffers from the poller's pool, in line: first
+// the queue's own line, for room in its share (queueShare), then the
+// poller's. A queue at its share so never holds up the poller's line.
 func (q *queue) getBuffers(r *request) reqState {
 	pool := &q.e.pool
 	if !q.live() {
+		q.bufWait.remove(r)
 		pool.wait.remove(r)
 		return rsDone
+	}
+	if r.claimed == 0 {
+		need := pool.chunksFor(r.fr.DataLen)
+		// A queue holding nothing may always go: never wait for ever.
+		switch q.bufWait.admit(r, q.bufClaimed == 0 || q.bufClaimed+need <= q.bufShare) {
+		case waiting:
+			return rsNeedBuffer
+		case overflow:
+			q.lineFull("buffer share")
+			return rsDone
+		}
+		r.claimed = need
+		q.bufClaimed += need
 	}
 	switch pool.get(r) {
 	case waiting:
@@ -345,7 +365,19 @@ func (q *queue) sending(r *request, ev event) reqState {
 func (q *queue) abandon(r *request) {
 	q.held = append(q.held, r.chunks...)
 	r.chunks = r.chunks[:0]
+	q.unclaim(r)
 	q.unhold(r)
+}
+
+// unclaim gives r's claim on the queue's share back, letting the queue's
+// line go on.
+func (q *queue) unclaim(r *request) {
+	if r.claimed == 0 {
+		return
+	}
+	q.bufClaimed -= r.claimed
+	r.claimed = 0
+	q.bufWait.retry(q.retry)
 }
 
 // release gives back what a finished or abandoned request holds: data
@@ -367,4 +399,5 @@ func (q *queue) release(r *request) {
 		r.chunks = r.chunks[:0]
 		q.e.returnChunks(chunks)
 	}
+	q.unclaim(r)
 }

@@ -47,6 +47,7 @@ func (q *queue) teardown(reason string) {
 	}
 	mine := func(r *request) bool { return r.q == q }
 	dropped := q.e.pool.wait.removeIf(mine, nil)
+	dropped = q.bufWait.removeIf(mine, dropped)
 	dropped = q.readWait.removeIf(mine, dropped)
 	dropped = q.sendWait.removeIf(mine, dropped)
 	for q.parked.len() > 0 {

@@ -199,10 +199,13 @@ type Stats struct {
 	// BuffersInUse is the data buffers (IOUnitSize each) out of the pools:
 	// held by requests, or by queues waiting for their QP's destruction.
 	BuffersInUse atomic.Int64
-	PollSleeps, PollWakeups           atomic.Uint64
-	CompletionErrors                  atomic.Uint64
-	IOUringRequests                   atomic.Uint64 // file and block requests run on a poller's io_uring
-	SendWithInvalidate                atomic.Uint64
+	// ShareWaits counts requests that waited because their queue held its
+	// share of the poller's data buffers.
+	ShareWaits              atomic.Uint64
+	PollSleeps, PollWakeups atomic.Uint64
+	CompletionErrors        atomic.Uint64
+	IOUringRequests         atomic.Uint64 // file and block requests run on a poller's io_uring
+	SendWithInvalidate      atomic.Uint64
 	// PostCalls counts the calls that posted a poller round's work
 	// requests; WorkRequests the work requests they carried.
 	PostCalls, WorkRequests atomic.Uint64

@@ -67,6 +67,7 @@ type collector struct {
 	nsLatency, nsCapacity, nsBlockSize         *prometheus.Desc
 	connects, rejects, cmdErrors, kaExpired    *prometheus.Desc
 	auth                                       *prometheus.Desc
+	hostLimit                                  *prometheus.Desc
 	nsOps, nsBytes, nsErrors                   *prometheus.Desc
 	nsBusy                                     *prometheus.Desc
 	rdmaConns, rdmaQueues, rdmaWaits, rdmaPoll *prometheus.Desc
@@ -90,6 +91,7 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
 		nsCapacity:       d("namespace_capacity_bytes", "Namespace size.", "subnqn", "nsid"),
 		nsBlockSize:      d("namespace_block_size_bytes", "Namespace logical block size.", "subnqn", "nsid"),
 		connects:         d("connects_total", "Successful Fabrics Connect commands."),
+		hostLimit:        d("connect_host_limit_total", "Fabrics Connect commands refused because the host had controller.max_connections_per_host queues (also in connect_rejects_total)."),
 		rejects:          d("connect_rejects_total", "Refused Fabrics Connect commands."),
 		cmdErrors:        d("command_errors_total", "Commands completed with an error status."),
 		kaExpired:        d("keepalive_expired_total", "Controllers deleted by keep-alive expiry."),
@@ -140,6 +142,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ct(c.connects, st.Connects)
 	ct(c.rejects, st.ConnectRejects)
+	ct(c.hostLimit, st.HostLimitRejects)
 	ct(c.cmdErrors, st.Errors)
 	ct(c.kaExpired, st.KAExpired)
 	ct(c.auth, st.AuthSucceeded, "success")
@@ -176,6 +179,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ct(c.rdmaConns, r.Disconnected.Load(), "disconnected")
 	g(c.rdmaQueues, float64(r.QueuesLive.Load()))
 	ct(c.rdmaWaits, r.BufferWaits.Load(), "buffer")
+	ct(c.rdmaWaits, r.ShareWaits.Load(), "buffer_share")
 	ct(c.rdmaWaits, r.SendWaits.Load(), "send_credit")
 	ct(c.rdmaWaits, r.ReadWaits.Load(), "read_credit")
 	ct(c.rdmaPoll, r.PollSleeps.Load())

@@ -108,9 +108,10 @@ func build(cfg *config.Config, path string, log *slog.Logger) (_ *server, err er
 	}()
 	s.loop = fabric.NewLoopTransport(loopLimits(s.rcfg))
 	s.tgt = fabric.NewTarget(fabric.Options{
-		KATOMax:          cfg.Controller.KeepAliveTimeoutMax,
-		FirmwareRevision: firmwareRevision(),
-		Logger:           log,
+		KATOMax:               cfg.Controller.KeepAliveTimeoutMax,
+		MaxConnectionsPerHost: cfg.Controller.MaxConnectionsPerHost,
+		FirmwareRevision:      firmwareRevision(),
+		Logger:                log,
 	})
 	s.m, err = control.New(s.tgt, cfg, control.Options{Path: path, Transport: s.transport, Logger: log})
 	switch {

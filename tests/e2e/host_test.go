@@ -107,6 +107,7 @@ type controller struct {
 	subnqn string
 	host   host
 	gone   bool
+	took   time.Duration // nvme connect's run time
 }
 
 // connect runs nvme connect. On success it returns the new controller, to be disconnected when
@@ -122,7 +123,8 @@ func (h host) connectPort(t *testing.T, subnqn string, port int) (*controller, e
 	return h.connectWith(t, subnqn, port)
 }
 
-// connectWith is connectPort with more nvme connect flags (--dhchap-secret ...).
+// connectWith is connectPort with more nvme connect flags (--dhchap-secret ..., queue counts
+// and sizes).
 func (h host) connectWith(t *testing.T, subnqn string, port int, extra ...string) (*controller, error) {
 	t.Helper()
 	args := append([]string{"connect"}, fabricFlagsPort(port)...)
@@ -146,7 +148,7 @@ func (h host) connectWith(t *testing.T, subnqn string, port int, extra ...string
 		}
 		return nil, fmt.Errorf("connect to %s: want one controller for host %s, found %v", subnqn, h.NQN, ctrls)
 	}
-	c := &controller{name: ctrls[0], subnqn: subnqn, host: h}
+	c := &controller{name: ctrls[0], subnqn: subnqn, host: h, took: r.took}
 	t.Cleanup(func() { c.disconnect(t) })
 	t.Logf("connected %s to %s as %s (%v)", h.NQN, subnqn, c.name, r.took.Round(time.Millisecond))
 	return c, nil

@@ -1,0 +1,144 @@
+package fabric
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// TestMaxConnectionsPerHost: a host NQN's queues, admin and I/O over all
+// its controllers, are capped; a Connect past the cap is refused with
+// Controller Busy (no DNR: the host may retry) and counted; other hosts are
+// not affected; a queue gone, or a Connect refused for any reason, gives
+// its place back.
+func TestMaxConnectionsPerHost(t *testing.T) {
+	// A step connects a queue: op "admin" (a new controller of host) or
+	// "io" (I/O queue qid of host's step-ctrl controller), or "close"
+	// closes the queue step opened. have is host's count after the step.
+	type step struct {
+		op     string
+		host   string
+		qid    nvme.QID
+		ctrl   int // the step whose admin queue's controller "io" joins
+		subnqn string
+		want   nvme.Status
+		have   int
+	}
+	const a, b = "nqn.2026-11.io.example:a", "nqn.2026-11.io.example:b"
+	busy := nvme.StatusConnectControllerBusy
+	ok := nvme.StatusSuccess
+	tests := []struct {
+		name      string
+		max       int
+		steps     []step
+		wantLimit uint64
+	}{
+		{name: "I/O queue past the cap", max: 2, wantLimit: 1, steps: []step{
+			{op: "admin", host: a, want: ok, have: 1},
+			{op: "io", host: a, qid: 1, want: ok, have: 2},
+			{op: "io", host: a, qid: 2, want: busy, have: 2},
+		}},
+		{name: "second controller past the cap", max: 1, wantLimit: 1, steps: []step{
+			{op: "admin", host: a, want: ok, have: 1},
+			{op: "admin", host: a, want: busy, have: 1},
+		}},
+		{name: "another host is not counted", max: 1, wantLimit: 1, steps: []step{
+			{op: "admin", host: a, want: ok, have: 1},
+			{op: "admin", host: b, want: ok, have: 1},
+			{op: "admin", host: b, want: busy, have: 1},
+		}},
+		{name: "a queue gone gives its place back", max: 2, wantLimit: 2, steps: []step{
+			{op: "admin", host: a, want: ok, have: 1},
+			{op: "io", host: a, qid: 1, want: ok, have: 2},
+			{op: "io", host: a, qid: 2, want: busy, have: 2},
+			{op: "close", ctrl: 1, host: a, have: 1},
+			{op: "io", host: a, qid: 2, want: ok, have: 2},
+			{op: "io", host: a, qid: 3, want: busy, have: 2},
+		}},
+		{name: "the controller gone gives every place back", max: 3, steps: []step{
+			{op: "admin", host: a, want: ok, have: 1},
+			{op: "io", host: a, qid: 1, want: ok, have: 2},
+			{op: "io", host: a, qid: 2, want: ok, have: 3},
+			{op: "close", ctrl: 0, host: a, have: 0},
+			{op: "admin", host: a, want: ok, have: 1},
+		}},
+		{name: "a Connect refused otherwise takes no place", max: 1, steps: []step{
+			{op: "admin", host: a, subnqn: "nqn.2026-11.io.example:nope", want: nvme.StatusConnectInvalidParameters.WithDNR(), have: 0},
+			{op: "admin", host: a, want: ok, have: 1},
+		}},
+		{name: "the default", steps: []step{
+			{op: "admin", host: a, want: ok, have: 1},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRigOpts(t, Options{MaxConnectionsPerHost: tc.max})
+			if tc.max == 0 && r.tgt.Options().MaxConnectionsPerHost != DefaultMaxConnectionsPerHost {
+				t.Fatalf("cap %d, want the default %d", r.tgt.Options().MaxConnectionsPerHost, DefaultMaxConnectionsPerHost)
+			}
+			hosts := make([]*host, len(tc.steps))
+			ctrls := make([]nvme.CNTLID, len(tc.steps))
+			for i, s := range tc.steps {
+				sub := testNQN
+				if s.subnqn != "" {
+					sub = s.subnqn
+				}
+				var rsp nvme.Completion
+				switch s.op {
+				case "admin":
+					hosts[i] = r.dial(0, 32)
+					rsp = hosts[i].submit(connectCmd(0, 31, 0), connectData(sub, s.host, testHostID, 0xffff))
+					if rsp.Status().IsSuccess() {
+						hosts[i].propSet(nvme.PropCC, ccEnable)
+						ctrls[i] = nvme.CNTLID(rsp.DW0())
+					}
+				case "io":
+					hosts[i] = r.dial(int(s.qid), 64)
+					rsp = hosts[i].submit(connectCmd(s.qid, 63, 0), connectData(sub, s.host, testHostID, ctrls[s.ctrl]))
+				case "close":
+					hosts[s.ctrl].lq.Close()
+				}
+				if s.op != "close" && rsp.Status() != s.want {
+					t.Fatalf("step %d (%s %s qid %d): status %v, want %v", i, s.op, s.host, s.qid, rsp.Status(), s.want)
+				}
+				// The controller's other queues go asynchronously once its
+				// admin queue is gone.
+				deadline := time.Now().Add(2 * time.Second)
+				for r.tgt.HostConnections(s.host) != s.have && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+				if n := r.tgt.HostConnections(s.host); n != s.have {
+					t.Fatalf("step %d (%s %s): host has %d connections, want %d", i, s.op, s.host, n, s.have)
+				}
+			}
+			if st := r.tgt.Stats(); st.HostLimitRejects != tc.wantLimit {
+				t.Fatalf("%d Connects counted as refused for the host cap, want %d", st.HostLimitRejects, tc.wantLimit)
+			}
+		})
+	}
+}
+
+// TestMaxConnectionsPerHostMany: many hosts at the cap together, each
+// refused once past it, none counted against another.
+func TestMaxConnectionsPerHostMany(t *testing.T) {
+	const hosts, per = 16, 3
+	r := newRigOpts(t, Options{MaxConnectionsPerHost: per})
+	for i := range hosts {
+		nqn := fmt.Sprintf("nqn.2026-11.io.example:h%d", i)
+		h := r.dial(0, 32)
+		rsp := h.mustOK(connectCmd(0, 31, 0), connectData(testNQN, nqn, testHostID, 0xffff))
+		h.propSet(nvme.PropCC, ccEnable)
+		cntlid := nvme.CNTLID(rsp.DW0())
+		for qid := nvme.QID(1); qid <= per; qid++ {
+			rsp := r.dial(int(qid), 64).submit(connectCmd(qid, 63, 0), connectData(testNQN, nqn, testHostID, cntlid))
+			if want := qid < per; rsp.Status().IsSuccess() != want {
+				t.Fatalf("host %d qid %d: status %v, want success %v", i, qid, rsp.Status(), want)
+			}
+		}
+	}
+	if st := r.tgt.Stats(); st.HostLimitRejects != hosts || st.ConnectRejects != hosts {
+		t.Fatalf("host-cap refusals %d, Connect refusals %d; want %d each", st.HostLimitRejects, st.ConnectRejects, hosts)
+	}
+}

@@ -1,0 +1,366 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLoad's shape: loadHosts host NQNs, each with its own subsystem and controller of
+// loadIOQueues I/O queues, all held at once; the target has room for exactly their queues.
+const (
+	loadHosts    = 64
+	loadIOQueues = 4
+	loadDepth    = 32 // every queue's depth, and the target's rdma.max_queue_depth
+	loadNSSize   = 1 * mib
+	// loadConnectors is how many nvme connects (and disconnects) run at once.
+	loadConnectors = 3
+)
+
+// loadSizing is the rdma configuration TestLoad gives the target (environment overrides), small
+// enough for the guest's memory and for one poller's completion queue: each queue takes
+// depth·(1+RDMA operations of MDTS) + depth entries of it (rdma/listener.go admit), 96 here, of
+// at most 65536 (rdma/poller.go).
+type loadSizing struct {
+	maxQueues, depth        int
+	icd, mdts, ioUnit, pool int64
+}
+
+func newLoadSizing() loadSizing {
+	return loadSizing{maxQueues: loadHosts * (1 + loadIOQueues), depth: loadDepth,
+		icd: 8 * kib, mdts: 128 * kib, ioUnit: 64 * kib, pool: 16 * mib}
+}
+
+func (s loadSizing) env() []string {
+	return []string{
+		"NVMEOF_TGT_RDMA_MAX_QUEUES=" + strconv.Itoa(s.maxQueues),
+		"NVMEOF_TGT_RDMA_MAX_QUEUE_DEPTH=" + strconv.Itoa(s.depth),
+		"NVMEOF_TGT_RDMA_IN_CAPSULE_DATA_SIZE=" + strconv.FormatInt(s.icd, 10),
+		"NVMEOF_TGT_RDMA_MDTS=" + strconv.FormatInt(s.mdts, 10),
+		"NVMEOF_TGT_RDMA_IO_UNIT_SIZE=" + strconv.FormatInt(s.ioUnit, 10),
+		"NVMEOF_TGT_RDMA_BUFFER_POOL_SIZE=" + strconv.FormatInt(s.pool, 10),
+	}
+}
+
+// registeredBytes is the region the RDMA transport maps (MAP_POPULATE: resident from the start)
+// and registers once, laid out as rdma/device.go does: for each of max_queues queue blocks,
+// depth command capsules of 64 bytes, their in-capsule data and 2·depth responses of 16 bytes,
+// each part page aligned, then the data buffer pool (aligned to the io unit).
+func (s loadSizing) registeredBytes() int64 {
+	up := func(n, a int64) int64 { return (n + a - 1) / a * a }
+	b, d := int64(s.maxQueues), int64(s.depth)
+	icdOff := up(b*d*64, 4096)
+	rspOff := up(icdOff+b*d*s.icd, 4096)
+	dataOff := up(rspOff+b*2*d*16, s.ioUnit)
+	return dataOff + s.pool/s.ioUnit*s.ioUnit
+}
+
+// Allowances of rssBound beyond what the configuration registers and the namespaces hold.
+const (
+	// loadPerQueue is a queue's share of everything else: its QP's send and receive rings
+	// (Soft-RoCE maps them into the process), the rdma and fabric request slots (2·depth each)
+	// and the controller's state.
+	loadPerQueue = 128 * kib
+	// loadBase is the process without queues: the Go runtime and heap, the binary's pages, the
+	// completion queue and io_uring, libibverbs.
+	loadBase = 96 * mib
+)
+
+// rssBound is the most resident memory the target may have with s, nsBytes of namespaces in
+// memory, and queues queues connected. Everything TestLoad asserts on memory comes from here.
+func (s loadSizing) rssBound(nsBytes int64, queues int) int64 {
+	return s.registeredBytes() + nsBytes + int64(queues)*loadPerQueue + loadBase
+}
+
+// TestLoad holds loadHosts hosts × loadIOQueues I/O queues at once, each host running a short
+// fio verify on its namespace while all are connected, and checks that: the target's resident
+// memory stays within what its configuration implies (rssBound); a connection past
+// rdma.max_queues is refused by the CM with the NVMe/RDMA status "no resources", which the host
+// logs; once hosts leave, a new host connects and does I/O. The first and last hosts' connect
+// times and fio latencies are written to load.txt in the test's results directory.
+func TestLoad(t *testing.T) {
+	if targetKind == kindKernel {
+		t.Skip("nvmeof-tgt only: sized through nvmeof-tgt's rdma.* configuration")
+	}
+	dir := testDir(t)
+	dumpDmesgOnFailure(t, dir)
+	sz := newLoadSizing()
+	spec := Spec{Port: rdmaPort()}
+	for i := range loadHosts + 1 { // one more subsystem for the host that comes later
+		spec.Subsystems = append(spec.Subsystems, Subsystem{NQN: nqn(fmt.Sprintf("load-%02d", i)),
+			AllowAnyHost: true, Namespaces: []Namespace{memNS(1, loadNSSize, 512, "")}})
+	}
+	tgt := &tgtProcess{bin: tgtBin, dir: dir, env: sz.env()}
+	tgt.Start(t, spec)
+	// The queue counts of the host: -i is capped at the guest's CPUs, write queues are not. A
+	// keep-alive timeout of 30 s, not the host's 5: in the emulated guest, 64 hosts leaving at
+	// once kept keep-alives waiting past 5 s, and their controllers went into error recovery.
+	qflags := []string{"-i", strconv.Itoa(loadIOQueues / 2), "-W", strconv.Itoa(loadIOQueues - loadIOQueues/2),
+		"-Q", strconv.Itoa(loadDepth), "-k", "30"}
+
+	// The first host connects alone and the last with every other host held; those two are
+	// timed. The ones between connect a few at a time: the kernel creates one controller at a
+	// time anyway (nvmf_dev_mutex), but nvme-cli, udev and the namespace scan overlap.
+	start := time.Now()
+	hosts := make([]host, loadHosts+1)
+	ctrls := make([]*controller, loadHosts)
+	for i := range hosts {
+		hosts[i] = newHost(t)
+	}
+	connect := func(i int) error {
+		c, err := hosts[i].connectWith(t, spec.Subsystems[i].NQN, portRDMA, qflags...)
+		if err != nil {
+			return fmt.Errorf("host %d of %d: connect: %w", i+1, loadHosts, err)
+		}
+		ctrls[i] = c
+		return nil
+	}
+	if err := connect(0); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, loadHosts)
+	work := make(chan int)
+	for range loadConnectors {
+		go func() {
+			for i := range work {
+				errs <- connect(i)
+			}
+		}()
+	}
+	for i := 1; i < loadHosts-1; i++ {
+		work <- i
+	}
+	close(work)
+	for range loadHosts - 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	if err := connect(loadHosts - 1); err != nil {
+		t.Fatal(err)
+	}
+	devs := make([]string, loadHosts)
+	for i, c := range ctrls {
+		if n, _ := readSysUint(filepath.Join("/sys/class/nvme", c.name, "queue_count")); n != 1+loadIOQueues {
+			t.Fatalf("host %d: %s has %d queues, want %d", i+1, c.name, n, 1+loadIOQueues)
+		}
+		devs[i] = c.blockDev(t, 1)
+	}
+	connected := time.Since(start)
+	m := scrapeMetrics(t)
+	if q, _ := metricSum(m, "nvmeof_tgt_queues"); q != float64(sz.maxQueues) {
+		t.Fatalf("target reports %v queues with every host connected, want %d", q, sz.maxQueues)
+	}
+
+	// Every host verifies its namespace at once, in one fio run of one job per host.
+	report := filepath.Join(dir, "fio-load.json")
+	args := []string{"--ioengine=libaio", "--direct=1", "--rw=randwrite", "--bs=16k", "--iodepth=8",
+		"--size=" + strconv.Itoa(loadNSSize), "--verify=crc32c", "--do_verify=1", "--verify_fatal=1",
+		"--verify_state_save=0", "--output-format=json", "--output=" + report}
+	for i, d := range devs {
+		args = append(args, fmt.Sprintf("--name=h%02d", i+1), "--filename="+d)
+	}
+	stop, rssPeak := make(chan struct{}), make(chan int64, 1)
+	go func() { // sampled while every queue moves data
+		var peak int64
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if rss, err := processRSS(tgt.cmd.Process.Pid); err == nil {
+				peak = max(peak, rss)
+			}
+			select {
+			case <-stop:
+				rssPeak <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	r := run(t, fioTimeout, "fio", args...)
+	close(stop)
+	peak := <-rssPeak
+	raw, _ := os.ReadFile(report)
+	if r.err != nil {
+		t.Fatalf("fio on %d hosts: %v\n%s", loadHosts, r.err, limit(raw))
+	}
+	jobs := loadJobs(t, raw)
+	for i, j := range jobs {
+		if j.Error != 0 || j.Write.IOBytes != loadNSSize || j.Read.IOBytes != loadNSSize {
+			t.Errorf("host %d: fio error %d, wrote %d and verified %d bytes; want 0, %d, %d",
+				i+1, j.Error, j.Write.IOBytes, j.Read.IOBytes, loadNSSize, loadNSSize)
+		}
+	}
+
+	bound := sz.rssBound(loadHosts*loadNSSize, sz.maxQueues)
+	if peak == 0 {
+		t.Fatal("no resident memory sample of the target")
+	}
+	if peak > bound {
+		t.Errorf("target resident memory %d MiB with %d queues, above the %d MiB its configuration implies (registered %d MiB)",
+			peak>>20, sz.maxQueues, bound>>20, sz.registeredBytes()>>20)
+	}
+
+	// One connection more than rdma.max_queues: the CM refuses it, and the host says why.
+	late := loadHosts
+	hosts[late] = newHost(t)
+	mark := dmesgLen(t)
+	if c, err := hosts[late].connectWith(t, spec.Subsystems[late].NQN, portRDMA, qflags...); err == nil {
+		c.disconnect(t)
+		t.Fatalf("host %d connected past rdma.max_queues=%d", late+1, sz.maxQueues)
+	}
+	const noRsc = "nvme status 6 (resource not found)" // NVME_RDMA_CM_NO_RSC, in the host's words
+	if msg := dmesgSince(t, mark); !strings.Contains(msg, noRsc) {
+		t.Errorf("the host's log after the refused connect lacks %q:\n%s", noRsc, tail([]byte(msg), 10))
+	}
+	if n, _ := metricSum(scrapeMetrics(t), "nvmeof_tgt_rdma_connections_total", `event="rejected"`); n < 1 {
+		t.Errorf("rdma_connections_total{event=\"rejected\"} = %v after a refused connection, want >= 1", n)
+	}
+
+	// Two hosts leave; the late one now connects and does I/O.
+	for _, c := range ctrls[:2] {
+		c.disconnect(t)
+	}
+	want := float64(sz.maxQueues - 2*(1+loadIOQueues))
+	if err := waitFor(30*time.Second, func() bool {
+		q, _ := metricSum(scrapeMetrics(t), "nvmeof_tgt_rdma_queues_live")
+		return q == want
+	}); err != nil {
+		t.Fatalf("RDMA queues after two hosts left: want %v: %v", want, err)
+	}
+	c, err := hosts[late].connectWith(t, spec.Subsystems[late].NQN, portRDMA, qflags...)
+	if err != nil {
+		t.Fatalf("a new host cannot connect once others left: %v", err)
+	}
+	runFio(t, c.blockDev(t, 1), dir, fioCase{rw: "randwrite", bs: 16 * kib, iodepth: 8, size: loadNSSize})
+
+	first, last := jobs[0], jobs[loadHosts-1]
+	lat := func(j fioJob) float64 { return (j.Write.ClatNS.Mean + j.Read.ClatNS.Mean) / 2 / 1e3 }
+	summary := fmt.Sprintf("hosts %d × %d I/O queues (%d queues, depth %d) held together; all connected in %v\n"+
+		"connect: host 1 %v, host %d %v (%.2fx)\n"+
+		"fio mean completion latency (write, verify read averaged): host 1 %.0fus, host %d %.0fus (%.2fx)\n"+
+		"target RSS peak %d MiB, bound %d MiB (%.2f of it; registered %d MiB)\n",
+		loadHosts, loadIOQueues, sz.maxQueues, loadDepth, connected.Round(time.Millisecond),
+		ctrls[0].took.Round(time.Millisecond), loadHosts, ctrls[loadHosts-1].took.Round(time.Millisecond),
+		float64(ctrls[loadHosts-1].took)/float64(ctrls[0].took),
+		lat(first), loadHosts, lat(last), lat(last)/lat(first),
+		peak>>20, bound>>20, float64(peak)/float64(bound), sz.registeredBytes()>>20)
+	t.Log(summary)
+	// Everyone leaves, a few at a time (the cleanups would, one by one), through sysfs: nvme-cli
+	// 2.3 scans the whole topology for a disconnect, and two at once crashed it (double free).
+	work = make(chan int)
+	done := make(chan struct{})
+	for range loadConnectors {
+		go func() {
+			for i := range work {
+				deleteController(t, ctrls[i])
+			}
+			done <- struct{}{}
+		}()
+	}
+	for i := range ctrls {
+		work <- i
+	}
+	close(work)
+	for range loadConnectors {
+		<-done
+	}
+	if err := os.WriteFile(filepath.Join(dir, "load.txt"), []byte(summary), 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
+// fioJob is one job of a fio JSON report, with what TestLoad compares.
+type fioJob struct {
+	Jobname string `json:"jobname"`
+	Error   int    `json:"error"`
+	Read    struct {
+		IOBytes uint64 `json:"io_bytes"`
+		ClatNS  struct {
+			Mean float64 `json:"mean"`
+		} `json:"clat_ns"`
+	} `json:"read"`
+	Write struct {
+		IOBytes uint64 `json:"io_bytes"`
+		ClatNS  struct {
+			Mean float64 `json:"mean"`
+		} `json:"clat_ns"`
+	} `json:"write"`
+}
+
+// loadJobs parses the report of TestLoad's fio run: one job per host, in order.
+func loadJobs(t *testing.T, raw []byte) []fioJob {
+	t.Helper()
+	var rep struct {
+		Jobs []fioJob `json:"jobs"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatalf("fio report: %v", err)
+	}
+	if len(rep.Jobs) != loadHosts {
+		t.Fatalf("fio report has %d jobs, want %d", len(rep.Jobs), loadHosts)
+	}
+	for i, j := range rep.Jobs {
+		if want := fmt.Sprintf("h%02d", i+1); j.Jobname != want {
+			t.Fatalf("fio job %d is %q, want %q", i, j.Jobname, want)
+		}
+	}
+	return rep.Jobs
+}
+
+// processRSS is pid's resident set (VmRSS) in bytes.
+func processRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * kib, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// dmesgLen is how long the kernel log is now, for dmesgSince.
+func dmesgLen(t *testing.T) int { return len(mustRun(t, cmdTimeout, "dmesg")) }
+
+// dmesgSince is what the kernel logged after mark.
+func dmesgSince(t *testing.T, mark int) string {
+	out := mustRun(t, cmdTimeout, "dmesg")
+	if mark > len(out) { // the ring buffer wrapped
+		mark = 0
+	}
+	return string(out[mark:])
+}
+
+// deleteController removes c through the kernel's delete_controller attribute and waits for it
+// to go; safe to run for several controllers at once.
+func deleteController(t *testing.T, c *controller) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	dir := filepath.Join("/sys/class/nvme", c.name)
+	if err := os.WriteFile(filepath.Join(dir, "delete_controller"), []byte("1"), 0o200); err != nil {
+		t.Errorf("delete %s: %v", c.name, err)
+		return
+	}
+	if err := waitFor(deviceTimeout, func() bool {
+		_, err := os.Stat(dir)
+		return os.IsNotExist(err)
+	}); err != nil {
+		t.Errorf("%s still there %v after delete_controller", c.name, deviceTimeout)
+	}
+}
