@@ -364,3 +364,67 @@ func deleteController(t *testing.T, c *controller) {
 		t.Errorf("%s still there %v after delete_controller", c.name, deviceTimeout)
 	}
 }
+
+// TestHostConnectionCap: controller.max_connections_per_host bounds the queues one host NQN may
+// hold over all its controllers. With a cap of 2, a host holding a controller of one I/O queue
+// (2 queues) cannot create a second controller: the target refuses its admin Connect with
+// Controller Busy, counted in nvmeof_tgt_connect_host_limit_total. Another host NQN is not
+// affected, and once the first host's controller is gone its place is free again.
+func TestHostConnectionCap(t *testing.T) {
+	if targetKind == kindKernel {
+		t.Skip("nvmeof-tgt only: the kernel's nvmet has no per-host cap")
+	}
+	dir := testDir(t)
+	dumpDmesgOnFailure(t, dir)
+	spec := Spec{Port: rdmaPort()}
+	for _, name := range []string{"cap-a", "cap-b"} {
+		spec.Subsystems = append(spec.Subsystems, Subsystem{NQN: nqn(name), AllowAnyHost: true,
+			Namespaces: []Namespace{memNS(1, loadNSSize, 512, "")}})
+	}
+	tgt := &tgtProcess{bin: tgtBin, dir: dir, env: []string{"NVMEOF_TGT_CONTROLLER_MAX_CONNECTIONS_PER_HOST=2"}}
+	tgt.Start(t, spec)
+	a, b := newHost(t), newHost(t)
+	one := []string{"-i", "1", "-W", "0", "-P", "0"}
+	subA, subB := spec.Subsystems[0].NQN, spec.Subsystems[1].NQN
+
+	first, err := a.connectWith(t, subA, portRDMA, one...)
+	if err != nil {
+		t.Fatalf("host a, first controller (2 queues, the cap): %v", err)
+	}
+	before, _ := metricSum(scrapeMetrics(t), "nvmeof_tgt_connect_host_limit_total")
+	if c, err := a.connectWith(t, subB, portRDMA, one...); err == nil {
+		c.disconnect(t)
+		t.Fatal("host a connected a second controller past its cap of 2 queues")
+	}
+	after, found := metricSum(scrapeMetrics(t), "nvmeof_tgt_connect_host_limit_total")
+	if !found || after < before+1 {
+		t.Fatalf("nvmeof_tgt_connect_host_limit_total %v -> %v (found %v), want one more refusal", before, after, found)
+	}
+
+	// Another host is not held to a's count, and does I/O.
+	other, err := b.connectWith(t, subB, portRDMA, one...)
+	if err != nil {
+		t.Fatalf("host b, under its own cap: %v", err)
+	}
+	capWriteRead(t, other, 1)
+
+	// a's queues are released with its controller: its second controller now connects.
+	first.disconnect(t)
+	second, err := a.connectWith(t, subB, portRDMA, one...)
+	if err != nil {
+		t.Fatalf("host a after its first controller left: %v", err)
+	}
+	capWriteRead(t, second, 2)
+	second.disconnect(t)
+	other.disconnect(t)
+	waitTornDown(t)
+}
+
+// capWriteRead writes a pattern through c's namespace 1 and reads it back.
+func capWriteRead(t *testing.T, c *controller, seed uint64) {
+	t.Helper()
+	dev := c.blockDev(t, 1)
+	want := pattern(ddBlock, seed)
+	ddWrite(t, dev, 0, want)
+	checkSame(t, dev, 0, ddRead(t, dev, 0, ddBlock), want)
+}
