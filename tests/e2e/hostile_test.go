@@ -514,7 +514,7 @@ func (hs *hostile) badSGLs() {
 	// In-capsule offsets past the data, and lengths over what came.
 	icd := make([]byte, 4*kib)
 	for _, tc := range []struct{ off, n uint64 }{
-		{8 << 10, 4 << 10},  // past the in-capsule data size
+		{8 << 10, 4 << 10}, // past the in-capsule data size
 		{8<<10 + 16, 4 << 10},
 		{4 << 10, 4 << 10}, // within the size, past the bytes sent
 		{0, 8 << 10},       // longer than sent
