@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // genKey runs nvme gen-dhchap-key, as an operator would.
@@ -185,5 +186,74 @@ func TestAuth(t *testing.T) {
 	t.Logf("authentications: %v succeeded, %v failed", ok, bad)
 	if ok < 7 || bad < 7 {
 		t.Fatalf("nvmeof_tgt_auth_total success %v failure %v", ok, bad)
+	}
+}
+
+// TestAuthPeer runs the same DH-HMAC-CHAP cases against nvmeof-tgt and against the kernel's
+// nvmet (E2E_TARGET=kernel), configured at start: the kernel target is the reference peer, so
+// a case that fails on both is the host's or the test's, not nvmeof-tgt's. Each case: the
+// right keys connect, the host's log names the negotiated hash and group, and data written is
+// read back; a wrong host key is refused; a wrong controller key makes the host refuse the
+// target.
+func TestAuthPeer(t *testing.T) {
+	type authCase struct {
+		name, hash, group string
+		bidi              bool
+	}
+	cases := []authCase{
+		{"sha384-ffdhe2048-bidi", "sha384", "ffdhe2048", true},
+		{"sha256-ffdhe3072", "sha256", "ffdhe3072", false},
+		{"sha512-ffdhe4096-bidi", "sha512", "ffdhe4096", true},
+	}
+	spec := Spec{Port: rdmaPort()}
+	hosts := make([]host, len(cases))
+	for i, c := range cases {
+		// nvmet keeps a host's hash and group on the host, not the subsystem: a host per case.
+		hosts[i] = newHost(t)
+		a := HostAuth{Key: genKey(t, 1, hosts[i].NQN), Hash: c.hash, DHGroup: c.group}
+		if c.bidi {
+			a.CtrlKey = genKey(t, 2, hosts[i].NQN)
+		}
+		spec.Subsystems = append(spec.Subsystems, Subsystem{NQN: nqn("authpeer-" + c.name),
+			Hosts: []string{hosts[i].NQN}, Auth: map[string]HostAuth{hosts[i].NQN: a},
+			Namespaces: []Namespace{memNS(1, 16*mib, 0, "")}})
+	}
+	startTarget(t, spec)
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h, sub := hosts[i], spec.Subsystems[i]
+			a := sub.Auth[h.NQN]
+			flags := []string{"--dhchap-secret=" + a.Key}
+			if c.bidi {
+				flags = append(flags, "--dhchap-ctrl-secret="+a.CtrlKey)
+			}
+			before := dmesgText(t)
+			start := time.Now()
+			ctrl, err := h.connectWith(t, sub.NQN, portRDMA, flags...)
+			if err != nil {
+				t.Fatalf("connect with the right keys: %v", err)
+			}
+			t.Logf("connected with %s/%s in %v", c.hash, c.group, time.Since(start).Round(time.Millisecond))
+			log := strings.TrimPrefix(dmesgText(t), before)
+			want := fmt.Sprintf("qid 0: authenticated with hash hmac(%s) dhgroup %s", c.hash, c.group)
+			if !strings.Contains(log, want) {
+				t.Fatalf("host log lacks %q:\n%s", want, log)
+			}
+			if c.bidi && !strings.Contains(log, "qid 0: controller authenticated") {
+				t.Fatal("the host did not authenticate the controller")
+			}
+			capWriteRead(t, ctrl, uint64(i))
+			ctrl.disconnect(t)
+
+			if c, err := h.connectWith(t, sub.NQN, portRDMA, "--dhchap-secret="+genKey(t, 1, h.NQN)); err == nil {
+				t.Fatalf("a wrong host key connected as %s", c.name)
+			}
+			if c.bidi {
+				wrong := []string{"--dhchap-secret=" + a.Key, "--dhchap-ctrl-secret=" + genKey(t, 2, h.NQN)}
+				if c, err := h.connectWith(t, sub.NQN, portRDMA, wrong...); err == nil {
+					t.Fatalf("a wrong controller key connected as %s", c.name)
+				}
+			}
+		})
 	}
 }

@@ -110,6 +110,18 @@ func (k *kernelTarget) configure(spec Spec) error {
 					return err
 				}
 			}
+			if a, ok := ss.Auth[h]; ok {
+				attrs := [][2]string{{"dhchap_key", a.Key}, {"dhchap_ctrl_key", a.CtrlKey},
+					{"dhchap_hash", "hmac(" + a.Hash + ")"}, {"dhchap_dhgroup", a.DHGroup}}
+				for _, kv := range attrs {
+					if kv[1] == "" {
+						continue
+					}
+					if err := writeAttr(filepath.Join(hdir, kv[0]), kv[1]); err != nil {
+						return err
+					}
+				}
+			}
 			if err := k.symlink(hdir, filepath.Join(sdir, "allowed_hosts", h)); err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,7 +54,17 @@ type Subsystem struct {
 	NQN          string
 	AllowAnyHost bool
 	Hosts        []string
-	Namespaces   []Namespace
+	// Auth holds the DH-HMAC-CHAP keys of some of Hosts, by host NQN. All of one subsystem's
+	// share Hash and DHGroup: nvmeof-tgt sets them per subsystem, nvmet per host.
+	Auth       map[string]HostAuth
+	Namespaces []Namespace
+}
+
+// HostAuth is a host's DH-HMAC-CHAP configuration: its key, the controller's key for
+// bidirectional authentication (or ""), and the one hash and DH group it may use.
+type HostAuth struct {
+	Key, CtrlKey  string
+	Hash, DHGroup string // "sha256", "sha384", "sha512"; "null", "ffdhe2048", ...
 }
 
 // Backend is where a namespace keeps its data.
@@ -144,6 +155,16 @@ func (s Spec) validate() error {
 	for _, ss := range s.Subsystems {
 		if ss.AllowAnyHost == (len(ss.Hosts) > 0) {
 			return fmt.Errorf("subsystem %s: set exactly one of AllowAnyHost and Hosts", ss.NQN)
+		}
+		var first *HostAuth
+		for h, a := range ss.Auth {
+			if !slices.Contains(ss.Hosts, h) {
+				return fmt.Errorf("subsystem %s: keys for %s, which is not one of its hosts", ss.NQN, h)
+			}
+			if first != nil && (a.Hash != first.Hash || a.DHGroup != first.DHGroup) {
+				return fmt.Errorf("subsystem %s: hosts with different hashes or DH groups", ss.NQN)
+			}
+			first = &a
 		}
 		for _, ns := range ss.Namespaces {
 			if ns.Size <= 0 || ns.Size%mib != 0 {

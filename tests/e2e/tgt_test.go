@@ -70,7 +70,7 @@ func (p *tgtProcess) Start(t *testing.T, spec Spec) {
 	p.apiSock = filepath.Join(sockDir, "api.sock")
 	p.cfgPath = filepath.Join(p.dir, "nvmeof-tgt.yaml")
 	if !p.keepConfig {
-		if err := os.WriteFile(p.cfgPath, []byte(tgtConfigYAML(spec, p.loops, p.apiSock)), 0o644); err != nil {
+		if err := os.WriteFile(p.cfgPath, []byte(tgtConfigYAML(spec, p.loops, p.apiSock)), 0o600); err != nil {
 			t.Fatalf("write config: %v", err)
 		}
 	} else if err := setAPISocket(p.cfgPath, p.apiSock); err != nil {
@@ -382,10 +382,22 @@ func tgtConfigYAML(spec Spec, loops map[string]string, apiSock string) string {
 			b.WriteString("    allow_any_host: true\n")
 		} else {
 			quoted := make([]string, len(ss.Hosts))
+			var hash, group string
 			for i, h := range ss.Hosts {
 				quoted[i] = q(h)
+				if a, ok := ss.Auth[h]; ok {
+					quoted[i] = fmt.Sprintf("{nqn: %s, dhchap_key: %s", q(h), q(a.Key))
+					if a.CtrlKey != "" {
+						quoted[i] += ", dhchap_ctrl_key: " + q(a.CtrlKey)
+					}
+					quoted[i] += "}"
+					hash, group = a.Hash, a.DHGroup
+				}
 			}
 			fmt.Fprintf(&b, "    hosts: [%s]\n", strings.Join(quoted, ", "))
+			if hash != "" {
+				fmt.Fprintf(&b, "    dhchap_hashes: [%s]\n    dhchap_dhgroups: [%s]\n", q(hash), q(group))
+			}
 		}
 		b.WriteString("    namespaces:\n")
 		for _, ns := range ss.Namespaces {
