@@ -339,6 +339,20 @@ func TestReload(t *testing.T) {
 	if got := b.m.Running().RDMA.MaxQueues; got == 8 {
 		t.Fatal("a key that cannot change live was taken as running")
 	}
+	// discovery.hosts changes live: its secrets are applied, not named
+	// for a restart (the reload that added one warned that it was).
+	const key = "DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:"
+	write(baseYAML + "rdma: {max_queues: 8}\ncontroller: {kato_max: 1m}\ndiscovery:\n  hosts:\n    - {nqn: " + hst1 + ", dhchap_key: \"" + key + "\"}\n")
+	res, err = b.m.Reload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Restart) != 2 || !slices.ContainsFunc(res.Applied, func(s string) bool { return strings.Contains(s, "nqn.2014-08.org.nvmexpress.discovery") }) {
+		t.Fatalf("discovery.hosts reload: applied %v, restart %v", res.Applied, res.Restart)
+	}
+	if got := b.m.Running().RDMA.MaxQueues; got == 8 {
+		t.Fatal("a key that cannot change live was taken as running")
+	}
 	select {
 	case <-lq.Disconnected():
 		t.Fatal("a host of an untouched subsystem was disconnected")

@@ -164,8 +164,8 @@ func staticChanges(old, next *config.Config) []string {
 	ov, nv := reflect.ValueOf(old).Elem(), reflect.ValueOf(next).Elem()
 	for i := 0; i < ov.NumField(); i++ {
 		sec := ov.Type().Field(i)
-		if sec.Type.Kind() != reflect.Struct {
-			continue // ports and subsystems change live
+		if sec.Type.Kind() != reflect.Struct || sec.Type == reflect.TypeOf(config.Discovery{}) {
+			continue // ports, subsystems and discovery change live
 		}
 		for j := 0; j < sec.Type.NumField(); j++ {
 			if !reflect.DeepEqual(ov.Field(i).Field(j).Interface(), nv.Field(i).Field(j).Interface()) {
