@@ -369,7 +369,7 @@ func deleteController(t *testing.T, c *controller) {
 // hold over all its controllers. With a cap of 2, a host holding a controller of one I/O queue
 // (2 queues) cannot create a second controller: the target refuses its admin Connect with
 // Controller Busy, counted in nvmeof_tgt_connect_host_limit_total. Another host NQN is not
-// affected, and once the first host's controller is gone its place is free again.
+// affected, and once the first host's controller is gone it connects again.
 func TestHostConnectionCap(t *testing.T) {
 	if targetKind == kindKernel {
 		t.Skip("nvmeof-tgt only: the kernel's nvmet has no per-host cap")
@@ -408,9 +408,10 @@ func TestHostConnectionCap(t *testing.T) {
 	}
 	capWriteRead(t, other, 1)
 
-	// a's queues are released with its controller: its second controller now connects.
+	// a's queues are released with its controller: it connects again. (To subA: nvme-cli
+	// takes b's controller of subB, same address, for a's and says "already connected".)
 	first.disconnect(t)
-	second, err := a.connectWith(t, subB, portRDMA, one...)
+	second, err := a.connectWith(t, subA, portRDMA, one...)
 	if err != nil {
 		t.Fatalf("host a after its first controller left: %v", err)
 	}
