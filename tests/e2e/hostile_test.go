@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -91,6 +92,27 @@ type hostile struct {
 	fioMarks   [][]byte
 	n          hostileCounts
 	controller int // controllers made
+	// dropped lists the commands of answerAll categories whose queue was lost: nvmeof-tgt
+	// must answer them with a status on a live queue (the kernel's nvmet may drop some).
+	dropped []string
+}
+
+// kernelRecovery matches the Linux host's log of a controller that lost a queue or timed out.
+var kernelRecovery = regexp.MustCompile(`(?i)reconnect|error recovery|timeout|resetting|failed to connect`)
+
+// answerAll are the categories whose every command is well formed enough to be answered with
+// a status: losing the queue instead is a failure for nvmeof-tgt. The others (random and
+// mutated capsules, CM private data, Connect floods, queues that post no receives,
+// disconnects mid-transfer) may end in a teardown by design.
+var answerAll = map[string]bool{"bad-sgl": true, "duplicate-cid": true, "get-features": true,
+	"get-log-page": true, "own-reads": true, "own-writes": true}
+
+// lost counts a connection lost under x, and notes it when x's category must be answered.
+func (hs *hostile) lost(x call, how string) {
+	hs.n.Lost[x.cat]++
+	if answerAll[x.cat] {
+		hs.dropped = append(hs.dropped, fmt.Sprintf("%s: %s after command %x (+%d bytes in capsule)", x.cat, how, []byte(x.cmd), len(x.icd)))
+	}
 }
 
 func newHostile(t *testing.T, sub string) *hostile {
@@ -232,7 +254,7 @@ func (hs *hostile) do(x call) nvme.Completion {
 	fill(data[x.off:x.off+x.span], hMarker)
 	capsule := append(bytes.Clone(x.cmd[:nvme.CommandSize]), x.icd...)
 	if err := x.c.Send(capsule); err != nil {
-		hs.n.Lost[x.cat]++
+		hs.lost(x, "send failed: "+err.Error())
 		return nil
 	}
 	if x.noWait {
@@ -244,7 +266,7 @@ func (hs *hostile) do(x call) nvme.Completion {
 		hs.problem("%s: no response in %v on a live queue to %x (+%d bytes in capsule)", x.cat, hTimeout, []byte(x.cmd), len(x.icd))
 		return nil
 	case err != nil:
-		hs.n.Lost[x.cat]++
+		hs.lost(x, "no response: "+err.Error())
 		return nil
 	}
 	hs.n.status(x.cat, rsp.Status())
@@ -1148,6 +1170,7 @@ func TestHostile(t *testing.T) {
 	}}
 	tgt, dir := startTarget(t, spec)
 	kc := kh.mustConnect(t, kernSub, 1)
+	dmesgBefore := dmesgText(t)
 	fio := backgroundFioVerify(t, kc.blockDev(t, 1), dir, 85*time.Second, "--verify=pattern", "--verify_pattern="+fioPattern)
 	start := time.Now()
 
@@ -1194,6 +1217,13 @@ func TestHostile(t *testing.T) {
 		if err := <-fio; err != nil {
 			t.Fatal(err)
 		}
+		// fio would pass over a reconnect too: the kernel host's queues must not have been
+		// torn down under it.
+		for _, line := range strings.Split(strings.TrimPrefix(dmesgText(t), dmesgBefore), "\n") {
+			if strings.Contains(line, kc.name+":") && kernelRecovery.MatchString(line) {
+				t.Errorf("the kernel host's controller went through recovery: %s", line)
+			}
+		}
 	})
 	t.Run("nvmeof-tgt answers", func(t *testing.T) {
 		onlyNvmeofTgt(t, "its reject statuses, one Connect per queue, AER limit", fmt.Sprint(rejects, pipelined, held))
@@ -1205,6 +1235,9 @@ func TestHostile(t *testing.T) {
 		}
 		if held != 4 {
 			t.Errorf("the controller held %d of 64 AERs, want its AERL+1 = 4", held)
+		}
+		for _, m := range hs.dropped {
+			t.Errorf("queue lost where a status was due: %s", m)
 		}
 	})
 	t.Run("released", func(t *testing.T) {
