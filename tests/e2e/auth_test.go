@@ -263,8 +263,12 @@ func TestAuthPeer(t *testing.T) {
 			}
 			if c.bidi {
 				wrong := []string{"--dhchap-secret=" + a.Key, "--dhchap-ctrl-secret=" + genKey(t, 2, h.NQN)}
+				before := dmesgText(t)
 				if c, err := h.connectWith(t, sub.NQN, portRDMA, wrong...); err == nil {
 					t.Fatalf("a wrong controller key connected as %s", c.name)
+				}
+				if log := strings.TrimPrefix(dmesgText(t), before); !strings.Contains(log, "qid 0: controller authentication failed") {
+					t.Fatalf("with a wrong controller key the host did not refuse the controller:\n%s", log)
 				}
 			}
 		})

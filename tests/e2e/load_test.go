@@ -411,6 +411,14 @@ func TestHostConnectionCap(t *testing.T) {
 	// a's queues are released with its controller: it connects again. (To subA: nvme-cli
 	// takes b's controller of subB, same address, for a's and says "already connected".)
 	first.disconnect(t)
+	// The target releases a's places as it tears the queues down, just after the host has
+	// gone: wait for b's 2 queues to be all that is left.
+	if err := waitFor(15*time.Second, func() bool {
+		v, ok := metricSum(scrapeMetrics(t), "nvmeof_tgt_queues")
+		return ok && v == 2
+	}); err != nil {
+		t.Fatalf("a's queues not released: %v", err)
+	}
 	second, err := a.connectWith(t, subA, portRDMA, one...)
 	if err != nil {
 		t.Fatalf("host a after its first controller left: %v", err)
