@@ -125,7 +125,11 @@ func TestAuth(t *testing.T) {
 			refused("wrong host key", "--dhchap-secret="+wrongKey)
 			refused("no key")
 			if s.bidi {
+				before := dmesgText(t)
 				refused("wrong controller key", "--dhchap-secret="+hostKey, "--dhchap-ctrl-secret="+genKey(t, 3, h.NQN))
+				if log := strings.TrimPrefix(dmesgText(t), before); !strings.Contains(log, "qid 0: controller authentication failed") {
+					t.Fatalf("with a wrong controller key the host did not refuse the controller:\n%s", log)
+				}
 			}
 			// A host without a key on the subsystem connects without one.
 			other.mustConnect(t, s.name, 1).disconnect(t)
