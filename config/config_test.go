@@ -57,7 +57,7 @@ var wantDefaults = struct {
 		SendWithInvalidate: "auto",
 		IOUring:            "auto",
 	},
-	Controller: Controller{KeepAliveTimeoutMax: 2 * time.Minute, MaxConnectionsPerHost: 35},
+	Controller: Controller{KeepAliveTimeoutMax: 2 * time.Minute, MaxConnectionsPerHost: 36},
 	Metrics:    Metrics{Listen: "127.0.0.1:9771"},
 	Log:        Log{Level: "info", Format: "text"},
 }

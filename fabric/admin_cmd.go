@@ -303,6 +303,10 @@ func handleSetFeatures(r *Request) nvme.Status {
 		}
 		n := uint32(max(nsqr, ncqr)) + 1
 		n = min(n, uint32(c.port.MaxIOQueues))
+		// No more than the host may still connect under its cap, so that a
+		// host near it gets fewer I/O queues rather than a controller whose
+		// I/O queue Connects fail. At least one: the field is 0's based.
+		n = max(1, min(n, uint32(c.s.t.hostQueuesLeft(c.hostNQN))))
 		c.mu.Lock()
 		c.nrIOQ = uint16(n)
 		c.mu.Unlock()

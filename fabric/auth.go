@@ -298,11 +298,20 @@ func (a *queueAuth) reply(q *Queue, c *Controller, m nvme.AuthReply) {
 // authSucceeded marks q authenticated; the transaction's clock stops.
 func (q *Queue) authSucceeded(c *Controller, a *queueAuth, bidirectional bool) {
 	a.timer.Stop()
-	if !q.authDone.Swap(true) {
-		q.t.stats.authOK.Add(1)
-		if q.qid == 0 {
-			c.log.Info("host authenticated", "hash", a.hash.String(), "dhgroup", a.group.String(), "bidirectional", bidirectional)
-		}
+	if q.authDone.Load() {
+		return // a re-authentication
+	}
+	if !q.claimAuthenticated(c.hostNQN) {
+		// Authenticated, but the host has its cap of queues already.
+		c.log.Warn("authenticated queue past the host's connection cap: disconnecting", "qid", q.qid,
+			"max_connections_per_host", q.t.opts.MaxConnectionsPerHost, "remote", q.hint.Remote)
+		q.conn.Disconnect()
+		return
+	}
+	q.authDone.Store(true)
+	q.t.stats.authOK.Add(1)
+	if q.qid == 0 {
+		c.log.Info("host authenticated", "hash", a.hash.String(), "dhgroup", a.group.String(), "bidirectional", bidirectional)
 	}
 }
 

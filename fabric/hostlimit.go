@@ -7,15 +7,55 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
-// hostQueues counts the queues each host NQN has bound by Connect, admin
-// and I/O, over all its controllers and ports: Options.MaxConnectionsPerHost
+// hostQueues counts the queues each host has bound by Connect, admin and
+// I/O, over all its controllers and ports: Options.MaxConnectionsPerHost
 // bounds them, so one host cannot take every queue a transport has room
-// for (rdma.max_queues) from the others. The count is by host NQN, what
-// the host asserts: hosts that share an address but not an NQN are
-// counted apart.
+// for (rdma.max_queues) from the others.
+//
+// A host is known by the NQN it asserts, except where it must
+// authenticate: until its queue has, the queue counts against the address
+// it came from (pending), and moves to the NQN once authenticated. A peer
+// that cannot authenticate therefore cannot hold the places of the host it
+// names; it holds its own address's.
 type hostQueues struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu      sync.Mutex
+	n       map[string]int // by host NQN
+	pending map[string]int // by host address, queues not yet authenticated
+}
+
+// hostClaim is where a queue is counted: key in hostQueues.n, or in
+// hostQueues.pending when pending.
+type hostClaim struct {
+	key     string
+	pending bool
+}
+
+func (h *hostQueues) count(c hostClaim) *map[string]int {
+	if c.pending {
+		return &h.pending
+	}
+	return &h.n
+}
+
+// take counts c if its host is under max; h.mu is held.
+func (h *hostQueues) take(c hostClaim, max int) (int, bool) {
+	m := h.count(c)
+	if n := (*m)[c.key]; n >= max {
+		return n, false
+	}
+	if *m == nil {
+		*m = map[string]int{}
+	}
+	(*m)[c.key]++
+	return 0, true
+}
+
+// drop gives c's place back; h.mu is held.
+func (h *hostQueues) drop(c hostClaim) {
+	m := *h.count(c)
+	if m[c.key]--; m[c.key] <= 0 {
+		delete(m, c.key)
+	}
 }
 
 // claimHost counts q against its host's cap, before a Connect binds q. Past
@@ -24,47 +64,100 @@ type hostQueues struct {
 // controller or queue they cannot allocate the same way).
 func (q *Queue) claimHost(a *connectArgs) nvme.Status {
 	t := q.t
+	c := hostClaim{key: a.hostNQN}
+	keys, ok := a.s.hostAuth(a.hostNQN)
+	if ok && keys.Required() {
+		c = hostClaim{key: hostOf(q.hint.Remote), pending: true}
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.gone || q.hostClaim != "" {
+	if q.gone {
+		return nvme.StatusCommandSequenceError.WithDNR()
+	}
+	if q.hostClaim.key != "" {
 		return nvme.StatusSuccess
 	}
 	t.hosts.mu.Lock()
 	defer t.hosts.mu.Unlock()
-	if n := t.hosts.n[a.hostNQN]; n >= t.opts.MaxConnectionsPerHost {
-		t.stats.hostLimit.Add(1)
-		a.err = fmt.Errorf("host has %d connections, the most one host may have", n)
-		return nvme.StatusConnectControllerBusy
+	max := t.opts.MaxConnectionsPerHost
+	if c.pending {
+		// Refused at once when the host already has its cap authenticated.
+		if n := t.hosts.n[a.hostNQN]; n >= max {
+			return q.refuseHost(a, fmt.Errorf("host has %d connections, the most one host may have", n))
+		}
 	}
-	if t.hosts.n == nil {
-		t.hosts.n = map[string]int{}
+	if n, ok := t.hosts.take(c, max); !ok {
+		if c.pending {
+			return q.refuseHost(a, fmt.Errorf("address %s has %d connections waiting to authenticate, the most one host may have", c.key, n))
+		}
+		return q.refuseHost(a, fmt.Errorf("host has %d connections, the most one host may have", n))
 	}
-	t.hosts.n[a.hostNQN]++
-	q.hostClaim = a.hostNQN
+	q.hostClaim = c
 	return nvme.StatusSuccess
+}
+
+func (q *Queue) refuseHost(a *connectArgs, err error) nvme.Status {
+	q.t.stats.hostLimit.Add(1)
+	a.err = err
+	return nvme.StatusConnectControllerBusy
+}
+
+// claimAuthenticated moves q's place from its address to hostNQN once q
+// has authenticated. It reports false, leaving q counted where it was, when
+// the host already has its cap of authenticated queues (the caller
+// disconnects q).
+func (q *Queue) claimAuthenticated(hostNQN string) bool {
+	t := q.t
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.hostClaim.pending {
+		return true
+	}
+	t.hosts.mu.Lock()
+	defer t.hosts.mu.Unlock()
+	to := hostClaim{key: hostNQN}
+	if _, ok := t.hosts.take(to, t.opts.MaxConnectionsPerHost); !ok {
+		t.stats.hostLimit.Add(1)
+		return false
+	}
+	t.hosts.drop(q.hostClaim)
+	q.hostClaim = to
+	return true
 }
 
 // releaseHost gives q's place under its host's cap back: when its Connect
 // failed, or the queue is gone.
 func (q *Queue) releaseHost() {
 	q.mu.Lock()
-	host := q.hostClaim
-	q.hostClaim = ""
+	c := q.hostClaim
+	q.hostClaim = hostClaim{}
 	q.mu.Unlock()
-	if host == "" {
+	if c.key == "" {
 		return
 	}
 	t := q.t
 	t.hosts.mu.Lock()
-	if t.hosts.n[host]--; t.hosts.n[host] <= 0 {
-		delete(t.hosts.n, host)
-	}
+	t.hosts.drop(c)
 	t.hosts.mu.Unlock()
 }
 
-// HostConnections reports how many queues host has connected.
+// HostConnections reports how many authenticated (or not required to
+// authenticate) queues host has connected.
 func (t *Target) HostConnections(host string) int {
 	t.hosts.mu.Lock()
 	defer t.hosts.mu.Unlock()
 	return t.hosts.n[host]
+}
+
+// hostQueuesLeft is how many more queues host may connect.
+func (t *Target) hostQueuesLeft(host string) int {
+	return max(0, t.opts.MaxConnectionsPerHost-t.HostConnections(host))
+}
+
+// pendingConnections reports how many queues from address addr are
+// waiting to authenticate.
+func (t *Target) pendingConnections(addr string) int {
+	t.hosts.mu.Lock()
+	defer t.hosts.mu.Unlock()
+	return t.hosts.pending[addr]
 }

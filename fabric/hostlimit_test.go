@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme/dhchap"
 )
 
 // TestMaxConnectionsPerHost: a host NQN's queues, admin and I/O over all
@@ -140,5 +141,120 @@ func TestMaxConnectionsPerHostMany(t *testing.T) {
 	}
 	if st := r.tgt.Stats(); st.HostLimitRejects != hosts || st.ConnectRejects != hosts {
 		t.Fatalf("host-cap refusals %d, Connect refusals %d; want %d each", st.HostLimitRejects, st.ConnectRejects, hosts)
+	}
+}
+
+// TestHostCapUnauthenticated: a host that must authenticate counts against
+// its NQN only once a queue has authenticated. Until then the queue counts
+// against the address it came from, so a peer that cannot authenticate,
+// naming the host, takes the places of its own address and not the host's;
+// and an authenticated queue past the host's cap is disconnected.
+func TestHostCapUnauthenticated(t *testing.T) {
+	key := testSecret(t, dhchap.SHA256, 1)
+	r := authRig(t, HostAuth{Key: key}, AuthPolicy{}, Options{MaxConnectionsPerHost: 2})
+	dialFrom := func(remote string) *host {
+		t.Helper()
+		lq, err := r.lt.DialFrom("loop0", remote, 0, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(lq.Close)
+		return &host{t: t, lq: lq}
+	}
+	connect := func(h *host) nvme.Completion {
+		t.Helper()
+		return h.submit(connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff))
+	}
+	// The impostor fills its address's places with the host's NQN.
+	const evil, good = "10.0.0.66:1", "10.0.0.2:1"
+	for i := range 3 {
+		want := nvme.StatusSuccess
+		if i == 2 {
+			want = nvme.StatusConnectControllerBusy
+		}
+		if st := connect(dialFrom(evil)).Status(); st != want {
+			t.Fatalf("impostor's Connect %d: %v, want %v", i+1, st, want)
+		}
+	}
+	if n, p := r.tgt.HostConnections(testHostNQN), r.tgt.pendingConnections("10.0.0.66"); n != 0 || p != 2 {
+		t.Fatalf("host counted %d, impostor's address %d waiting; want 0 and 2", n, p)
+	}
+	// The host itself, from its own address, connects and authenticates.
+	auth := func(h *host) (uint8, error) {
+		a := &authHost{h: h, hostNQN: testHostNQN, subNQN: testNQN, key: key}
+		return a.run()
+	}
+	h1 := dialFrom(good)
+	if st := connect(h1).Status(); !st.IsSuccess() {
+		t.Fatalf("the host's Connect beside the impostor's: %v", st)
+	}
+	if fail, err := auth(h1); fail != 0 || err != nil {
+		t.Fatalf("the host's authentication: failure %d, %v", fail, err)
+	}
+	h2 := dialFrom(good)
+	if st := connect(h2).Status(); !st.IsSuccess() {
+		t.Fatalf("the host's second Connect: %v", st)
+	}
+	if fail, err := auth(h2); fail != 0 || err != nil {
+		t.Fatalf("the host's second authentication: failure %d, %v", fail, err)
+	}
+	if n, p := r.tgt.HostConnections(testHostNQN), r.tgt.pendingConnections("10.0.0.2"); n != 2 || p != 0 {
+		t.Fatalf("after authenticating: host %d, waiting %d; want 2 and 0", n, p)
+	}
+	// At the cap: a third Connect is refused at once.
+	if st := connect(dialFrom(good)).Status(); st != nvme.StatusConnectControllerBusy {
+		t.Fatalf("Connect past the cap of authenticated queues: %v, want Controller Busy", st)
+	}
+	// One that got in before the cap filled is disconnected when it
+	// authenticates: the impostor's, with the host's key (as if it had it).
+	r.tgt.hosts.mu.Lock()
+	r.tgt.hosts.n[testHostNQN] = 0 // pretend the host's two are not yet counted
+	r.tgt.hosts.mu.Unlock()
+	late := dialFrom("10.0.0.3:1")
+	if st := connect(late).Status(); !st.IsSuccess() {
+		t.Fatalf("late Connect: %v", st)
+	}
+	r.tgt.hosts.mu.Lock()
+	r.tgt.hosts.n[testHostNQN] = 2
+	r.tgt.hosts.mu.Unlock()
+	_, _ = auth(late)
+	select {
+	case <-late.lq.Disconnected():
+	case <-time.After(2 * time.Second):
+		t.Fatal("an authenticated queue past the host's cap was kept")
+	}
+	if n := r.tgt.HostConnections(testHostNQN); n != 2 {
+		t.Fatalf("host counted %d after the late queue left, want 2", n)
+	}
+}
+
+// TestNumberOfQueuesWithinCap: Set Features Number of Queues grants no more
+// I/O queues than the host may still connect, so that a host near its cap
+// gets a smaller controller rather than one whose I/O Connects fail.
+func TestNumberOfQueuesWithinCap(t *testing.T) {
+	cases := []struct {
+		name      string
+		max, have int // the cap, and the host's queues before the controller
+		want      uint32
+	}{
+		{"the transport's limit", 64, 0, 4},
+		{"room for two", 5, 2, 2},
+		{"room for none still grants one", 3, 2, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRigOpts(t, Options{MaxConnectionsPerHost: tc.max})
+			for range tc.have {
+				h := r.dial(0, 32)
+				h.mustOK(connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff))
+			}
+			h := r.dial(0, 32)
+			h.mustOK(connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff))
+			h.propSet(nvme.PropCC, ccEnable)
+			rsp := setFeatures(h, nvme.FeatNumberOfQueues, 15|15<<16)
+			if got := rsp.DW0(); got != (tc.want-1)|(tc.want-1)<<16 {
+				t.Fatalf("Number of Queues granted %#x, want %d queues", got, tc.want)
+			}
+		})
 	}
 }

@@ -39,8 +39,9 @@ type Queue struct {
 	size uint32
 	sqhd atomic.Uint32
 	gone bool
-	// hostClaim is the host NQN this queue counts against (hostQueues).
-	hostClaim string
+	// hostClaim is where this queue counts against its host's cap
+	// (hostQueues).
+	hostClaim hostClaim
 	// aers are the Async Event Requests this (admin) queue holds.
 	aers []*Request
 }

@@ -46,11 +46,14 @@ const (
 	// (the Linux host sends it at once, and waits at most its admin
 	// timeout, 60 s by default, for the answer).
 	DefaultConnectTimeout = 30 * time.Second
-	// DefaultMaxConnectionsPerHost is room for a multipath host: two
-	// controllers with the most I/O queues (1+DefaultMaxIOQueues each) and a
-	// discovery controller. It is about half of rdma.DefaultMaxQueues, so
-	// that one host cannot take a default device's every queue.
-	DefaultMaxConnectionsPerHost = 2*(1+DefaultMaxIOQueues) + 1
+	// DefaultMaxConnectionsPerHost is room for a multipath host: on each
+	// of two paths, a controller with the most I/O queues
+	// (1+DefaultMaxIOQueues) and a persistent discovery controller. About
+	// half of rdma.DefaultMaxQueues, so that one host cannot take a default
+	// device's every queue. A host with more controllers is granted fewer
+	// I/O queues for them (Set Features Number of Queues) rather than
+	// refused.
+	DefaultMaxConnectionsPerHost = 2 * (1 + DefaultMaxIOQueues + 1)
 	// DefaultModel is Identify Controller MN when a subsystem sets none.
 	DefaultModel = "nvmeof-tgt"
 )
