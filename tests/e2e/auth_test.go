@@ -262,6 +262,12 @@ func TestAuthPeer(t *testing.T) {
 			capWriteRead(t, ctrl, uint64(i))
 			ctrl.disconnect(t)
 
+			if targetKind == kindKernel && c.group != "ffdhe2048" {
+				// Seen in the guest: after nvmet fails the transaction ("ctrl 1 fatal error
+				// occurred"), the 6.12 host's nvme connect hangs in its authentication work for
+				// over 6 minutes (hung task). nvmeof-tgt refuses the same keys in under a second.
+				onlyNvmeofTgt(t, "wrong keys with "+c.group, "a host hang")
+			}
 			if c, err := h.connectWith(t, sub.NQN, portRDMA, "--dhchap-secret="+genKey(t, 1, h.NQN)); err == nil {
 				t.Fatalf("a wrong host key connected as %s", c.name)
 			}
