@@ -724,6 +724,11 @@ func TestEngineResponsesNotDelivered(t *testing.T) {
 	stuck, sc, _ := h.open(benchOpts{})
 	idle, _, _ := h.open(benchOpts{})
 	busy, bc, _ := h.open(benchOpts{})
+	// waiting has a command the core holds for ever (an AER, a long
+	// flush): no response is due, so nothing is stalled.
+	waiting, wc, wcore := h.open(benchOpts{})
+	wcore.hold = true
+	h.capsule(waiting, wc, cmd(3, nvme.OpRead, testUnit, false), 0)
 	h.capsule(stuck, sc, cmd(1, nvme.OpRead, 2*testUnit, false), 0)
 	h.capsule(busy, bc, cmd(2, nvme.OpRead, testUnit, false), 0)
 	if got := kinds(sc.sends); !slices.Equal(got, []string{"WRITE", "WRITE", "SEND"}) {
@@ -735,6 +740,9 @@ func TestEngineResponsesNotDelivered(t *testing.T) {
 		h.runLoop()
 		if !idle.live() {
 			t.Fatal("a queue with nothing outstanding was torn down")
+		}
+		if !waiting.live() {
+			t.Fatalf("a queue whose command the core holds was torn down after %v", elapsed)
 		}
 		if !busy.live() {
 			t.Fatalf("a queue whose responses complete was torn down after %v", elapsed)
