@@ -267,12 +267,12 @@ func TestAuthPeer(t *testing.T) {
 			capWriteRead(t, ctrl, uint64(i))
 			ctrl.disconnect(t)
 
-			if targetKind == kindKernel && c.group != "ffdhe2048" {
-				// Seen in the guest: after nvmet fails the transaction ("ctrl 1 fatal error
-				// occurred"), the 6.12 host's nvme connect hangs in its authentication work for
-				// over 6 minutes (hung task). nvmeof-tgt refuses the same keys in under a second.
-				onlyNvmeofTgt(t, "wrong keys with "+c.group, "a host hang")
-			}
+			// Seen in the guest with ffdhe2048, 3072 and 4096, not every time: after nvmet fails
+			// the transaction it tears the controller down at once ("ctrl 1 fatal error
+			// occurred"), and the 6.12 host's nvme connect hangs in its authentication work for
+			// over 6 minutes (hung task in nvme_auth_wait). nvmeof-tgt answers Failure1 and
+			// leaves the queue to the host, which refuses the same keys in under a second.
+			onlyNvmeofTgt(t, "wrong keys", "a host hang")
 			if c, err := h.connectWith(t, sub.NQN, portRDMA, "--dhchap-secret="+genKey(t, 1, h.NQN)); err == nil {
 				t.Fatalf("a wrong host key connected as %s", c.name)
 			}
