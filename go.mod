@@ -3,6 +3,7 @@ module github.com/nvmeof-tgt/nvmeof-tgt
 go 1.26.8
 
 require (
+	filippo.io/bigmod v0.1.0
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/go-viper/mapstructure/v2 v2.4.0
 	github.com/google/uuid v1.6.0
@@ -12,6 +13,7 @@ require (
 	github.com/vishvananda/netlink v1.3.1
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sys v0.49.0
+	golang.org/x/time v0.16.0
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -19,7 +21,6 @@ require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
-	filippo.io/bigmod v0.1.0 // indirect
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

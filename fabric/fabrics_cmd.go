@@ -115,7 +115,12 @@ func handleConnect(r *Request) nvme.Status {
 		if a.err != nil {
 			args = append(args, "err", a.err)
 		}
-		q.log.Log(context.Background(), lvl, "connect refused", args...)
+		if ok, n := q.t.refusalLog.allow(); ok {
+			if n > 0 {
+				args = append(args, "suppressed", n)
+			}
+			q.log.Log(context.Background(), lvl, "connect refused", args...)
+		}
 	}
 	return st
 }

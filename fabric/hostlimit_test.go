@@ -1,7 +1,12 @@
 package fabric
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,6 +222,9 @@ func TestHostCapUnauthenticated(t *testing.T) {
 	r.tgt.hosts.mu.Lock()
 	r.tgt.hosts.n[testHostNQN] = 2
 	r.tgt.hosts.mu.Unlock()
+	// The target disconnects it once it has authenticated, maybe before
+	// the host has Success1.
+	late.mayClose = true
 	_, _ = auth(late)
 	select {
 	case <-late.lq.Disconnected():
@@ -257,4 +265,58 @@ func TestNumberOfQueuesWithinCap(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConnectRefusalLogBounded: a host that floods the target with Connects
+// it refuses cannot flood the log. The first refusals are logged, then at
+// most connectRefusalLogBurst per connectRefusalLogEvery, and the next
+// line logged says how many were left out; every refusal is still counted.
+func TestConnectRefusalLogBounded(t *testing.T) {
+	var log syncBuffer
+	r := newRigOpts(t, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	var clock atomic.Int64 // seconds
+	r.tgt.refusalLog.now = func() time.Time { return time.Unix(clock.Load(), 0) }
+	const flood = 1000
+	for range flood {
+		h := r.dial(0, 32)
+		rsp := h.submit(connectCmd(0, 31, 0), connectData("nqn.2026-11.io.example:nope", testHostNQN, testHostID, 0xffff))
+		if rsp.Status().IsSuccess() {
+			t.Fatal("Connect to a missing subsystem succeeded")
+		}
+		h.lq.Close()
+	}
+	lines := strings.Count(log.String(), `msg="connect refused"`)
+	if lines < 1 || lines > 2*connectRefusalLogBurst {
+		t.Fatalf("%d refusals logged %d lines, want 1..%d", flood, lines, 2*connectRefusalLogBurst)
+	}
+	if got := r.tgt.Stats().ConnectRejects; got != flood {
+		t.Fatalf("%d refusals counted, want %d", got, flood)
+	}
+	// Later, a refusal is logged again with the count of those left out.
+	clock.Add(int64(connectRefusalLogBurst * connectRefusalLogEvery / time.Second))
+	h := r.dial(0, 32)
+	h.submit(connectCmd(0, 31, 0), connectData("nqn.2026-11.io.example:nope", testHostNQN, testHostID, 0xffff))
+	if !strings.Contains(log.String(), fmt.Sprintf("suppressed=%d", flood-lines)) {
+		t.Fatalf("no line says %d refusals were left out:\n%s", flood-lines, tail(log.String(), 600))
+	}
+}
+
+func tail(s string, n int) string { return s[max(0, len(s)-n):] }
+
+// syncBuffer is a bytes.Buffer safe for the target's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -97,8 +97,9 @@ type Target struct {
 	nextPortID uint16
 	closed     bool
 
-	hosts hostQueues
-	stats targetStats
+	hosts      hostQueues
+	stats      targetStats
+	refusalLog logLimit // refused Connects
 }
 
 type targetStats struct {
