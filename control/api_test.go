@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -443,7 +444,9 @@ func TestListenAPI(t *testing.T) {
 			b := newBench(t, baseYAML)
 			srv := &http.Server{Handler: b.m.Handler()}
 			go srv.Serve(l)
-			c := &http.Client{Transport: &http.Transport{Dial: func(string, string) (net.Conn, error) { return net.Dial("unix", path) }}}
+			c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "unix", path)
+			}}}
 			resp, err := c.Get("http://localhost/v1/status")
 			if err != nil || resp.StatusCode != 200 {
 				t.Fatalf("GET /v1/status: %v %v", resp, err)

@@ -622,7 +622,8 @@ func TestFIFO(t *testing.T) {
 	if got := f.admit(&reqs[0], true); got != admitted {
 		t.Fatalf("admit with nothing waiting and the resource there: %v", got)
 	}
-	if f.admit(&reqs[0], false) != waiting || f.admit(&reqs[0], false) != waiting || waits.Load() != 1 {
+	first, again := f.admit(&reqs[0], false), f.admit(&reqs[0], false)
+	if first != waiting || again != waiting || waits.Load() != 1 {
 		t.Fatalf("a request waiting twice is counted once: %d", waits.Load())
 	}
 	if f.admit(&reqs[1], true) != waiting {

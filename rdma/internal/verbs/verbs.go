@@ -216,6 +216,7 @@ type Batch struct {
 	qps    []*QP // the QP of each group
 	ns, nr int
 
+	//lint:ignore U1000 used by faultinject builds (fault_on.go)
 	faultPosts int // posts counted by a fault plan (faultinject builds)
 }
 
