@@ -72,6 +72,7 @@ const (
 // Command specific status, SCT 1 (base 1.4 §4.6.1.2.2;
 // NVMe-oF §3.3 for Connect).
 const (
+	//lint:ignore SA4016 every status is written SCT and SC, SC 0 too
 	StatusCQInvalid                   Status = SCTCommandSpecific<<statusSCTShift | 0x00
 	StatusInvalidQID                  Status = SCTCommandSpecific<<statusSCTShift | 0x01
 	StatusInvalidQueueSize            Status = SCTCommandSpecific<<statusSCTShift | 0x02
