@@ -29,6 +29,10 @@ type engine struct {
 	gens   []uint16
 	// now is the clock of the periodic checks (checkStuck).
 	now func() time.Time
+	// inUse is the data buffers out of the pool; published is what
+	// stats.BuffersInUse has of it. The gauge is brought up to date once a
+	// round (flush) and at every periodic check, not per I/O.
+	inUse, published int64
 }
 
 // geometry is what the engine needs to know of the device.
@@ -201,6 +205,7 @@ type postFailure struct {
 // queue's as one chain, in one call. A queue whose post failed is torn
 // down and the requests whose work did not go in are abandoned.
 func (e *engine) flush() {
+	e.publish()
 	if e.batch.Groups() == 0 {
 		return
 	}
@@ -235,18 +240,27 @@ func (e *engine) returnChunks(chunks []int32) {
 		return
 	}
 	e.pool.put(chunks)
-	e.stats.BuffersInUse.Add(-int64(len(chunks)))
+	e.inUse -= int64(len(chunks))
 	e.pool.wait.retry(func(r *request) { r.q.advance(r, evNone) })
 }
 
 // checkStuck logs the queues that take too long to drain, and tears down
 // those whose host takes no more responses.
 func (e *engine) checkStuck() {
+	defer e.publish()
 	now := e.now()
 	for _, q := range e.queues {
 		if q != nil {
 			q.checkStuck()
 			q.checkResponses(now)
 		}
+	}
+}
+
+// publish brings the BuffersInUse gauge up to date.
+func (e *engine) publish() {
+	if d := e.inUse - e.published; d != 0 {
+		e.stats.BuffersInUse.Add(d)
+		e.published = e.inUse
 	}
 }

@@ -214,7 +214,7 @@ func (q *queue) getBuffers(r *request) reqState {
 		q.lineFull("data buffers")
 		return rsDone
 	}
-	q.e.stats.BuffersInUse.Add(int64(len(r.chunks)))
+	q.e.inUse += int64(len(r.chunks))
 	if r.fr.Dir == fabric.DirHostToCtrl {
 		return rsNeedRead
 	}
@@ -377,7 +377,9 @@ func (q *queue) unclaim(r *request) {
 	}
 	q.bufClaimed -= r.claimed
 	r.claimed = 0
-	q.bufWait.retry(q.retry)
+	if q.bufWait.line.len() > 0 {
+		q.bufWait.retry(q.retry)
+	}
 }
 
 // release gives back what a finished or abandoned request holds: data
