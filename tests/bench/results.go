@@ -7,6 +7,9 @@ package bench
 const (
 	TargetOurs   = "nvmeof-tgt"
 	TargetKernel = "kernel-nvmet"
+	// TargetSPDK is SPDK's nvmf_tgt (make bench PEERS="kernel spdk"): one reactor, a malloc
+	// bdev. It runs the memory jobs only.
+	TargetSPDK = "spdk"
 )
 
 // Results is everything one guest boot measured.
@@ -18,8 +21,12 @@ type Results struct {
 	MemMiB  int    `json:"mem_mib"` // guest memory
 	Runtime int    `json:"runtime_s"`
 	Ramp    int    `json:"ramp_s"`
+	// Peers are the targets nvmeof-tgt was compared with (TargetKernel, TargetSPDK), in the
+	// order they ran after it in each rep; empty in results from before SPDK was a peer.
+	Peers []string `json:"peers,omitempty"`
+	SPDK  string   `json:"spdk_version,omitempty"` // spdk_get_version, when SPDK was a peer
 
-	Runs []Run     `json:"runs"` // every fio run, in the order run (A B A B …)
+	Runs []Run     `json:"runs"` // every fio run, in the order run (A B A B …, or A B C A B C …)
 	Link []LinkRun `json:"link"` // perftest on the same rxe device
 
 	// Idle: nvmeof-tgt with hosts connected and no I/O.
@@ -35,7 +42,7 @@ type Results struct {
 
 // Run is one fio job against one target.
 type Run struct {
-	Target  string  `json:"target"`  // TargetOurs or TargetKernel
+	Target  string  `json:"target"`  // TargetOurs, TargetKernel or TargetSPDK
 	Backend string  `json:"backend"` // "memory" (kernel: null_blk) or "file"
 	Job     string  `json:"job"`     // deploy/fio job name without .fio, e.g. "randread-4k-qd1"
 	Rep     int     `json:"rep"`     // 1, 2, 3 …
