@@ -3,6 +3,13 @@
 // side that runs fio and perftest lives in tests/e2e (build tags e2e and bench).
 package bench
 
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // Target names in Run.Target.
 const (
 	TargetOurs   = "nvmeof-tgt"
@@ -70,4 +77,27 @@ type AllocRun struct {
 	Allocs      uint64  `json:"allocs"`        // during the run
 	IdleAllocs  uint64  `json:"idle_allocs"`   // the same time idle, for the baseline
 	AllocsPerIO float64 `json:"allocs_per_io"` // (Allocs - IdleAllocs) / IOs, never below 0
+}
+
+// peerNames are the words of make bench's PEERS and the targets they name.
+var peerNames = map[string]string{"kernel": TargetKernel, "spdk": TargetSPDK}
+
+// ParsePeers reads make bench's PEERS ("kernel", "spdk", "kernel spdk" …): the targets to run
+// after nvmeof-tgt in each rep, in that order. Each must be known and named once.
+func ParsePeers(s string) ([]string, error) {
+	var peers []string
+	for _, w := range strings.Fields(s) {
+		tg, ok := peerNames[w]
+		if !ok {
+			return nil, fmt.Errorf("unknown peer %q: want kernel or spdk", w)
+		}
+		if slices.Contains(peers, tg) {
+			return nil, fmt.Errorf("peer %q named twice", w)
+		}
+		peers = append(peers, tg)
+	}
+	if len(peers) == 0 {
+		return nil, errors.New("no peer: want kernel, spdk or both")
+	}
+	return peers, nil
 }
