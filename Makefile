@@ -97,8 +97,13 @@ demo: build lab-deps
 	tests/lab/demo.sh
 
 # Side-by-side with the kernel's nvmet in one guest boot; writes bench/results/<date>.*
+# PEERS="kernel spdk" SPDK_DIR=DIR adds SPDK's nvmf_tgt (memory jobs), built into DIR by
+# tests/bench/spdk-build.sh; BENCH_CPUS is the guest's vCPUs, 2 or 4.
+PEERS ?= kernel
+SPDK_DIR ?=
+BENCH_CPUS ?= 4
 bench: build lab-deps
-	tests/lab/bench.sh
+	BENCH_PEERS="$(PEERS)" BENCH_SPDK_DIR="$(SPDK_DIR)" BENCH_CPUS="$(BENCH_CPUS)" tests/lab/bench.sh
 
 clean:
 	rm -rf bin tests/out

@@ -160,18 +160,31 @@ func writeAll(paths []string, data [][]byte) (err error) {
 // beside it.
 func Markdown(r *Results, s Summary, chart string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# nvmeof-tgt vs kernel nvmet, %s\n\n", dateOf(r.Date))
+	withSPDK := spdkRan(r, s)
+	if withSPDK {
+		fmt.Fprintf(&b, "# nvmeof-tgt vs kernel nvmet and SPDK, %s\n\n", dateOf(r.Date))
+	} else {
+		fmt.Fprintf(&b, "# nvmeof-tgt vs kernel nvmet, %s\n\n", dateOf(r.Date))
+	}
 	b.WriteString("| | |\n|---|---|\n")
 	fmt.Fprintf(&b, "| date | %s |\n", orDash(r.Date))
 	fmt.Fprintf(&b, "| commit | `%s` |\n", orDash(r.Commit))
 	fmt.Fprintf(&b, "| guest kernel | %s |\n", orDash(r.Kernel))
 	fmt.Fprintf(&b, "| guest | %d vCPUs, %d MiB (QEMU TCG, Soft-RoCE rxe) |\n", r.CPUs, r.MemMiB)
+	if withSPDK {
+		fmt.Fprintf(&b, "| SPDK | %s, `nvmf_tgt -m 0x1` (one reactor), malloc bdev |\n", orDash(r.SPDK))
+	}
 	fmt.Fprintf(&b, "| fio | %d s per run after %d s ramp |\n\n", r.Runtime, r.Ramp)
 
-	fmt.Fprintf(&b, "Ratios are medians over %s alternating reps (ours, kernel, ours, kernel …) measured "+
+	order, which := "(ours, kernel, ours, kernel …)", "Every ratio is ours ÷ kernel."
+	if withSPDK {
+		order = "(ours, kernel, SPDK, ours, kernel, SPDK …; SPDK in the memory jobs only)"
+		which = "Ratios in the backend tables are ours ÷ kernel; the SPDK section has ours ÷ SPDK and SPDK ÷ kernel."
+	}
+	fmt.Fprintf(&b, "Ratios are medians over %s alternating reps %s measured "+
 		"side by side in one guest boot, on the same rxe device, with the same `deploy/fio` jobs. "+
 		"Absolute numbers from an emulated (QEMU TCG) guest mean nothing on their own; only the "+
-		"ratios do. Every ratio is ours ÷ kernel.\n\n", repsText(s))
+		"ratios do. %s\n\n", repsText(s), order, which)
 	if s.ErrorRuns > 0 {
 		fmt.Fprintf(&b, "**%d fio runs reported errors** (see the errors column).\n\n", s.ErrorRuns)
 	}
@@ -198,6 +211,9 @@ func Markdown(r *Results, s Summary, chart string) string {
 				j.Ours.Runs, j.Kernel.Runs, j.Errors)
 		}
 		b.WriteString("\n")
+	}
+	if withSPDK {
+		spdkMarkdown(&b, s)
 	}
 
 	b.WriteString("## Raw link (perftest on the same rxe device)\n\n")
@@ -272,6 +288,57 @@ func Markdown(r *Results, s Summary, chart string) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// spdkRan is whether SPDK was a peer in r: named in r.Peers, or with runs.
+func spdkRan(r *Results, s Summary) bool {
+	if contains(r.Peers, TargetSPDK) {
+		return true
+	}
+	for _, j := range s.Jobs {
+		if j.SPDK.Runs > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// spdkMarkdown is the SPDK section: per job SPDK ran, its medians, ours ÷ SPDK and SPDK ÷
+// kernel; then the jobs it did not run.
+func spdkMarkdown(b *strings.Builder, s Summary) {
+	b.WriteString("## Versus SPDK\n\n")
+	b.WriteString("SPDK's `nvmf_tgt` polls on one reactor core (`-m 0x1`) and serves a malloc bdev of the same " +
+		"size and block size as the memory namespaces, over its RDMA transport with the same 8 KiB in-capsule " +
+		"data, in turn with the other two targets. It runs the memory jobs only: the file-backend jobs skip it.\n\n")
+	var ran, skipped []JobStats
+	for _, j := range s.Jobs {
+		if j.SPDK.Runs > 0 {
+			ran = append(ran, j)
+		} else {
+			skipped = append(skipped, j)
+		}
+	}
+	if len(ran) == 0 {
+		b.WriteString("SPDK ran no job.\n\n")
+	} else {
+		b.WriteString("| job | SPDK median | SPDK p50 / p99 µs | ours ÷ SPDK | p50 / p99 ours ÷ SPDK | SPDK ÷ kernel | p50 / p99 SPDK ÷ kernel | SPDK runs | errors |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, j := range ran {
+			fmt.Fprintf(b, "| %s/%s | %s | %s | %s | %s / %s | %s | %s / %s | %d | %d |\n",
+				j.Backend, j.Job, throughputText(j.Metric, j.SPDK), latencyText(j.SPDK),
+				ratioText(j.OursSPDK.Throughput(j.Metric), j.Metric), j.OursSPDK.P50, j.OursSPDK.P99,
+				ratioText(j.SPDKKernel.Throughput(j.Metric), j.Metric), j.SPDKKernel.P50, j.SPDKKernel.P99,
+				j.SPDK.Runs, j.SPDKErrors)
+		}
+		b.WriteString("\n")
+	}
+	if len(skipped) > 0 {
+		names := make([]string, len(skipped))
+		for i, j := range skipped {
+			names[i] = j.Backend + "/" + j.Job
+		}
+		fmt.Fprintf(b, "Not run against SPDK: %s.\n\n", strings.Join(names, ", "))
+	}
 }
 
 func repsText(s Summary) string {
@@ -370,18 +437,25 @@ type bar struct {
 }
 
 // bars are the chart's bars: each job's throughput ratio, and for QD1 jobs also the p50
-// latency ratio turned over (kernel ÷ ours) so that higher is better there too.
+// latency ratio turned over (kernel ÷ ours) so that higher is better there too. Jobs SPDK ran
+// get the same bars against SPDK after them.
 func bars(s Summary) []bar {
 	var out []bar
 	for _, j := range s.Jobs {
 		name := j.Backend + "/" + j.Job
+		unit := " IOPS"
 		if j.Metric == MetricBW {
-			out = append(out, bar{name + " BW", j.BWRatio})
-		} else {
-			out = append(out, bar{name + " IOPS", j.IOPSRatio})
+			unit = " BW"
 		}
+		out = append(out, bar{name + unit, j.ThroughputRatio()})
 		if j.QD1 {
 			out = append(out, bar{name + " p50 latency (kernel ÷ ours)", j.P50Ratio.Inverse()})
+		}
+		if j.SPDK.Runs > 0 {
+			out = append(out, bar{name + unit + " (ours ÷ SPDK)", j.OursSPDK.Throughput(j.Metric)})
+			if j.QD1 {
+				out = append(out, bar{name + " p50 latency (SPDK ÷ ours)", j.OursSPDK.P50.Inverse()})
+			}
 		}
 	}
 	return out
@@ -419,6 +493,10 @@ func Chart(r *Results, s Summary) ([]byte, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("nvmeof-tgt ÷ kernel nvmet, %s (medians of %s reps)", dateOf(r.Date), repsText(s))
 	p.Y.Label.Text = "ours ÷ kernel (higher is better)"
+	if spdkRan(r, s) {
+		p.Title.Text = fmt.Sprintf("nvmeof-tgt ÷ kernel nvmet and ÷ SPDK, %s (medians of %s reps)", dateOf(r.Date), repsText(s))
+		p.Y.Label.Text = "ours ÷ kernel, ours ÷ SPDK (higher is better)"
+	}
 	p.Y.Min = 0
 	p.Y.Max = 1.5
 	p.Add(plotter.NewGrid())

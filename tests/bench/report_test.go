@@ -6,6 +6,7 @@ import (
 	"errors"
 	"image/png"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -307,5 +308,99 @@ func TestWriteAllExclusive(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(b); string(got) != "theirs" {
 		t.Errorf("existing file now holds %q", got)
+	}
+}
+
+func TestMarkdownSPDK(t *testing.T) {
+	noSPDKRuns := sample()
+	noSPDKRuns.Peers = []string{TargetKernel, TargetSPDK} // a peer whose jobs were all filtered out
+	for _, tc := range []struct {
+		name    string
+		r       *Results
+		want    []string
+		notWant []string
+	}{
+		{
+			name:    "without SPDK the report is as before",
+			r:       sample(),
+			want:    []string{"# nvmeof-tgt vs kernel nvmet, 2026-11-23", "(ours, kernel, ours, kernel …)", "Every ratio is ours ÷ kernel."},
+			notWant: []string{"SPDK"},
+		},
+		{
+			name: "SPDK in three memory jobs",
+			r:    sampleSPDK(),
+			want: []string{
+				"# nvmeof-tgt vs kernel nvmet and SPDK, 2026-11-23",
+				"| SPDK | SPDK v24.05 git sha1 0000000, `nvmf_tgt -m 0x1` (one reactor), malloc bdev |",
+				"(ours, kernel, SPDK, ours, kernel, SPDK …; SPDK in the memory jobs only)",
+				"## Versus SPDK",
+				"the file-backend jobs skip it",
+				"| job | SPDK median | SPDK p50 / p99 µs | ours ÷ SPDK | p50 / p99 ours ÷ SPDK | SPDK ÷ kernel | p50 / p99 SPDK ÷ kernel | SPDK runs | errors |",
+				"| memory/randread-4k-qd1 | 400 IOPS | 200 / 400 | 0.50× IOPS | 2.00× / 2.00× | 2.00× IOPS | 0.25× / 0.25× | 3 | 0 |",
+				"| memory/randread-4k-qd32 | 2000 IOPS | 1.0 / 2.0 | 0.90× IOPS | 1.00× / 1.00× | 1.00× IOPS | 1.00× / 1.00× | 3 | 0 |",
+				"| memory/seqread-128k-qd16 | 171.7 MiB/s | 1.0 / 2.0 | 1.00× BW | 1.00× / 1.00× | 1.50× BW | 1.00× / 1.00× | 3 | 1 |",
+				"Not run against SPDK: memory/seqwrite-128k-qd16, file/randread-4k-qd1.",
+				// The ours ÷ kernel tables are unchanged.
+				"| randread-4k-qd1 | 200 IOPS | 200 IOPS | 1.00× IOPS | 400 / 800 | 800 / 1600 | 0.50× / 0.50× | 3 / 3 | 0 |",
+				"**1 fio runs reported errors**",
+			},
+			notWant: []string{"Every ratio is ours ÷ kernel.", "SPDK ran no job"},
+		},
+		{
+			name: "SPDK a peer without runs",
+			r:    noSPDKRuns,
+			want: []string{"# nvmeof-tgt vs kernel nvmet and SPDK", "| SPDK | —, `nvmf_tgt -m 0x1`", "SPDK ran no job.",
+				"Not run against SPDK: memory/randread-4k-qd1, memory/randread-4k-qd32, memory/seqread-128k-qd16, memory/seqwrite-128k-qd16."},
+			notWant: []string{"| job | SPDK median"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			md := Markdown(tc.r, Summarize(tc.r), "x.png")
+			for _, s := range tc.want {
+				if !strings.Contains(md, s) {
+					t.Errorf("markdown lacks %q", s)
+				}
+			}
+			for _, s := range tc.notWant {
+				if strings.Contains(md, s) {
+					t.Errorf("markdown has %q", s)
+				}
+			}
+			if t.Failed() {
+				t.Logf("markdown:\n%s", md)
+			}
+		})
+	}
+}
+
+func TestBarsSPDK(t *testing.T) {
+	got := bars(Summarize(sampleSPDK()))
+	want := []struct {
+		label string
+		value float64 // -1: invalid
+	}{
+		{"memory/randread-4k-qd1 IOPS", 1},
+		{"memory/randread-4k-qd1 p50 latency (kernel ÷ ours)", 2},
+		{"memory/randread-4k-qd1 IOPS (ours ÷ SPDK)", 0.5},
+		{"memory/randread-4k-qd1 p50 latency (SPDK ÷ ours)", 0.5}, // SPDK 200 µs, ours 400 µs
+		{"memory/randread-4k-qd32 IOPS", 0.9},
+		{"memory/randread-4k-qd32 IOPS (ours ÷ SPDK)", 0.9},
+		{"memory/seqread-128k-qd16 BW", 1.5},
+		{"memory/seqread-128k-qd16 BW (ours ÷ SPDK)", 1},
+		{"memory/seqwrite-128k-qd16 BW", 1}, // SPDK did not run it: no SPDK bar
+		{"file/randread-4k-qd1 IOPS", 1},
+		{"file/randread-4k-qd1 p50 latency (kernel ÷ ours)", 1},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("bars %+v, want %d", got, len(want))
+	}
+	for i, w := range want {
+		if got[i].label != w.label || !got[i].value.Valid || math.Abs(got[i].value.Value-w.value) > 1e-9 {
+			t.Errorf("bar %d = %+v, want %s %v", i, got[i], w.label, w.value)
+		}
+	}
+	png, err := Chart(sampleSPDK(), Summarize(sampleSPDK()))
+	if err != nil || len(png) == 0 {
+		t.Errorf("chart with SPDK: %d bytes, %v", len(png), err)
 	}
 }

@@ -3,10 +3,20 @@
 // side that runs fio and perftest lives in tests/e2e (build tags e2e and bench).
 package bench
 
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // Target names in Run.Target.
 const (
 	TargetOurs   = "nvmeof-tgt"
 	TargetKernel = "kernel-nvmet"
+	// TargetSPDK is SPDK's nvmf_tgt (make bench PEERS="kernel spdk"): one reactor, a malloc
+	// bdev. It runs the memory jobs only.
+	TargetSPDK = "spdk"
 )
 
 // Results is everything one guest boot measured.
@@ -18,8 +28,12 @@ type Results struct {
 	MemMiB  int    `json:"mem_mib"` // guest memory
 	Runtime int    `json:"runtime_s"`
 	Ramp    int    `json:"ramp_s"`
+	// Peers are the targets nvmeof-tgt was compared with (TargetKernel, TargetSPDK), in the
+	// order they ran after it in each rep; empty in results from before SPDK was a peer.
+	Peers []string `json:"peers,omitempty"`
+	SPDK  string   `json:"spdk_version,omitempty"` // spdk_get_version, when SPDK was a peer
 
-	Runs []Run     `json:"runs"` // every fio run, in the order run (A B A B …)
+	Runs []Run     `json:"runs"` // every fio run, in the order run (A B A B …, or A B C A B C …)
 	Link []LinkRun `json:"link"` // perftest on the same rxe device
 
 	// Idle: nvmeof-tgt with hosts connected and no I/O.
@@ -35,7 +49,7 @@ type Results struct {
 
 // Run is one fio job against one target.
 type Run struct {
-	Target  string  `json:"target"`  // TargetOurs or TargetKernel
+	Target  string  `json:"target"`  // TargetOurs, TargetKernel or TargetSPDK
 	Backend string  `json:"backend"` // "memory" (kernel: null_blk) or "file"
 	Job     string  `json:"job"`     // deploy/fio job name without .fio, e.g. "randread-4k-qd1"
 	Rep     int     `json:"rep"`     // 1, 2, 3 …
@@ -63,4 +77,27 @@ type AllocRun struct {
 	Allocs      uint64  `json:"allocs"`        // during the run
 	IdleAllocs  uint64  `json:"idle_allocs"`   // the same time idle, for the baseline
 	AllocsPerIO float64 `json:"allocs_per_io"` // (Allocs - IdleAllocs) / IOs, never below 0
+}
+
+// peerNames are the words of make bench's PEERS and the targets they name.
+var peerNames = map[string]string{"kernel": TargetKernel, "spdk": TargetSPDK}
+
+// ParsePeers reads make bench's PEERS ("kernel", "spdk", "kernel spdk" …): the targets to run
+// after nvmeof-tgt in each rep, in that order. Each must be known and named once.
+func ParsePeers(s string) ([]string, error) {
+	var peers []string
+	for _, w := range strings.Fields(s) {
+		tg, ok := peerNames[w]
+		if !ok {
+			return nil, fmt.Errorf("unknown peer %q: want kernel or spdk", w)
+		}
+		if slices.Contains(peers, tg) {
+			return nil, fmt.Errorf("peer %q named twice", w)
+		}
+		peers = append(peers, tg)
+	}
+	if len(peers) == 0 {
+		return nil, errors.New("no peer: want kernel, spdk or both")
+	}
+	return peers, nil
 }

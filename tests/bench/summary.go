@@ -85,21 +85,22 @@ func quotient(num, den float64) Ratio {
 	return Ratio{Value: num / den, Valid: true}
 }
 
-// Summary is what Results come to: per job, medians and ratios to the kernel target, and the
-// performance goals, each met or not.
+// Summary is what Results come to: per job, medians and ratios to the kernel target (and to
+// SPDK, when it ran), and the performance goals, each met or not.
 type Summary struct {
 	// Reps and MaxReps are the fewest and most paired reps (runs on both targets) of any job;
 	// they differ only when a job failed to run on one target in some rep.
 	Reps    int `json:"reps"`
 	MaxReps int `json:"max_reps"`
-	// ErrorRuns counts fio runs, of either target, that reported errors.
+	// ErrorRuns counts fio runs, of any target, that reported errors.
 	ErrorRuns int        `json:"error_runs"`
 	Jobs      []JobStats `json:"jobs"`
 	Goals     []Goal     `json:"goals"`
 }
 
-// JobStats are the medians of one job on one backend, for both targets, and how they compare.
-// Every ratio is ours ÷ kernel, so for latencies lower is better.
+// JobStats are the medians of one job on one backend, for every target, and how they compare.
+// The top-level ratios are ours ÷ kernel, so for latencies lower is better; OursSPDK and
+// SPDKKernel hold the comparisons with SPDK.
 type JobStats struct {
 	Backend string `json:"backend"`
 	Job     string `json:"job"`
@@ -109,11 +110,16 @@ type JobStats struct {
 	QD1    bool    `json:"qd1,omitempty"`
 	Ours   Medians `json:"ours"`
 	Kernel Medians `json:"kernel"`
+	SPDK   Medians `json:"spdk,omitzero"` // Runs 0: SPDK did not run this job
 
 	IOPSRatio Ratio `json:"iops_ratio,omitzero"`
 	BWRatio   Ratio `json:"bw_ratio,omitzero"`
 	P50Ratio  Ratio `json:"clat_p50_ratio,omitzero"`
 	P99Ratio  Ratio `json:"clat_p99_ratio,omitzero"`
+
+	// Jobs SPDK ran: ours ÷ SPDK and SPDK ÷ kernel (valid where both sides ran).
+	OursSPDK   Comparison `json:"ours_spdk,omitzero"`
+	SPDKKernel Comparison `json:"spdk_kernel,omitzero"`
 
 	// For 128 KiB sequential jobs: the perftest tool that moves data the same way, its median
 	// bandwidth at 128 KiB, and ours' bandwidth as a fraction of it.
@@ -121,7 +127,37 @@ type JobStats struct {
 	LinkBW       float64 `json:"link_bw_bytes_per_s,omitempty"`
 	LinkFraction Ratio   `json:"link_fraction,omitzero"`
 
-	Errors int `json:"errors"` // runs of this job, either target, with fio errors
+	Errors     int `json:"errors"`                // runs of this job, ours or kernel, with fio errors
+	SPDKErrors int `json:"spdk_errors,omitempty"` // SPDK's runs of it with fio errors
+}
+
+// Comparison is one target's medians divided by another's (num ÷ den).
+type Comparison struct {
+	IOPS Ratio `json:"iops_ratio,omitzero"`
+	BW   Ratio `json:"bw_ratio,omitzero"`
+	P50  Ratio `json:"clat_p50_ratio,omitzero"`
+	P99  Ratio `json:"clat_p99_ratio,omitzero"`
+}
+
+// compare is num ÷ den of two targets' medians; every ratio is invalid unless both ran.
+func compare(num, den Medians) Comparison {
+	if num.Runs == 0 || den.Runs == 0 {
+		return Comparison{}
+	}
+	return Comparison{
+		IOPS: quotient(num.IOPS, den.IOPS),
+		BW:   quotient(num.BW, den.BW),
+		P50:  latencyRatio(num.ClatP50, den.ClatP50),
+		P99:  latencyRatio(num.ClatP99, den.ClatP99),
+	}
+}
+
+// Throughput is the ratio a job with this metric is judged on: BW or IOPS.
+func (c Comparison) Throughput(metric string) Ratio {
+	if metric == MetricBW {
+		return c.BW
+	}
+	return c.IOPS
 }
 
 // ThroughputRatio is the ratio the job is judged on: BWRatio or IOPSRatio, per Metric.
@@ -226,12 +262,12 @@ func linkBW(link []LinkRun, tool string, size int) float64 {
 	return median(bw)
 }
 
-// latencyRatio is ours ÷ kernel of a latency, where 0 means fio did not report it.
-func latencyRatio(ours, kernel float64) Ratio {
-	if !(ours > 0) {
+// latencyRatio is num ÷ den of a latency, where 0 means fio did not report it.
+func latencyRatio(num, den float64) Ratio {
+	if !(num > 0) {
 		return Ratio{}
 	}
-	return quotient(ours, kernel)
+	return quotient(num, den)
 }
 
 // Summarize computes per-job medians and ratios and evaluates the goals. Jobs keep the order
@@ -254,7 +290,7 @@ func Summarize(r *Results) Summary {
 	}
 	var pairs []int // per job with runs on both targets: how many reps were paired
 	for _, k := range order {
-		ours, kernel := byKey[k][TargetOurs], byKey[k][TargetKernel]
+		ours, kernel, spdk := byKey[k][TargetOurs], byKey[k][TargetKernel], byKey[k][TargetSPDK]
 		j := JobStats{
 			Backend: k.backend,
 			Job:     k.job,
@@ -262,19 +298,25 @@ func Summarize(r *Results) Summary {
 			QD1:     queueDepth(k.job) == 1,
 			Ours:    medians(ours),
 			Kernel:  medians(kernel),
+			SPDK:    medians(spdk),
 		}
 		for _, run := range slices.Concat(ours, kernel) {
 			if run.Errors != 0 {
 				j.Errors++
 			}
 		}
+		for _, run := range spdk {
+			if run.Errors != 0 {
+				j.SPDKErrors++
+			}
+		}
+		vk := compare(j.Ours, j.Kernel)
+		j.IOPSRatio, j.BWRatio, j.P50Ratio, j.P99Ratio = vk.IOPS, vk.BW, vk.P50, vk.P99
 		if len(ours) > 0 && len(kernel) > 0 {
-			j.IOPSRatio = quotient(j.Ours.IOPS, j.Kernel.IOPS)
-			j.BWRatio = quotient(j.Ours.BW, j.Kernel.BW)
-			j.P50Ratio = latencyRatio(j.Ours.ClatP50, j.Kernel.ClatP50)
-			j.P99Ratio = latencyRatio(j.Ours.ClatP99, j.Kernel.ClatP99)
 			pairs = append(pairs, min(len(ours), len(kernel)))
 		}
+		j.OursSPDK = compare(j.Ours, j.SPDK)
+		j.SPDKKernel = compare(j.SPDK, j.Kernel)
 		if tool, ok := linkFor(k.job); ok {
 			j.LinkTool = tool
 			j.LinkBW = linkBW(r.Link, tool, linkSize)

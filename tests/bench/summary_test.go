@@ -417,3 +417,154 @@ func TestZeroDenominatorsJSON(t *testing.T) {
 		t.Errorf("round trip made an absent ratio valid: %+v", back.Summary.Jobs[0])
 	}
 }
+
+func TestCompare(t *testing.T) {
+	valid := func(v float64) Ratio { return Ratio{v, true} }
+	m := func(runs int, iops, bw, p50, p99 float64) Medians {
+		return Medians{Runs: runs, IOPS: iops, BW: bw, ClatP50: p50, ClatP99: p99}
+	}
+	for _, tc := range []struct {
+		name     string
+		num, den Medians
+		want     Comparison
+	}{
+		{"both ran", m(3, 50, 100, 10, 40), m(3, 100, 50, 20, 20), Comparison{valid(0.5), valid(2), valid(0.5), valid(2)}},
+		{"numerator did not run", m(0, 0, 0, 0, 0), m(3, 100, 50, 20, 20), Comparison{}},
+		{"denominator did not run", m(3, 50, 100, 10, 40), m(0, 0, 0, 0, 0), Comparison{}},
+		{"no bandwidth below: only that ratio is invalid", m(1, 50, 100, 10, 40), m(1, 100, 0, 20, 20), Comparison{IOPS: valid(0.5), P50: valid(0.5), P99: valid(2)}},
+		{"latency not reported above", m(1, 50, 100, 0, 0), m(1, 100, 50, 20, 20), Comparison{IOPS: valid(0.5), BW: valid(2)}},
+		{"latency not reported below", m(1, 50, 100, 10, 40), m(1, 100, 50, 0, 0), Comparison{IOPS: valid(0.5), BW: valid(2)}},
+		{"moved nothing: a real 0", m(1, 0, 0, 10, 40), m(1, 100, 50, 20, 20), Comparison{valid(0), valid(0), valid(0.5), valid(2)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := compare(tc.num, tc.den); got != tc.want {
+				t.Errorf("compare = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	c := Comparison{IOPS: valid(1), BW: valid(2)}
+	if c.Throughput(MetricIOPS) != valid(1) || c.Throughput(MetricBW) != valid(2) {
+		t.Errorf("Throughput: iops %v bw %v, want 1 and 2", c.Throughput(MetricIOPS), c.Throughput(MetricBW))
+	}
+}
+
+// sampleSPDK is sample() with SPDK as a third target in three of the four memory jobs (not
+// seqwrite-128k) and a file job it skips, as make bench PEERS="kernel spdk" runs them.
+func sampleSPDK() *Results {
+	r := sample()
+	r.Peers = []string{TargetKernel, TargetSPDK}
+	r.SPDK = "SPDK v24.05 git sha1 0000000"
+	add := func(job string, iops, bw, p50 float64, errs int) {
+		r.Runs = append(r.Runs, Run{Target: TargetSPDK, Backend: "memory", Job: job, Rep: 1,
+			IOPS: iops, BW: bw, ClatP50: p50, ClatP99: 2 * p50, IOs: 1, Errors: errs})
+	}
+	for i, v := range []float64{3, 1, 2} { // medians are of v = 2
+		add("randread-4k-qd1", 200*v, 0, 100e3*v, 0)
+		add("randread-4k-qd32", 1000*v, 0, 1e3, 0)
+		errs := 0
+		if i == 0 {
+			errs = 1
+		}
+		add("seqread-128k-qd16", 1, 90e6*v, 1e3, errs)
+	}
+	r.Runs = append(r.Runs,
+		Run{Target: TargetOurs, Backend: "file", Job: "randread-4k-qd1", IOPS: 100, ClatP50: 5e3, ClatP99: 9e3, IOs: 1},
+		Run{Target: TargetKernel, Backend: "file", Job: "randread-4k-qd1", IOPS: 100, ClatP50: 5e3, ClatP99: 9e3, IOs: 1})
+	return r
+}
+
+func TestSummarizeSPDK(t *testing.T) {
+	s := Summarize(sampleSPDK())
+	// Reps pair ours with the kernel; SPDK's runs change neither them nor the goals.
+	base := Summarize(sample())
+	if s.Reps != 1 || s.MaxReps != 3 || s.ErrorRuns != 1 {
+		t.Errorf("reps %d–%d, error runs %d; want 1–3 (the file job ran once), 1 (an SPDK run)", s.Reps, s.MaxReps, s.ErrorRuns)
+	}
+	// The file job adds its two goals; every other goal is as without SPDK, and an SPDK run's
+	// error does not mark ours ÷ kernel.
+	g := goalMap(s)
+	if len(s.Goals) != len(base.Goals)+2 {
+		t.Errorf("%d goals, want %d: %+v", len(s.Goals), len(base.Goals)+2, s.Goals)
+	}
+	for _, bg := range base.Goals {
+		if g[bg.Name] != bg {
+			t.Errorf("goal %q = %+v with SPDK runs, %+v without", bg.Name, g[bg.Name], bg)
+		}
+	}
+	valid := func(v float64) Ratio { return Ratio{v, true} }
+	for _, tc := range []struct {
+		backend, job string
+		spdk         Medians
+		oursSPDK     Comparison
+		spdkKernel   Comparison
+		errors       int
+	}{
+		{
+			backend: "memory", job: "randread-4k-qd1",
+			spdk: Medians{Runs: 3, IOPS: 400, ClatP50: 200e3, ClatP99: 400e3},
+			// ours 200 IOPS, p50 400 µs; kernel 200 IOPS, p50 800 µs. No bandwidth: BW invalid.
+			oursSPDK:   Comparison{IOPS: valid(0.5), P50: valid(2), P99: valid(2)},
+			spdkKernel: Comparison{IOPS: valid(2), P50: valid(0.25), P99: valid(0.25)},
+		},
+		{
+			backend: "memory", job: "randread-4k-qd32",
+			spdk:       Medians{Runs: 3, IOPS: 2000, ClatP50: 1e3, ClatP99: 2e3},
+			oursSPDK:   Comparison{IOPS: valid(0.9), P50: valid(1), P99: valid(1)},
+			spdkKernel: Comparison{IOPS: valid(1), P50: valid(1), P99: valid(1)},
+		},
+		{
+			backend: "memory", job: "seqread-128k-qd16",
+			spdk:       Medians{Runs: 3, IOPS: 1, BW: 180e6, ClatP50: 1e3, ClatP99: 2e3},
+			oursSPDK:   Comparison{IOPS: valid(1), BW: valid(1), P50: valid(1), P99: valid(1)},
+			spdkKernel: Comparison{IOPS: valid(1), BW: valid(1.5), P50: valid(1), P99: valid(1)},
+			errors:     1,
+		},
+		{backend: "memory", job: "seqwrite-128k-qd16"}, // SPDK did not run it: no ratios
+		{backend: "file", job: "randread-4k-qd1"},
+	} {
+		t.Run(tc.backend+"/"+tc.job, func(t *testing.T) {
+			j := jobOf(t, s, tc.backend, tc.job)
+			if j.SPDK != tc.spdk {
+				t.Errorf("SPDK medians %+v, want %+v", j.SPDK, tc.spdk)
+			}
+			for _, c := range []struct {
+				name      string
+				got, want Comparison
+			}{{"ours ÷ SPDK", j.OursSPDK, tc.oursSPDK}, {"SPDK ÷ kernel", j.SPDKKernel, tc.spdkKernel}} {
+				for _, r := range []struct {
+					what      string
+					got, want Ratio
+				}{{"iops", c.got.IOPS, c.want.IOPS}, {"bw", c.got.BW, c.want.BW}, {"p50", c.got.P50, c.want.P50}, {"p99", c.got.P99, c.want.P99}} {
+					if r.got.Valid != r.want.Valid || math.Abs(r.got.Value-r.want.Value) > 1e-9 {
+						t.Errorf("%s %s = %+v, want %+v", c.name, r.what, r.got, r.want)
+					}
+				}
+			}
+			if j.Errors != 0 || j.SPDKErrors != tc.errors {
+				t.Errorf("errors %d, SPDK errors %d; want 0, %d", j.Errors, j.SPDKErrors, tc.errors)
+			}
+		})
+	}
+}
+
+// Results without SPDK keep their JSON: no spdk, ours_spdk or spdk_kernel keys.
+func TestSummaryJSONWithoutSPDK(t *testing.T) {
+	b, err := json.Marshal(Summarize(sample()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"spdk"`, `"ours_spdk"`, `"spdk_kernel"`} {
+		if strings.Contains(string(b), key) {
+			t.Errorf("summary without SPDK has %s: %s", key, b)
+		}
+	}
+	b, err = json.Marshal(Summarize(sampleSPDK()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"spdk":{"runs":3`, `"ours_spdk":{"iops_ratio":0.5`, `"spdk_kernel":{"iops_ratio":2`} {
+		if !strings.Contains(string(b), key) {
+			t.Errorf("summary with SPDK lacks %s: %s", key, b)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,17 +23,20 @@ import (
 )
 
 // The benchmark (make bench): in one guest boot, the same fio jobs from deploy/fio through the
-// kernel initiator against nvmeof-tgt and against the kernel's nvmet, alternately, plus perftest
-// on the same rxe device as the raw link. It writes a raw bench.Results JSON; the host turns it
-// into bench/results/<date>.{json,md,png} (tests/bench/cmd/benchreport).
+// kernel initiator against nvmeof-tgt and against its peers, the kernel's nvmet and optionally
+// SPDK's nvmf_tgt (memory jobs only), alternately, plus perftest on the same rxe device as the
+// raw link. It writes a raw bench.Results JSON; the host turns it into
+// bench/results/<date>.{json,md,png} (tests/bench/cmd/benchreport).
 //
-// Environment: BENCH_RUNTIME and BENCH_RAMP (seconds per fio run), BENCH_REPS (A B pairs per
-// job), BENCH_OUT (the raw JSON), BENCH_COMMIT (recorded), BENCH_JOBS (a regexp over
-// "backend/job" to run fewer).
+// Environment: BENCH_RUNTIME and BENCH_RAMP (seconds per fio run), BENCH_REPS (rounds of ours
+// and each peer per job), BENCH_OUT (the raw JSON), BENCH_COMMIT (recorded), BENCH_JOBS (a
+// regexp over "backend/job" to run fewer), BENCH_PEERS ("kernel", "spdk" or both, in the
+// order they run after ours; default "kernel"), BENCH_SPDK_DIR (a tree spdk-build.sh built).
 
 const (
 	benchPortKernel = 4420
 	benchPortOurs   = 4421
+	benchPortSPDK   = 4422
 	benchNSSize     = 256 * mib
 )
 
@@ -56,11 +60,17 @@ type benchEnv struct {
 	dir                 string
 	devs                map[string]map[string]string // target → backend → block device
 	ours                *tgtProcess
+	spdk                *spdkTarget // nil unless SPDK is a peer
+	host                host
 }
 
 func TestBench(t *testing.T) {
 	if targetKind != kindNvmeofTgt {
 		t.Fatalf("TestBench compares nvmeof-tgt with kernel nvmet: run it with E2E_TARGET=%s", kindNvmeofTgt)
+	}
+	peers, err := bench.ParsePeers(envOr("BENCH_PEERS", "kernel"))
+	if err != nil {
+		t.Fatalf("BENCH_PEERS: %v", err)
 	}
 	env := &benchEnv{
 		runtime: envInt(t, "BENCH_RUNTIME", 10),
@@ -78,6 +88,7 @@ func TestBench(t *testing.T) {
 		MemMiB:  memTotalMiB(),
 		Runtime: env.runtime,
 		Ramp:    env.ramp,
+		Peers:   peers,
 	}
 	out := envOr("BENCH_OUT", filepath.Join(resultsDir, "bench-raw.json"))
 	t.Cleanup(func() {
@@ -104,9 +115,11 @@ func TestBench(t *testing.T) {
 		res.Notes = append(res.Notes, "only the jobs matching "+strconv.Quote(f))
 	}
 
-	// Both targets at once, on the same rxe device and address, each with a memory namespace
-	// (null_blk for the kernel) and a file namespace on the same filesystem.
+	// All targets at once, on the same rxe device and address, each with a memory namespace
+	// (null_blk for the kernel, a malloc bdev for SPDK) and, but for SPDK, a file namespace on the
+	// same filesystem.
 	h := newHost(t)
+	env.host = h
 	specFor := func(name string, port int) Spec {
 		return Spec{Port: Port{Transport: "rdma", Address: labAddr, Service: port}, Subsystems: []Subsystem{{
 			NQN: nqn(name), AllowAnyHost: true,
@@ -117,29 +130,53 @@ func TestBench(t *testing.T) {
 		}}}
 	}
 	kspec, ospec := specFor("bench-kernel", benchPortKernel), specFor("bench-tgt", benchPortOurs)
-	for _, sub := range []string{"kernel", "tgt"} {
+	for _, sub := range []string{"kernel", "tgt", "spdk"} {
 		if err := os.MkdirAll(filepath.Join(env.dir, sub), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	k := &kernelTarget{dir: filepath.Join(env.dir, "kernel"), nativeFile: true}
-	k.Start(t, kspec)
 	env.ours = &tgtProcess{bin: tgtBin, dir: filepath.Join(env.dir, "tgt")}
 	env.ours.Start(t, ospec)
-	kc := h.mustConnectPort(t, kspec.Subsystems[0].NQN, benchPortKernel, 1, 2)
 	oc := h.mustConnectPort(t, ospec.Subsystems[0].NQN, benchPortOurs, 1, 2)
 	env.devs = map[string]map[string]string{
-		bench.TargetKernel: {"memory": kc.blockDev(t, 1), "file": kc.blockDev(t, 2)},
-		bench.TargetOurs:   {"memory": oc.blockDev(t, 1), "file": oc.blockDev(t, 2)},
+		bench.TargetOurs: {"memory": oc.blockDev(t, 1), "file": oc.blockDev(t, 2)},
+	}
+	if slices.Contains(peers, bench.TargetKernel) {
+		k := &kernelTarget{dir: filepath.Join(env.dir, "kernel"), nativeFile: true}
+		k.Start(t, kspec)
+		kc := h.mustConnectPort(t, kspec.Subsystems[0].NQN, benchPortKernel, 1, 2)
+		env.devs[bench.TargetKernel] = map[string]string{"memory": kc.blockDev(t, 1), "file": kc.blockDev(t, 2)}
 	}
 	t.Logf("devices: %v", env.devs)
 
 	// Reads must find data, not holes or unallocated null_blk pages.
+	prefill := func(dev string) {
+		mustRun(t, fioTimeout, "fio", "--name=prefill", "--filename="+dev, "--rw=write",
+			"--bs=1m", "--iodepth=16", "--direct=1", "--ioengine=libaio", "--size="+strconv.Itoa(benchNSSize))
+	}
 	for _, tg := range []string{bench.TargetOurs, bench.TargetKernel} {
 		for _, be := range []string{"memory", "file"} {
-			mustRun(t, fioTimeout, "fio", "--name=prefill", "--filename="+env.devs[tg][be], "--rw=write",
-				"--bs=1m", "--iodepth=16", "--direct=1", "--ioengine=libaio", "--size="+strconv.Itoa(benchNSSize))
+			if dev, ok := env.devs[tg][be]; ok {
+				prefill(dev)
+			}
 		}
+	}
+
+	if slices.Contains(peers, bench.TargetSPDK) {
+		dir := os.Getenv("BENCH_SPDK_DIR")
+		if dir == "" {
+			t.Fatal("BENCH_PEERS has spdk but BENCH_SPDK_DIR is not set (make bench SPDK_DIR=...)")
+		}
+		env.spdk = &spdkTarget{dir: dir, out: filepath.Join(env.dir, "spdk")}
+		env.spdk.Start(t, nqn("bench-spdk"), benchPortSPDK, memNS(1, benchNSSize, 512, ""))
+		res.SPDK = env.spdk.Version
+		res.Notes = append(res.Notes, "SPDK ran the memory jobs only (a malloc bdev); the file-backend jobs skip it. "+
+			"Its reactor polls a vCPU all the time, so between its runs the host disconnects from it and "+
+			"the process is stopped (SIGSTOP); each of its runs starts with a fresh connect.")
+		sc := h.mustConnectPort(t, env.spdk.nqn, benchPortSPDK, 1)
+		prefill(sc.blockDev(t, 1))
+		sc.disconnect(t)
+		env.spdk.pause(t)
 	}
 
 	res.Link = runPerftest(t)
@@ -158,8 +195,16 @@ func TestBench(t *testing.T) {
 			continue
 		}
 		for rep := 1; rep <= env.reps; rep++ {
-			for _, tg := range []string{bench.TargetOurs, bench.TargetKernel} {
-				r := env.runJob(t, tg, j.backend, j.job, rep)
+			for _, tg := range append([]string{bench.TargetOurs}, peers...) {
+				var r bench.Run
+				switch {
+				case tg != bench.TargetSPDK:
+					r = env.runJob(t, tg, j.backend, j.job, rep)
+				case j.backend == "memory":
+					r = env.runSPDK(t, j.job, rep)
+				default:
+					continue // SPDK has only a memory namespace
+				}
 				res.Runs = append(res.Runs, r)
 				t.Logf("%s %s/%s #%d: %.0f IOPS %.1f MiB/s p50 %.0fµs p99 %.0fµs", tg, j.backend, j.job, rep,
 					r.IOPS, r.BW/mib, r.ClatP50/1e3, r.ClatP99/1e3)
@@ -169,6 +214,18 @@ func TestBench(t *testing.T) {
 
 	// Last, so the target is in steady state: its threads, goroutines and pools all warmed up.
 	res.Allocs = env.measureAllocs(t)
+}
+
+// runSPDK runs a memory job against SPDK: resume it, connect, run, disconnect, pause it.
+func (e *benchEnv) runSPDK(t *testing.T, job string, rep int) bench.Run {
+	t.Helper()
+	e.spdk.resume(t)
+	c := e.host.mustConnectPort(t, e.spdk.nqn, benchPortSPDK, 1)
+	e.devs[bench.TargetSPDK] = map[string]string{"memory": c.blockDev(t, 1)}
+	r := e.runJob(t, bench.TargetSPDK, "memory", job, rep)
+	c.disconnect(t)
+	e.spdk.pause(t)
+	return r
 }
 
 // runJob runs deploy/fio/<job>.fio against one target's device.
