@@ -306,6 +306,8 @@ func handleSetFeatures(r *Request) nvme.Status {
 		// No more than the host may still connect under its cap, so that a
 		// host near it gets fewer I/O queues rather than a controller whose
 		// I/O queue Connects fail. At least one: the field is 0's based.
+		// Best effort: a snapshot, not a reservation, so two controllers
+		// of one host set up at once may still see an I/O Connect refused.
 		n = max(1, min(n, uint32(c.s.t.hostQueuesLeft(c.hostNQN))))
 		c.mu.Lock()
 		c.nrIOQ = uint16(n)

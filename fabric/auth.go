@@ -174,10 +174,14 @@ func handleAuthSend(r *Request) nvme.Status {
 	defer a.mu.Unlock()
 	switch {
 	case m.Type() == nvme.AuthTypeCommon && m.ID() == nvme.AuthIDNegotiate:
-		// Starts a transaction, or restarts one (re-authentication).
+		// Starts a transaction, or restarts one (re-authentication). A
+		// queue not yet authenticated keeps the deadline of its Connect:
+		// Negotiating again must not hold it (and its place) for ever.
 		a.reset()
 		a.tid = m.TID()
-		a.timer.Reset(q.t.opts.AuthTimeout)
+		if q.authDone.Load() {
+			a.timer.Reset(q.t.opts.AuthTimeout)
+		}
 		a.negotiate(q, c, nvme.AuthNegotiate(msg))
 	case m.Type() == nvme.AuthTypeCommon && m.ID() == nvme.AuthIDFailure2:
 		// The host refuses us (a wrong controller response, say).
@@ -321,7 +325,13 @@ func (q *Queue) authSucceeded(c *Controller, a *queueAuth, bidirectional bool) {
 func (q *Queue) authFailed(c *Controller, why string, reason uint8) {
 	q.authDone.Store(false)
 	q.t.stats.authFailed.Add(1)
-	c.log.Warn("authentication failed", "why", why, "reason", reason, "remote", q.hint.Remote)
+	if ok, n := q.t.authFailLog.allow(); ok {
+		args := []any{"why", why, "reason", reason, "remote", q.hint.Remote}
+		if n > 0 {
+			args = append(args, "suppressed", n)
+		}
+		c.log.Warn("authentication failed", args...)
+	}
 }
 
 func handleAuthReceive(r *Request) nvme.Status {

@@ -410,6 +410,33 @@ func TestAuthTimeout(t *testing.T) {
 	}
 }
 
+// TestAuthTimeoutNotExtended: a queue that has not authenticated cannot
+// hold off its deadline by Negotiating again and again (it would hold its
+// place under the host cap for ever); its deadline runs from its Connect.
+func TestAuthTimeoutNotExtended(t *testing.T) {
+	key := testSecret(t, dhchap.SHA256, 1)
+	const timeout = 300 * time.Millisecond
+	r := authRig(t, HostAuth{Key: key}, AuthPolicy{}, Options{AuthTimeout: timeout})
+	h, _ := r.connectOnly(testHostNQN)
+	h.mayClose = true
+	a := &authHost{h: h, hostNQN: testHostNQN, subNQN: testNQN, key: key}
+	buf := make([]byte, 128)
+	start := time.Now()
+	for time.Since(start) < 5*timeout {
+		select {
+		case <-h.lq.Disconnected():
+			if el := time.Since(start); el > 3*timeout {
+				t.Fatalf("disconnected after %v; Negotiates extended the %v deadline", el, timeout)
+			}
+			return
+		default:
+		}
+		a.send(buf[:nvme.PutAuthNegotiate(buf, 1, []byte{1}, []byte{0})])
+		time.Sleep(timeout / 4)
+	}
+	t.Fatalf("a queue that Negotiates every %v is still connected after %v", timeout/4, 5*timeout)
+}
+
 // A rotated key: the next transaction takes the new key and refuses the old.
 func TestAuthKeyRotation(t *testing.T) {
 	old, neu := testSecret(t, dhchap.SHA256, 1), testSecret(t, dhchap.SHA384, 2)

@@ -12,11 +12,13 @@ import (
 // bounds them, so one host cannot take every queue a transport has room
 // for (rdma.max_queues) from the others.
 //
-// A host is known by the NQN it asserts, except where it must
-// authenticate: until its queue has, the queue counts against the address
-// it came from (pending), and moves to the NQN once authenticated. A peer
-// that cannot authenticate therefore cannot hold the places of the host it
-// names; it holds its own address's.
+// A host is known by the NQN it asserts, except one that has a key on some
+// subsystem: its queues count against the address they came from
+// (pending) until they authenticate, and move to the NQN then. A peer that
+// cannot authenticate therefore cannot hold the places of the host it
+// names, on any subsystem; it holds its own address's. (Hosts behind one
+// address, NAT or containers sharing the host's network, share that
+// address's places until they authenticate.)
 type hostQueues struct {
 	mu      sync.Mutex
 	n       map[string]int // by host NQN
@@ -65,16 +67,23 @@ func (h *hostQueues) drop(c hostClaim) {
 func (q *Queue) claimHost(a *connectArgs) nvme.Status {
 	t := q.t
 	c := hostClaim{key: a.hostNQN}
-	keys, ok := a.s.hostAuth(a.hostNQN)
-	if ok && keys.Required() {
-		c = hostClaim{key: hostOf(q.hint.Remote), pending: true}
+	if t.hasKey(a.hostNQN) {
+		// Counted by address until this queue authenticates: on a
+		// subsystem where the host has no key (discovery, say) for its
+		// whole life. Otherwise a peer naming the host could fill its
+		// places there.
+		addr := hostOf(q.hint.Remote)
+		if addr == "" {
+			addr = "(unknown address)"
+		}
+		c = hostClaim{key: addr, pending: true}
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.gone {
 		return nvme.StatusCommandSequenceError.WithDNR()
 	}
-	if q.hostClaim.key != "" {
+	if q.hostClaim != (hostClaim{}) {
 		return nvme.StatusSuccess
 	}
 	t.hosts.mu.Lock()
@@ -132,7 +141,7 @@ func (q *Queue) releaseHost() {
 	c := q.hostClaim
 	q.hostClaim = hostClaim{}
 	q.mu.Unlock()
-	if c.key == "" {
+	if c == (hostClaim{}) {
 		return
 	}
 	t := q.t
@@ -160,4 +169,22 @@ func (t *Target) pendingConnections(addr string) int {
 	t.hosts.mu.Lock()
 	defer t.hosts.mu.Unlock()
 	return t.hosts.pending[addr]
+}
+
+// hasKey reports whether host has a DH-HMAC-CHAP key on any subsystem,
+// discovery included.
+func (t *Target) hasKey(host string) bool {
+	t.mu.Lock()
+	subs := make([]*Subsystem, 0, len(t.subsystems)+1)
+	for _, s := range t.subsystems {
+		subs = append(subs, s)
+	}
+	subs = append(subs, t.discovery)
+	t.mu.Unlock()
+	for _, s := range subs {
+		if k, ok := s.hostAuth(host); ok && k.Required() {
+			return true
+		}
+	}
+	return false
 }

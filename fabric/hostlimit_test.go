@@ -170,6 +170,18 @@ func TestHostCapUnauthenticated(t *testing.T) {
 		t.Helper()
 		return h.submit(connectCmd(0, 31, 0), connectData(testNQN, testHostNQN, testHostID, 0xffff))
 	}
+	// On the discovery subsystem, where the host has no key, a peer naming
+	// it counts against its own address too.
+	for i := range 3 {
+		h := dialFrom("10.0.0.67:1")
+		st := h.submit(connectCmd(0, 31, 0), connectData(nvme.DiscoveryNQN, testHostNQN, testHostID, 0xffff)).Status()
+		if want := i < 2; st.IsSuccess() != want {
+			t.Fatalf("impostor's discovery Connect %d: %v, want success %v", i+1, st, want)
+		}
+	}
+	if n, p := r.tgt.HostConnections(testHostNQN), r.tgt.pendingConnections("10.0.0.67"); n != 0 || p != 2 {
+		t.Fatalf("discovery: host counted %d, impostor's address %d; want 0 and 2", n, p)
+	}
 	// The impostor fills its address's places with the host's NQN.
 	const evil, good = "10.0.0.66:1", "10.0.0.2:1"
 	for i := range 3 {
@@ -231,8 +243,12 @@ func TestHostCapUnauthenticated(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("an authenticated queue past the host's cap was kept")
 	}
-	if n := r.tgt.HostConnections(testHostNQN); n != 2 {
-		t.Fatalf("host counted %d after the late queue left, want 2", n)
+	deadline := time.Now().Add(2 * time.Second)
+	for r.tgt.pendingConnections("10.0.0.3") != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n, p := r.tgt.HostConnections(testHostNQN), r.tgt.pendingConnections("10.0.0.3"); n != 2 || p != 0 {
+		t.Fatalf("after the late queue left: host counted %d, its address %d waiting; want 2 and 0", n, p)
 	}
 }
 

@@ -8,11 +8,11 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Refused Connects are logged, but a host that floods the target with
-// Connects it refuses must not flood the log: at most
-// connectRefusalLogBurst lines at once, then one per
-// connectRefusalLogEvery. Every refusal is still counted
-// (nvmeof_tgt_connect_rejects_total).
+// Refused Connects and failed authentications are logged, but a host that
+// floods the target with them must not flood the log: at most
+// connectRefusalLogBurst lines of each at once, then one per
+// connectRefusalLogEvery. Every one is still counted
+// (nvmeof_tgt_connect_rejects_total, nvmeof_tgt_auth_total).
 const (
 	connectRefusalLogBurst = 20
 	connectRefusalLogEvery = time.Second

@@ -97,9 +97,10 @@ type Target struct {
 	nextPortID uint16
 	closed     bool
 
-	hosts      hostQueues
-	stats      targetStats
-	refusalLog logLimit // refused Connects
+	hosts       hostQueues
+	stats       targetStats
+	refusalLog  logLimit // refused Connects
+	authFailLog logLimit // failed authentications
 }
 
 type targetStats struct {

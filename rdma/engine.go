@@ -31,7 +31,7 @@ type engine struct {
 	now func() time.Time
 	// inUse is the data buffers out of the pool; published is what
 	// stats.BuffersInUse has of it. The gauge is brought up to date once a
-	// round (flush) and at every periodic check, not per I/O.
+	// poller round (flush runs every round, idle ones too), not per I/O.
 	inUse, published int64
 }
 
