@@ -3,6 +3,7 @@ package fabric
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -325,13 +326,7 @@ func (q *Queue) authSucceeded(c *Controller, a *queueAuth, bidirectional bool) {
 func (q *Queue) authFailed(c *Controller, why string, reason uint8) {
 	q.authDone.Store(false)
 	q.t.stats.authFailed.Add(1)
-	if ok, n := q.t.authFailLog.allow(); ok {
-		args := []any{"why", why, "reason", reason, "remote", q.hint.Remote}
-		if n > 0 {
-			args = append(args, "suppressed", n)
-		}
-		c.log.Warn("authentication failed", args...)
-	}
+	q.t.authFailLog.log(c.log, slog.LevelWarn, "authentication failed", "why", why, "reason", reason, "remote", q.hint.Remote)
 }
 
 func handleAuthReceive(r *Request) nvme.Status {

@@ -1,7 +1,6 @@
 package fabric
 
 import (
-	"context"
 	"log/slog"
 	"net"
 	"time"
@@ -115,12 +114,7 @@ func handleConnect(r *Request) nvme.Status {
 		if a.err != nil {
 			args = append(args, "err", a.err)
 		}
-		if ok, n := q.t.refusalLog.allow(); ok {
-			if n > 0 {
-				args = append(args, "suppressed", n)
-			}
-			q.log.Log(context.Background(), lvl, "connect refused", args...)
-		}
+		q.t.refusalLog.log(q.log, lvl, "connect refused", args...)
 	}
 	return st
 }

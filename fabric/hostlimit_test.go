@@ -285,7 +285,7 @@ func TestNumberOfQueuesWithinCap(t *testing.T) {
 
 // TestConnectRefusalLogBounded: a host that floods the target with Connects
 // it refuses cannot flood the log. The first refusals are logged, then at
-// most connectRefusalLogBurst per connectRefusalLogEvery, and the next
+// most limitedLogBurst per limitedLogEvery, and the next
 // line logged says how many were left out; every refusal is still counted.
 func TestConnectRefusalLogBounded(t *testing.T) {
 	var log syncBuffer
@@ -302,14 +302,14 @@ func TestConnectRefusalLogBounded(t *testing.T) {
 		h.lq.Close()
 	}
 	lines := strings.Count(log.String(), `msg="connect refused"`)
-	if lines < 1 || lines > 2*connectRefusalLogBurst {
-		t.Fatalf("%d refusals logged %d lines, want 1..%d", flood, lines, 2*connectRefusalLogBurst)
+	if lines < 1 || lines > 2*limitedLogBurst {
+		t.Fatalf("%d refusals logged %d lines, want 1..%d", flood, lines, 2*limitedLogBurst)
 	}
 	if got := r.tgt.Stats().ConnectRejects; got != flood {
 		t.Fatalf("%d refusals counted, want %d", got, flood)
 	}
 	// Later, a refusal is logged again with the count of those left out.
-	clock.Add(int64(connectRefusalLogBurst * connectRefusalLogEvery / time.Second))
+	clock.Add(int64(limitedLogBurst * limitedLogEvery / time.Second))
 	h := r.dial(0, 32)
 	h.submit(connectCmd(0, 31, 0), connectData("nqn.2026-11.io.example:nope", testHostNQN, testHostID, 0xffff))
 	if !strings.Contains(log.String(), fmt.Sprintf("suppressed=%d", flood-lines)) {

@@ -139,7 +139,8 @@ var ErrClosed = errors.New("fabric: target closed")
 // NewTarget creates an empty target with a discovery subsystem.
 func NewTarget(o Options) *Target {
 	o.setDefaults()
-	t := &Target{opts: o, log: o.Logger, subsystems: map[string]*Subsystem{}, genctr: 1}
+	t := &Target{opts: o, log: o.Logger, subsystems: map[string]*Subsystem{}, genctr: 1,
+		refusalLog: newLogLimit(), authFailLog: newLogLimit()}
 	t.discovery = newSubsystem(t, SubsystemConfig{NQN: nvme.DiscoveryNQN, Serial: discoverySerial, AllowAnyHost: true, Model: "nvmeof-tgt discovery"}, true)
 	return t
 }

@@ -247,7 +247,6 @@ func (e *engine) returnChunks(chunks []int32) {
 // checkStuck logs the queues that take too long to drain, and tears down
 // those whose host takes no more responses.
 func (e *engine) checkStuck() {
-	defer e.publish()
 	now := e.now()
 	for _, q := range e.queues {
 		if q != nil {
