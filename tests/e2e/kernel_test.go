@@ -29,13 +29,33 @@ type kernelTarget struct {
 
 	spec      Spec
 	running   bool
-	undo      []undoStep // teardown, run last to first
+	undo      undoList // teardown, run last to first
 	cleanupOn bool
 }
 
 type undoStep struct {
 	what string
 	fn   func() error
+}
+
+// undoList is a guest setup's teardown: steps pushed as the setup goes, run
+// last to first.
+type undoList []undoStep
+
+func (u *undoList) push(what string, fn func() error) {
+	*u = append(*u, undoStep{what, fn})
+}
+
+// run runs the steps last to first, reports each failure as who's, and
+// empties the list.
+func (u *undoList) run(t *testing.T, who string) {
+	t.Helper()
+	for i := len(*u) - 1; i >= 0; i-- {
+		if err := (*u)[i].fn(); err != nil {
+			t.Errorf("%s teardown: %s: %v", who, (*u)[i].what, err)
+		}
+	}
+	*u = nil
 }
 
 var (
@@ -84,10 +104,6 @@ func (k *kernelTarget) Start(t *testing.T, spec Spec) {
 		t.Fatalf("kernel target: %v", err)
 	}
 	t.Logf("kernel nvmet configured: %d subsystem(s) on %s:%d", len(spec.Subsystems), spec.Port.Address, spec.Port.Service)
-}
-
-func (k *kernelTarget) push(what string, fn func() error) {
-	k.undo = append(k.undo, undoStep{what, fn})
 }
 
 func (k *kernelTarget) configure(spec Spec) error {
@@ -147,7 +163,7 @@ func (k *kernelTarget) configure(spec Spec) error {
 			if err := writeAttr(enable, "1"); err != nil {
 				return err
 			}
-			k.push("disable "+nsdir, func() error { return writeAttr(enable, "0") })
+			k.undo.push("disable "+nsdir, func() error { return writeAttr(enable, "0") })
 		}
 	}
 
@@ -192,7 +208,7 @@ func (k *kernelTarget) backingDevice(ns Namespace) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		k.push("losetup -d "+dev, detach)
+		k.undo.push("losetup -d "+dev, detach)
 		return dev, nil
 	case BackendMemory:
 		if err := resetNullBlk(); err != nil {
@@ -217,7 +233,7 @@ func (k *kernelTarget) backingDevice(ns Namespace) (string, error) {
 				return "", err
 			}
 		}
-		k.push("power off "+name, func() error { return writeAttr(filepath.Join(dir, "power"), "0") })
+		k.undo.push("power off "+name, func() error { return writeAttr(filepath.Join(dir, "power"), "0") })
 		dev := "/dev/" + name
 		if err := waitFor(10*time.Second, func() bool { _, err := os.Stat(dev); return err == nil }); err != nil {
 			return "", fmt.Errorf("%s did not appear", dev)
@@ -231,7 +247,7 @@ func (k *kernelTarget) mkdir(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
-	k.push("rmdir "+dir, func() error { return os.Remove(dir) })
+	k.undo.push("rmdir "+dir, func() error { return os.Remove(dir) })
 	return nil
 }
 
@@ -239,7 +255,7 @@ func (k *kernelTarget) symlink(oldname, newname string) error {
 	if err := os.Symlink(oldname, newname); err != nil {
 		return err
 	}
-	k.push("unlink "+newname, func() error { return os.Remove(newname) })
+	k.undo.push("unlink "+newname, func() error { return os.Remove(newname) })
 	return nil
 }
 
@@ -249,12 +265,7 @@ func (k *kernelTarget) Stop(t *testing.T) {
 		return
 	}
 	k.running = false
-	for i := len(k.undo) - 1; i >= 0; i-- {
-		if err := k.undo[i].fn(); err != nil {
-			t.Errorf("kernel target teardown: %s: %v", k.undo[i].what, err)
-		}
-	}
-	k.undo = nil
+	k.undo.run(t, "kernel target")
 }
 
 func (k *kernelTarget) Restart(t *testing.T) {

@@ -36,7 +36,7 @@ type spdkTarget struct {
 	exited  chan struct{} // closed once cmd has been waited for
 	waitErr error
 	paused  bool
-	undo    []undoStep // run last to first by Stop
+	undo    undoList // run last to first by Stop
 	// Version is what spdk_get_version reports, e.g. "SPDK v24.05".
 	Version string
 }
@@ -73,7 +73,7 @@ func (s *spdkTarget) Start(t *testing.T, subnqn string, port int, ns Namespace) 
 	if err != nil {
 		t.Fatalf("socket dir: %v", err)
 	}
-	s.push("remove "+sockDir, func() error { return os.RemoveAll(sockDir) })
+	s.undo.push("remove "+sockDir, func() error { return os.RemoveAll(sockDir) })
 	s.sock = filepath.Join(sockDir, "spdk.sock")
 
 	s.logPath = filepath.Join(s.out, "nvmf_tgt.log")
@@ -142,7 +142,7 @@ func (s *spdkTarget) setupHugepages(t *testing.T) {
 	if err := writeAttr(spdkHugepagesFile, strconv.Itoa(spdkHugepages)); err != nil {
 		t.Fatalf("hugepages: %v", err)
 	}
-	s.push("release hugepages", func() error { return writeAttr(spdkHugepagesFile, orZero(before)) })
+	s.undo.push("release hugepages", func() error { return writeAttr(spdkHugepagesFile, orZero(before)) })
 	if got, _ := strconv.Atoi(strings.TrimSpace(readSys(spdkHugepagesFile))); got < spdkHugepages {
 		t.Fatalf("hugepages: %d of %d reserved (guest memory too small or fragmented)", got, spdkHugepages)
 	}
@@ -153,7 +153,7 @@ func (s *spdkTarget) setupHugepages(t *testing.T) {
 		t.Fatalf("hugetlbfs: %v", err)
 	}
 	mustRun(t, cmdTimeout, "mount", "-t", "hugetlbfs", "nodev", spdkHugeDir)
-	s.push("umount "+spdkHugeDir, func() error { return runQuiet(cmdTimeout, "umount", spdkHugeDir) })
+	s.undo.push("umount "+spdkHugeDir, func() error { return runQuiet(cmdTimeout, "umount", spdkHugeDir) })
 }
 
 func orZero(s string) string {
@@ -161,10 +161,6 @@ func orZero(s string) string {
 		return "0"
 	}
 	return s
-}
-
-func (s *spdkTarget) push(what string, fn func() error) {
-	s.undo = append(s.undo, undoStep{what, fn})
 }
 
 // rpc runs scripts/rpc.py against the target and returns its output; a failure ends the test.
@@ -246,12 +242,7 @@ func (s *spdkTarget) Stop(t *testing.T) {
 		}
 		s.cmd = nil
 	}
-	for i := len(s.undo) - 1; i >= 0; i-- {
-		if err := s.undo[i].fn(); err != nil {
-			t.Errorf("SPDK teardown: %s: %v", s.undo[i].what, err)
-		}
-	}
-	s.undo = nil
+	s.undo.run(t, "SPDK")
 }
 
 func (s *spdkTarget) logTail(t *testing.T) {
