@@ -353,3 +353,31 @@ func TestDiscovery(t *testing.T) {
 		})
 	}
 }
+
+// TestIdentifyGolden pins the Identify data hosts see from an NVM
+// controller, a discovery controller and a namespace: a change shows as a
+// diff of testdata/*.hex (rewrite them with -update when it is meant).
+func TestIdentifyGolden(t *testing.T) {
+	r := newRig(t)
+	h, _ := r.adminConnect(testNQN, testHostNQN, 0)
+	for _, tt := range []struct {
+		file string
+		cns  uint8
+		nsid nvme.NSID
+	}{
+		{"identify-controller.hex", nvme.CNSController, 0},
+		{"identify-namespace.hex", nvme.CNSNamespace, 1},
+	} {
+		b, st := identify(h, tt.cns, tt.nsid)
+		if !st.IsSuccess() {
+			t.Fatalf("%s: %v", tt.file, st)
+		}
+		checkGolden(t, tt.file, b)
+	}
+	d, _ := r.adminConnect(nvme.DiscoveryNQN, testHostNQN, 0)
+	b, st := identify(d, nvme.CNSController, 0)
+	if !st.IsSuccess() {
+		t.Fatalf("discovery: %v", st)
+	}
+	checkGolden(t, "identify-discovery-controller.hex", b)
+}

@@ -233,3 +233,42 @@ func TestNSDescriptors(t *testing.T) {
 		}
 	}
 }
+
+// TestIdentifyGolden pins the bytes of fully populated Identify Controller
+// and Identify Namespace structures: every field non-zero and distinct, so a
+// field at the wrong offset or width changes the dump.
+func TestIdentifyGolden(t *testing.T) {
+	b := bytes.Repeat([]byte{0xee}, IdentifyDataSize)
+	ctrl := IdentifyController{
+		VID: 0x1b36, SSVID: 0x1af4,
+		SerialNumber: "SN0001", ModelNumber: strings.Repeat("M", 39) + "n", FirmwareRevision: "FR345678",
+		RAB: 0x06, IEEE: [3]byte{0x07, 0x08, 0x09}, CMIC: 0x0a, MDTS: 0x0b, CNTLID: 0x0c0d,
+		Version: 0x0e0f1011, RTD3R: 0x12131415, RTD3E: 0x16171819, OAES: 0x1a1b1c1d, CTRATT: 0x1e1f2021,
+		CNTRLTYPE: 0x22, OACS: 0x2324, ACL: 0x25, AERL: 0x26, FRMW: 0x27, LPA: 0x28,
+		ELPE: 0x29, NPSS: 0x2a, AVSCC: 0x2b, APSTA: 0x2c, WCTEMP: 0x2d2e, CCTEMP: 0x2f30, KAS: 0x3132,
+		SQES: 0x33, CQES: 0x34, MAXCMD: 0x3536, NN: 0x3738393a, ONCS: 0x3b3c, FUSES: 0x3d3e,
+		FNA: 0x3f, VWC: 0x40, AWUN: 0x4142, AWUPF: 0x4344, NVSCC: 0x45, ACWU: 0x4647,
+		SGLS: 0x48494a4b, MNAN: 0x4c4d4e4f,
+		SubNQN: "nqn.2024-01.io.example:sub1", IOCCSZ: 0x50515253, IORCSZ: 0x54555657,
+		ICDOFF: 0x5859, FCATT: 0x5a, MSDBD: 0x5b, OFCS: 0x5c5d, PSD0MaxPower: 0x5e5f,
+	}
+	ctrl.MarshalTo(b)
+	checkGolden(t, "identify-controller.hex", b)
+
+	ns := IdentifyNamespace{
+		NSZE: 0x0102030405060708, NCAP: 0x090a0b0c0d0e0f10, NUSE: 0x1112131415161718,
+		NSFEAT: 0x19, NLBAF: MaxLBAFormats - 1, FLBAS: 0x1a, MC: 0x1b, DPC: 0x1c, DPS: 0x1d,
+		NMIC: 0x1e, RESCAP: 0x1f, FPI: 0x20, DLFEAT: 0x21,
+		NAWUN: 0x2223, NAWUPF: 0x2425, NACWU: 0x2627, NABSN: 0x2829, NABO: 0x2a2b, NABSPF: 0x2c2d,
+		NOIOB: 0x2e2f, NVMCAP: 0x3031323334353637,
+		NPWG: 0x3839, NPWA: 0x3a3b, NPDG: 0x3c3d, NPDA: 0x3e3f, NOWS: 0x4041,
+		ANAGRPID: 0x42434445, NSATTR: 0x46, NVMSETID: 0x4748, ENDGID: 0x494a,
+		NGUID: [16]byte{0x4b, 0x4c, 0x4d, 0x4e, 0x4f, 0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58, 0x59, 0x5a},
+		EUI64: [8]byte{0x5b, 0x5c, 0x5d, 0x5e, 0x5f, 0x60, 0x61, 0x62},
+	}
+	for i := range MaxLBAFormats {
+		ns.LBAFormats = append(ns.LBAFormats, LBAFormat{MS: 0x100 + uint16(i), LBADS: 9 + uint8(i%8), RP: uint8(i)})
+	}
+	ns.MarshalTo(b)
+	checkGolden(t, "identify-namespace.hex", b)
+}
