@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -400,40 +401,67 @@ type identifyField struct {
 
 // identifyFields returns the accessor pairs of the Identify Controller (with
 // every power state descriptor) or the Identify Namespace (with every LBA
-// format) over b: each method X with no argument and one result that has a
-// SetX taking that result.
+// format) over b.
 func identifyFields(b []byte, namespace bool) []identifyField {
-	var views []any
-	var names []string
+	type view struct {
+		prefix string
+		v      any
+	}
+	var views []view
 	if namespace {
 		id := IdentifyNamespace(b)
-		views, names = append(views, id), append(names, "")
+		views = append(views, view{"", id})
 		for i := range MaxLBAFormats {
-			views, names = append(views, id.LBAF(i)), append(names, fmt.Sprintf("LBAF(%d).", i))
+			views = append(views, view{lbafNames[i], id.LBAF(i)})
 		}
 	} else {
 		id := IdentifyController(b)
-		views, names = append(views, id), append(names, "")
+		views = append(views, view{"", id})
 		for i := range MaxPowerStates {
-			views, names = append(views, id.PSD(i)), append(names, fmt.Sprintf("PSD(%d).", i))
+			views = append(views, view{psdNames[i], id.PSD(i)})
 		}
 	}
 	var fields []identifyField
-	for i, v := range views {
-		rv := reflect.ValueOf(v)
-		rt := rv.Type()
-		for m := range rt.NumMethod() {
-			get := rt.Method(m)
-			set, ok := rt.MethodByName("Set" + get.Name)
-			if !ok || get.Type.NumIn() != 1 || get.Type.NumOut() != 1 ||
-				set.Type.NumIn() != 2 || set.Type.In(1) != get.Type.Out(0) {
-				continue
-			}
-			fields = append(fields, identifyField{names[i] + get.Name, rv.Method(m), rv.MethodByName(set.Name)})
+	for _, v := range views {
+		rv := reflect.ValueOf(v.v)
+		for _, p := range accessorPairs()[rv.Type()] {
+			fields = append(fields, identifyField{v.prefix + p.name, rv.Method(p.get), rv.Method(p.set)})
 		}
 	}
 	return fields
 }
+
+type accessorPair struct {
+	name     string
+	get, set int // method indices
+}
+
+// accessorPairs finds, once, the accessor pairs of each Identify view type:
+// each method X with no argument and one result that has a SetX taking that
+// result, by method index.
+var accessorPairs = sync.OnceValue(func() map[reflect.Type][]accessorPair {
+	m := map[reflect.Type][]accessorPair{}
+	for _, v := range []any{IdentifyController(nil), PowerState(nil), IdentifyNamespace(nil), LBAFormat(nil)} {
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumMethod() {
+			get := rt.Method(i)
+			set, ok := rt.MethodByName("Set" + get.Name)
+			if ok && get.Type.NumIn() == 1 && get.Type.NumOut() == 1 &&
+				set.Type.NumIn() == 2 && set.Type.In(1) == get.Type.Out(0) {
+				m[rt] = append(m[rt], accessorPair{get.Name, i, set.Index})
+			}
+		}
+	}
+	return m
+})
+
+// psdNames and lbafNames name the power state descriptors and LBA formats.
+var psdNames, lbafNames = func() (psd, lbaf []string) {
+	for i := range MaxLBAFormats {
+		psd, lbaf = append(psd, fmt.Sprintf("PSD(%d).", i)), append(lbaf, fmt.Sprintf("LBAF(%d).", i))
+	}
+	return psd, lbaf
+}()
 
 // TestIdentifyFieldsDisjoint sets each field, alone, to all ones and checks
 // that no two fields share a byte: an offset typo in a new accessor pair
