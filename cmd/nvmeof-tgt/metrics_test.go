@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -13,6 +15,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
@@ -259,7 +264,7 @@ func TestRegistry(t *testing.T) {
 		{`nvmeof_tgt_controllers_by_state{state="ready",` + sub + `}`, 1},
 		{`nvmeof_tgt_controllers_by_state{state="disabled",` + sub + `}`, 0},
 		{`nvmeof_tgt_controllers_by_state{state="ready",subnqn="` + nvme.DiscoveryNQN + `"}`, 0},
-		{`nvmeof_tgt_rdma_port_counter_total{counter="sent_pkts",device="rxe0",group="hw_counters",port="1"}`, 5},
+		{`nvmeof_tgt_rdma_port_stat_total{counter="sent_pkts",device="rxe0",group="hw_counters",port="1"}`, 5},
 		{fmt.Sprintf(`nvmeof_tgt_build_info{commit=%q,goversion=%q,version=%q}`, commit, gover, ver), 1},
 		{`nvmeof_tgt_rdma_poller_wakeups_total`, 0},
 	}
@@ -277,5 +282,38 @@ func TestRegistry(t *testing.T) {
 				t.Log(k)
 			}
 		}
+	}
+}
+
+// TestMetricsLint runs promtool's checks (`promtool check metrics`, the
+// same linter) over the text /metrics serves, and one of ours: "_total"
+// ends a counter's name exactly once and appears nowhere else.
+func TestMetricsLint(t *testing.T) {
+	mfs, err := testRegistry(t, 2, 2).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&text, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := promlint.New(&text)
+	l.AddCustomValidations(func(mf *dto.MetricFamily) []error {
+		if n := strings.Count(mf.GetName(), "_total"); n > 1 || n == 1 && !strings.HasSuffix(mf.GetName(), "_total") {
+			return []error{errors.New(`"_total" only once, at the end`)}
+		}
+		return nil
+	})
+	problems, err := l.Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+	if len(mfs) < 20 {
+		t.Errorf("linted only %d metric families", len(mfs))
 	}
 }
