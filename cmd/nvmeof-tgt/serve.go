@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
@@ -180,7 +179,7 @@ func (s *server) transport(name string) (fabric.Transport, error) {
 func (s *server) startMetrics(m config.Metrics) error {
 	reg := newRegistry(s.tgt, s.rdma, sysInfiniband)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", metricsHandler(reg))
 	if m.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
