@@ -9,9 +9,9 @@ import (
 )
 
 // CheckPaths checks what Validate leaves to the machine the target runs
-// on: a file namespace's path is a regular file, or is missing in an
-// existing directory with a size to create it with; a block namespace's
-// path is a block device. serve and `config validate` run it after
+// on: a file namespace's path is a regular file, or is missing (and not a
+// dangling symlink) in an existing directory with a size to create it
+// with; a block namespace's path is a block device. serve and `config validate` run it after
 // Validate; paths Validate refuses (empty, relative) are skipped.
 func (c *Config) CheckPaths() error {
 	var p problems
@@ -38,6 +38,13 @@ func (n Namespace) checkPath(p *problems, k string) {
 		return
 	}
 	st, err := os.Stat(n.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if lst, lerr := os.Lstat(n.Path); lerr == nil && lst.Mode()&fs.ModeSymlink != 0 {
+			// The target never creates a file through a link (blockdev.OpenFile).
+			p.add(k+".path", "%s is a symlink whose target does not exist; create the file or point the namespace at it", n.Path)
+			return
+		}
+	}
 	switch n.Backend {
 	case BackendFile:
 		switch {

@@ -15,6 +15,14 @@ func TestCheckPaths(t *testing.T) {
 	}
 	missing := filepath.Join(dir, "new.img")
 	noDir := filepath.Join(dir, "nodir", "disk.img")
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink(filepath.Join(dir, "elsewhere.img"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	toRegular := filepath.Join(dir, "to-regular")
+	if err := os.Symlink(regular, toRegular); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name string
@@ -35,6 +43,11 @@ func TestCheckPaths(t *testing.T) {
 			want: []string{"namespaces[0].path: \"" + dir + "\" is a directory"}},
 		{name: "file is a character device", ns: Namespace{Backend: "file", Path: "/dev/null"},
 			want: []string{"namespaces[0].path: \"/dev/null\" is not a regular file (a character device)"}},
+		{name: "file is a dangling symlink", ns: Namespace{Backend: "file", Path: dangling, Size: MiB},
+			want: []string{"namespaces[0].path: " + dangling + " is a symlink whose target does not exist; create the file or point the namespace at it"}},
+		{name: "file is a symlink to a file", ns: Namespace{Backend: "file", Path: toRegular}},
+		{name: "block is a dangling symlink", ns: Namespace{Backend: "block", Path: dangling},
+			want: []string{"namespaces[0].path: " + dangling + " is a symlink whose target does not exist"}},
 		{name: "block missing", ns: Namespace{Backend: "block", Path: "/dev/nonexistent-nvmeof-tgt"},
 			want: []string{"namespaces[0].path: /dev/nonexistent-nvmeof-tgt cannot be used: no such file"}},
 		{name: "block is a regular file", ns: Namespace{Backend: "block", Path: regular},
