@@ -31,6 +31,12 @@ var ErrShrink = errors.New("namespace would shrink")
 // then changes in place, then additions, ports last, so that a host told
 // of a new subsystem can connect to it.
 func (m *Manager) plan(old, next *config.Config, force bool) (steps []step, restart []string, err error) {
+	// A file or device serves one namespace. Checked on the whole next
+	// configuration: a namespace replaced on its own path is in it once,
+	// and the old one is removed before the new one is added.
+	if err := next.CheckBackings(); err != nil {
+		return nil, nil, err
+	}
 	restart = staticChanges(old, next)
 	var removes, changes, adds []step
 	for _, os := range old.Subsystems {
