@@ -288,13 +288,17 @@ func (f *fileDevice) Resize(size int64) error {
 	if f.fd < 0 {
 		return fmt.Errorf("resize %s: %w", f.path, ErrClosed)
 	}
-	size &^= int64(f.bs) - 1
-	if size <= 0 {
-		return fmt.Errorf("resize %s to %d: %w", f.path, size, ErrInvalidArgument)
-	}
 	var st unix.Stat_t
 	if err := unix.Fstat(f.fd, &st); err != nil {
 		return fmt.Errorf("stat %s: %w", f.path, err)
+	}
+	want := size
+	if size == 0 {
+		size = st.Size // the file as it is now, grown or cut by others
+	}
+	size &^= int64(f.bs) - 1
+	if size <= 0 {
+		return fmt.Errorf("resize %s to %d (file is %d bytes): %w", f.path, want, st.Size, ErrInvalidArgument)
 	}
 	if st.Size < size {
 		if f.readOnly {
@@ -306,4 +310,17 @@ func (f *fileDevice) Resize(size int64) error {
 	}
 	f.size.Store(size)
 	return nil
+}
+
+// BackingSize implements Resizer: the file's length.
+func (f *fileDevice) BackingSize() (int64, error) {
+	defer f.mu.rlock(0).RUnlock()
+	if f.fd < 0 {
+		return 0, fmt.Errorf("stat %s: %w", f.path, ErrClosed)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(f.fd, &st); err != nil {
+		return 0, fmt.Errorf("stat %s: %w", f.path, err)
+	}
+	return st.Size &^ (int64(f.bs) - 1), nil
 }

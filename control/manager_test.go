@@ -198,10 +198,17 @@ func TestUpdate(t *testing.T) {
 				t.Fatalf("size %d", got)
 			}
 		}},
-		{name: "a file namespace cannot resize to 0", edit: func(c *config.Config) error {
+		{name: "a file namespace resized to 0 follows its file", edit: func(c *config.Config) error {
 			sub(c, subA).Namespaces[1].Size = 0
 			return nil
-		}, wantErr: ErrInvalid},
+		}, check: func(t *testing.T, b *bench) {
+			if got := b.liveSize(2); got != 1<<20 {
+				t.Fatalf("size %d", got)
+			}
+			if n := findNamespace(sub(b.m.Running(), subA), 2); n.Size != 0 {
+				t.Fatalf("running size %v", n.Size)
+			}
+		}},
 		{name: "memory cannot resize", edit: func(c *config.Config) error {
 			sub(c, subA).Namespaces[0].Size = 4 * config.MiB
 			return nil
