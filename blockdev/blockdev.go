@@ -185,7 +185,13 @@ func logger(l *slog.Logger) *slog.Logger {
 type Resizer interface {
 	// Resize makes the usable size size bytes, rounded down to the block
 	// size. A file grows to it (a smaller size only stops using the end of
-	// the file); a block device takes its size again from the kernel, so
-	// 0 means the whole device, and a size past the device is refused.
+	// the file); a block device takes its size again from the kernel, and
+	// a size past the device is refused. 0 means the backing's own size
+	// now, as BackingSize reads it: a file's length, the whole device.
 	Resize(size int64) error
+	// BackingSize reads the size of what backs the device now, rounded
+	// down to the block size: the file's length (which others may have
+	// changed), the block device's size (after lvextend, say). Size does
+	// not follow it until Resize.
+	BackingSize() (int64, error)
 }

@@ -2,9 +2,12 @@ package config
 
 import (
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"reflect"
 	"strings"
+	"syscall"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme/dhchap"
@@ -146,10 +149,7 @@ func (h Host) HostAuth() (fabric.HostAuth, error) {
 
 func readSecret(inline, file string) (dhchap.Secret, error) {
 	if file != "" {
-		if err := CheckPrivate(file); err != nil {
-			return dhchap.Secret{}, err
-		}
-		b, err := os.ReadFile(file)
+		b, err := readPrivate(file)
 		if err != nil {
 			return dhchap.Secret{}, err
 		}
@@ -167,14 +167,42 @@ func readSecret(inline, file string) (dhchap.Secret, error) {
 }
 
 // CheckPrivate refuses a file holding secrets that group or others may
-// read or write.
+// read or write, or that another user owns (and so may rewrite): the
+// owner must be the target's effective user or root.
 func CheckPrivate(path string) error {
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
+	return checkPrivate(path, st)
+}
+
+// readPrivate reads a file holding secrets, checked as CheckPrivate does
+// on the file opened, so that what is checked is what is read.
+func readPrivate(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPrivate(path, st); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
+}
+
+func checkPrivate(path string, st fs.FileInfo) error {
 	if m := st.Mode().Perm(); m&0o077 != 0 {
 		return fmt.Errorf("%s holds secrets and is mode %04o: allow the owner only (chmod 600)", path, m)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if euid := uint32(os.Geteuid()); sys.Uid != euid && sys.Uid != 0 {
+			return fmt.Errorf("%s holds secrets and is owned by uid %d, not by the target's user (uid %d) or root: chown it", path, sys.Uid, euid)
+		}
 	}
 	return nil
 }

@@ -118,12 +118,20 @@ func TestSecretFiles(t *testing.T) {
 	os.WriteFile(open, []byte(testKey+"\n"), 0o640)
 	garbage := filepath.Join(dir, "bad.key")
 	os.WriteFile(garbage, []byte("DHHC-1:01:nope:\n"), 0o600)
+	// Another user's file, private to them: they could rewrite the
+	// secrets the target trusts.
+	theirs := filepath.Join(dir, "theirs.key")
+	os.WriteFile(theirs, []byte(testKey+"\n"), 0o600)
+	if err := os.Chown(theirs, otherUID, otherUID); err != nil {
+		t.Fatalf("chown to %d (the tests run as root): %v", otherUID, err)
+	}
 	cases := []struct {
 		file, err string
 	}{
 		{good, ""},
 		{open, "mode 0640: allow the owner only"},
 		{garbage, "invalid DH-HMAC-CHAP secret"},
+		{theirs, "owned by uid 65534"},
 		{filepath.Join(dir, "missing"), "no such file"},
 	}
 	for _, c := range cases {
@@ -142,4 +150,14 @@ func TestSecretFiles(t *testing.T) {
 	if err := CheckPrivate(good); err != nil {
 		t.Error(err)
 	}
+	if err := CheckPrivate(theirs); err == nil || !strings.Contains(err.Error(), "chown") {
+		t.Errorf("CheckPrivate of another user's file: %v", err)
+	}
+	cfg = &Config{Subsystems: []Subsystem{{Hosts: []Host{{NQN: "h", DHCHAPKey: testKey, DHCHAPCtrlKeyFile: theirs}}}}}
+	if err := cfg.CheckPaths(); err == nil || !strings.Contains(err.Error(), "dhchap_ctrl_key") || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Errorf("CheckPaths of another user's controller key file: %v", err)
+	}
 }
+
+// otherUID owns files the target must not trust: nobody.
+const otherUID = 65534

@@ -153,7 +153,8 @@ func (n NamespaceRequest) config() config.Namespace {
 }
 
 // ResizeRequest is the body of POST /v1/subsystems/{nqn}/namespaces/{nsid}/resize.
-// Size is required; 0 means the whole device, for a block namespace.
+// Size is required; 0 means the backend's size now (a file's length, a
+// block device's whole size), read again on every request.
 type ResizeRequest struct {
 	Size  *Size `json:"size"`
 	Force bool  `json:"force,omitempty"`
@@ -295,14 +296,18 @@ func (m *Manager) listHosts(w http.ResponseWriter, r *http.Request) {
 
 // editSubsystem changes the subsystem named by the path, which must exist.
 func (m *Manager) editSubsystem(r *http.Request, force bool, edit func(c *config.Config, s *config.Subsystem) error) (Result, error) {
+	return m.editSubsystemWith(r, changeOpts{force: force}, edit)
+}
+
+func (m *Manager) editSubsystemWith(r *http.Request, opts changeOpts, edit func(c *config.Config, s *config.Subsystem) error) (Result, error) {
 	nqn := r.PathValue("nqn")
-	return m.Update(func(c *config.Config) error {
+	return m.update(func(c *config.Config) error {
 		s := findSubsystem(c, nqn)
 		if s == nil {
 			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
 		}
 		return edit(c, s)
-	}, force)
+	}, opts)
 }
 
 func (m *Manager) removeSubsystemHTTP(w http.ResponseWriter, r *http.Request) {
@@ -367,7 +372,12 @@ func (m *Manager) resizeNamespaceHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: size is required", ErrInvalid))
 		return
 	}
-	res, err := m.editSubsystem(r, req.Force, func(c *config.Config, s *config.Subsystem) error {
+	// The backend's size is read again even when the configuration's
+	// stays 0: the file or volume may have grown since.
+	opts := changeOpts{force: req.Force, reread: func(nqn string, n config.Namespace) bool {
+		return nqn == r.PathValue("nqn") && n.NSID == id
+	}}
+	res, err := m.editSubsystemWith(r, opts, func(c *config.Config, s *config.Subsystem) error {
 		n := findNamespace(s, id)
 		if n == nil {
 			return fmt.Errorf("namespace %d of %s: %w", id, s.NQN, fabric.ErrNoNamespace)

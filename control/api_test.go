@@ -187,7 +187,15 @@ func TestAPI(t *testing.T) {
 				}
 			}},
 		{name: "resize memory", method: "POST", path: subs + subA + "/namespaces/1/resize", body: `{"size": "4MiB"}`, want: 400, wantErr: "memory"},
-		{name: "resize file to 0", method: "POST", path: subs + subA + "/namespaces/2/resize", body: `{"size": 0}`, want: 400, wantErr: "block namespaces only"},
+		{name: "resize file to 0", setup: func(b *bench) { b.truncate(2 << 20) },
+			method: "POST", path: subs + subA + "/namespaces/2/resize", body: `{"size": 0}`, want: 200,
+			check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+				if got := b.liveSize(2); got != 2<<20 {
+					t.Fatalf("size %d, want the file's 2MiB", got)
+				}
+			}},
+		{name: "resize file to 0 after it was cut", setup: func(b *bench) { b.truncate(512 << 10) },
+			method: "POST", path: subs + subA + "/namespaces/2/resize", body: `{"size": 0}`, want: 400, wantErr: "hosts see 1MiB: namespace would shrink"},
 		{name: "resize without size", method: "POST", path: subs + subA + "/namespaces/2/resize", body: `{"force": true}`, want: 400, wantErr: "size is required"},
 		{name: "resize missing namespace", method: "POST", path: subs + subA + "/namespaces/9/resize", body: `{"size": "4MiB"}`, want: 404},
 		{name: "resize with a bad NSID", method: "POST", path: subs + subA + "/namespaces/-1/resize", body: `{"size": "4MiB"}`, want: 400},

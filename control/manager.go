@@ -59,7 +59,7 @@ func New(tgt *fabric.Target, cfg *config.Config, o Options) (*Manager, error) {
 	empty := cfg.Clone()
 	empty.Ports, empty.Subsystems = nil, nil
 	m.running = empty
-	steps, _, err := m.plan(empty, cfg, false)
+	steps, _, err := m.plan(empty, cfg, changeOpts{})
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +87,20 @@ var ErrInvalid = errors.New("invalid change")
 // which is then validated whole, applied as a diff, and persisted. force
 // allows namespaces to shrink.
 func (m *Manager) Update(edit func(*config.Config) error, force bool) (Result, error) {
+	return m.update(edit, changeOpts{force: force})
+}
+
+// changeOpts say how a change treats what its configuration cannot show.
+type changeOpts struct {
+	// force allows namespaces to shrink.
+	force bool
+	// reread, when set, picks file and block namespaces whose backend's
+	// size is read again though their configuration did not change: a
+	// file or volume grown from outside shows nowhere else.
+	reread func(nqn string, n config.Namespace) bool
+}
+
+func (m *Manager) update(edit func(*config.Config) error, opts changeOpts) (Result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	next := m.running.Clone()
@@ -97,7 +111,7 @@ func (m *Manager) Update(edit func(*config.Config) error, force bool) (Result, e
 	if err := next.Validate(); err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	res, err := m.change(next, force)
+	res, err := m.change(next, opts)
 	if res.Applied != nil {
 		if perr := m.persist(); perr != nil {
 			m.log.Error("the change is live but was not saved", "err", perr)
@@ -115,6 +129,10 @@ var ErrNoFile = errors.New("no configuration file: the target was started with t
 // Reload reads the configuration file again and applies it as a diff. A
 // file that does not load or validate is rejected whole, and nothing
 // changes. Keys that cannot change live are reported in Result.Restart.
+// File and block namespaces of size 0 (the backend's own size) take the
+// backend's size again, as `ns resize NQN NSID 0` does: one grown from
+// outside grows for hosts; one cut shorter than hosts see refuses the
+// reload (ErrShrink), which only a forced resize gets past.
 func (m *Manager) Reload() (Result, error) {
 	if m.path == "" {
 		return Result{}, ErrNoFile
@@ -128,17 +146,20 @@ func (m *Manager) Reload() (Result, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	res, err := m.change(next, false)
+	res, err := m.change(next, changeOpts{reread: followsBackend})
 	for _, k := range res.Restart {
 		m.log.Warn("configuration key changed: it takes effect at the next start", "key", k)
 	}
 	return res, err
 }
 
+// followsBackend picks the namespaces whose size is their backend's.
+func followsBackend(_ string, n config.Namespace) bool { return n.Size == 0 }
+
 // change applies the diff from the running configuration to next. m.mu is
 // held.
-func (m *Manager) change(next *config.Config, force bool) (Result, error) {
-	steps, restart, err := m.plan(m.running, next, force)
+func (m *Manager) change(next *config.Config, opts changeOpts) (Result, error) {
+	steps, restart, err := m.plan(m.running, next, opts)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

@@ -198,10 +198,17 @@ func TestUpdate(t *testing.T) {
 				t.Fatalf("size %d", got)
 			}
 		}},
-		{name: "a file namespace cannot resize to 0", edit: func(c *config.Config) error {
+		{name: "a file namespace resized to 0 follows its file", edit: func(c *config.Config) error {
 			sub(c, subA).Namespaces[1].Size = 0
 			return nil
-		}, wantErr: ErrInvalid},
+		}, check: func(t *testing.T, b *bench) {
+			if got := b.liveSize(2); got != 1<<20 {
+				t.Fatalf("size %d", got)
+			}
+			if n := findNamespace(sub(b.m.Running(), subA), 2); n.Size != 0 {
+				t.Fatalf("running size %v", n.Size)
+			}
+		}},
 		{name: "memory cannot resize", edit: func(c *config.Config) error {
 			sub(c, subA).Namespaces[0].Size = 4 * config.MiB
 			return nil
@@ -404,3 +411,90 @@ func TestPersistCrash(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedBacking: a change that would put one file behind two
+// namespaces is refused, through Update, Reload and New alike, naming
+// both; a namespace replaced on its own path is not a second user.
+func TestSharedBacking(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(b *bench, c *config.Config)
+		wantErr string // "" for a change that must apply
+	}{
+		{name: "same file in another subsystem", edit: func(b *bench, c *config.Config) {
+			s := sub(c, subB)
+			s.Namespaces = append(s.Namespaces, config.Namespace{NSID: 3, Backend: "file", Path: b.file()})
+		}, wantErr: "subsystems[1].namespaces[1].path: FILE is also the backing of namespace 2 of " + subA},
+		{name: "same file through a symlink with another block size", edit: func(b *bench, c *config.Config) {
+			link := filepath.Join(b.dir, "link.img")
+			if err := os.Symlink(b.file(), link); err != nil {
+				b.t.Fatal(err)
+			}
+			s := sub(c, subA)
+			s.Namespaces = append(s.Namespaces, config.Namespace{NSID: 3, Backend: "file", Path: link, BlockSize: 4096})
+		}, wantErr: "is also the backing of namespace 2 of " + subA + " (as FILE)"},
+		{name: "one new file twice", edit: func(b *bench, c *config.Config) {
+			p := filepath.Join(b.dir, "new.img")
+			sub(c, subA).Namespaces = append(sub(c, subA).Namespaces, config.Namespace{NSID: 3, Backend: "file", Path: p, Size: config.MiB})
+			sub(c, subB).Namespaces = append(sub(c, subB).Namespaces, config.Namespace{NSID: 3, Backend: "file", Path: p, Size: config.MiB})
+		}, wantErr: "is also the backing of namespace 3 of " + subA},
+		{name: "replaced on the same path", edit: func(b *bench, c *config.Config) {
+			sub(c, subA).Namespaces[1].ReadOnly = true
+		}},
+		{name: "moved to another NSID", edit: func(b *bench, c *config.Config) {
+			s := sub(c, subA)
+			s.Namespaces[1].NSID = 7
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBench(t, baseYAML)
+			before, _ := os.ReadFile(b.path)
+			res, err := b.m.Update(func(c *config.Config) error { tc.edit(b, c); return nil }, false)
+			if tc.wantErr == "" {
+				if err != nil || len(res.Applied) == 0 {
+					t.Fatalf("Update: %v %v", res, err)
+				}
+				return
+			}
+			want := strings.ReplaceAll(tc.wantErr, "FILE", b.file())
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Update: %v, want ErrInvalid with %q", err, want)
+			}
+			after, _ := os.ReadFile(b.path)
+			if len(res.Applied) != 0 || string(after) != string(before) {
+				t.Fatalf("a refused change applied %v or wrote the file", res.Applied)
+			}
+			if _, err := os.Stat(filepath.Join(b.dir, "new.img")); err == nil {
+				t.Fatal("a refused change created a file")
+			}
+		})
+	}
+	t.Run("reload", func(t *testing.T) {
+		b := newBench(t, baseYAML)
+		y := strings.ReplaceAll(baseYAML, "FILE", b.file()) + "      - {nsid: 2, path: " + b.file() + "}\n"
+		if err := os.WriteFile(b.path, []byte(y), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := b.m.Reload()
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "subsystems[1].namespaces[1].path: "+b.file()+" is also the backing of namespace 2 of "+subA) {
+			t.Fatalf("Reload: %v", err)
+		}
+		if got := b.namespaces(subB); !slices.Equal(got, []uint32{1}) {
+			t.Fatalf("namespaces of b %v after a refused reload", got)
+		}
+		// serve refuses it at start too.
+		cfg, err := config.LoadFile(b.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tgt := fabric.NewTarget(fabric.Options{})
+		defer tgt.Close()
+		if _, err := New(tgt, cfg, Options{Transport: b.transport}); err == nil || !strings.Contains(err.Error(), "is also the backing") {
+			t.Fatalf("New: %v", err)
+		}
+	})
+}
+
+// file is the file namespace 2 of subsystem a serves.
+func (b *bench) file() string { return filepath.Join(b.dir, "ns2.img") }

@@ -137,17 +137,23 @@ func (m *Manager) removeNamespace(nqn string, nsid uint32) step {
 	}}
 }
 
-func (m *Manager) resizeNamespace(nqn string, nc config.Namespace) step {
-	return step{what: fmt.Sprintf("resize namespace %d of %s to %v", nc.NSID, nqn, nc.Size), do: func(m *Manager) error {
+// resizeNamespace makes namespace nc.NSID size bytes for hosts, which
+// plan worked out from nc.Size (0: the backend's size then).
+func (m *Manager) resizeNamespace(nqn string, nc config.Namespace, size int64) step {
+	what := fmt.Sprintf("resize namespace %d of %s to %v", nc.NSID, nqn, config.Bytes(size))
+	if nc.Size == 0 {
+		what += ", the size of " + nc.Path
+	}
+	return step{what: what, do: func(m *Manager) error {
 		s, err := m.liveSubsystem(nqn)
 		if err != nil {
 			return err
 		}
-		if err := s.ResizeNamespace(nvme.NSID(nc.NSID), int64(nc.Size)); err != nil {
+		if err := s.ResizeNamespace(nvme.NSID(nc.NSID), size); err != nil {
 			return err
 		}
 		*findNamespace(findSubsystem(m.running, nqn), nc.NSID) = nc
-		m.log.Info("namespace resized", "subnqn", nqn, "nsid", nc.NSID, "size", nc.Size)
+		m.log.Info("namespace resized", "subnqn", nqn, "nsid", nc.NSID, "bytes", size, "size", nc.Size)
 		return nil
 	}}
 }

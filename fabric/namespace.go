@@ -168,8 +168,10 @@ func (s *Subsystem) RemoveNamespace(nsid nvme.NSID) error {
 
 // ResizeNamespace changes a namespace's size while hosts use it, and tells
 // them (the Linux host then updates the block device's capacity). The
-// backend must be a blockdev.Resizer; size is in bytes (0: a block device's
-// whole size).
+// backend must be a blockdev.Resizer; size is in bytes, 0 for the
+// backend's own size now (a file's length, a block device's whole size:
+// see BackingSize). It does not refuse a smaller size: its caller decides
+// whether hosts may lose the end.
 func (s *Subsystem) ResizeNamespace(nsid nvme.NSID, size int64) error {
 	ns := s.namespace(nsid)
 	if ns == nil {
@@ -188,6 +190,22 @@ func (s *Subsystem) ResizeNamespace(nsid nvme.NSID, size int64) error {
 	}
 	s.nsChanged(nsid)
 	return nil
+}
+
+// BackingSize reads the size of the namespace's backend now (a file's
+// length, a block device's size, rounded down to the block size), which
+// may differ from the size hosts see (Info) after the file or volume was
+// grown or cut from outside. The backend must be a blockdev.Resizer.
+func (ns *Namespace) BackingSize() (int64, error) {
+	rs, ok := ns.dev.(blockdev.Resizer)
+	if !ok {
+		return 0, fmt.Errorf("namespace %d: %w: the backend cannot change size", ns.nsid, blockdev.ErrNotSupported)
+	}
+	n, err := rs.BackingSize()
+	if err != nil {
+		return 0, fmt.Errorf("namespace %d: %w", ns.nsid, err)
+	}
+	return n, nil
 }
 
 // nsRefs counts commands executing on a namespace, sharded by queue like

@@ -287,7 +287,8 @@ func nsCmd(o *ctlOptions) *cobra.Command {
 		Use:   "resize NQN NSID SIZE",
 		Short: "Resize a file or block namespace; hosts are told of the new size",
 		Long: "Resize a file or block namespace; hosts are told of the new size.\n" +
-			"Shrinking loses the data past the new end and needs --force. SIZE 0 re-reads a block device's size.",
+			"Shrinking loses the data past the new end and needs --force. SIZE 0 reads the backend's size again\n" +
+			"(a file's length after it grew, a block device's whole size after lvextend).",
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := parseSize(args[2])
