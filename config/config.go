@@ -11,6 +11,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"time"
@@ -233,18 +234,26 @@ func load(v *viper.Viper) (c *Config, decode, semantic []error) {
 // LoadFile loads a YAML file, whatever its extension, with environment
 // overrides (see EnvPrefix).
 func LoadFile(path string) (*Config, error) {
-	v, err := readFile(path)
+	c, _, err := LoadFileContent(path)
+	return c, err
+}
+
+// LoadFileContent is LoadFile that also returns the content it loaded, read
+// once: a caller that rewrites the file can tell whether it changed since.
+func LoadFileContent(path string) (*Config, []byte, error) {
+	v, data, err := readFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return Load(v)
+	c, err := Load(v)
+	return c, data, err
 }
 
 // CheckFile is what `nvmeof-tgt config validate` runs: LoadFile and
 // CheckPaths at once. It returns every problem of both, joined, and the
 // warnings (see Warnings) of what could be read.
 func CheckFile(path string) ([]*FieldError, error) {
-	v, err := readFile(path)
+	v, _, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -253,13 +262,16 @@ func CheckFile(path string) ([]*FieldError, error) {
 	return c.Warnings(), errors.Join(blameEnv(dropShadowed(decode, semantic))...)
 }
 
-func readFile(path string) (*viper.Viper, error) {
-	v := newViper()
-	v.SetConfigFile(path)
-	if err := v.ReadInConfig(); err != nil {
-		return nil, fmt.Errorf("read config %s: %w", path, err)
+func readFile(path string) (*viper.Viper, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read config %s: %w", path, err)
 	}
-	return v, nil
+	v := newViper()
+	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+		return nil, nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return v, data, nil
 }
 
 // LoadDefault loads the embedded default configuration with environment

@@ -45,7 +45,7 @@ func (m *Manager) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/config", m.getConfig)
 	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
-		res, err := m.Reload()
+		res, err := m.Reload(apiCaller(r))
 		writeResult(w, http.StatusOK, res, err)
 	})
 
@@ -234,7 +234,7 @@ func (m *Manager) addSubsystemHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, n := range req.Namespaces {
 		sc.Namespaces = append(sc.Namespaces, n.config())
 	}
-	res, err := m.Update(func(c *config.Config) error {
+	res, err := m.Update(apiCaller(r), func(c *config.Config) error {
 		if findSubsystem(c, sc.NQN) != nil {
 			return fmt.Errorf("subsystem %s: %w", sc.NQN, errExists)
 		}
@@ -301,7 +301,7 @@ func (m *Manager) editSubsystem(r *http.Request, force bool, edit func(c *config
 
 func (m *Manager) editSubsystemWith(r *http.Request, opts changeOpts, edit func(c *config.Config, s *config.Subsystem) error) (Result, error) {
 	nqn := r.PathValue("nqn")
-	return m.update(func(c *config.Config) error {
+	return m.updateWith(apiCaller(r), func(c *config.Config) error {
 		s := findSubsystem(c, nqn)
 		if s == nil {
 			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
@@ -465,7 +465,7 @@ func (m *Manager) addPortHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.Port == 0 {
 		p.Port = 4420 // as config.ApplyDefaults, before looking for a duplicate
 	}
-	res, err := m.Update(func(c *config.Config) error {
+	res, err := m.Update(apiCaller(r), func(c *config.Config) error {
 		if slices.ContainsFunc(c.Ports, func(q config.Port) bool { return samePort(p, q) }) {
 			return fmt.Errorf("port %s: %w", portName(p), errExists)
 		}
@@ -482,7 +482,7 @@ func (m *Manager) removePortHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := config.Port{Transport: r.PathValue("transport"), Address: r.PathValue("address"), Port: pn}
-	res, err := m.Update(func(c *config.Config) error {
+	res, err := m.Update(apiCaller(r), func(c *config.Config) error {
 		i := slices.IndexFunc(c.Ports, func(q config.Port) bool { return samePort(p, q) })
 		if i < 0 {
 			return fmt.Errorf("port %s: %w", portName(p), fabric.ErrNoPort)
@@ -526,7 +526,7 @@ func statusOf(err error) int {
 	case errors.Is(err, fabric.ErrNoSubsystem), errors.Is(err, fabric.ErrNoNamespace),
 		errors.Is(err, fabric.ErrNoPort), errors.Is(err, errNoHost):
 		return http.StatusNotFound
-	case errors.Is(err, errExists):
+	case errors.Is(err, errExists), errors.Is(err, ErrEdited):
 		return http.StatusConflict
 	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNoFile),
 		errors.Is(err, blockdev.ErrInvalidArgument): // a block namespace resized past its device

@@ -224,8 +224,8 @@ func staticChanges(old, next *config.Config) []string {
 	ov, nv := reflect.ValueOf(old).Elem(), reflect.ValueOf(next).Elem()
 	for i := 0; i < ov.NumField(); i++ {
 		sec := ov.Type().Field(i)
-		if sec.Type.Kind() != reflect.Struct || sec.Type == reflect.TypeOf(config.Discovery{}) {
-			continue // ports, subsystems and discovery change live
+		if !isStatic(sec) {
+			continue
 		}
 		for j := 0; j < sec.Type.NumField(); j++ {
 			if !reflect.DeepEqual(ov.Field(i).Field(j).Interface(), nv.Field(i).Field(j).Interface()) {
@@ -234,6 +234,32 @@ func staticChanges(old, next *config.Config) []string {
 		}
 	}
 	return keys
+}
+
+// isStatic reports whether a section of the configuration is set up at
+// start only: ports, subsystems and discovery change live.
+func isStatic(sec reflect.StructField) bool {
+	return sec.Type.Kind() == reflect.Struct && sec.Type != reflect.TypeOf(config.Discovery{})
+}
+
+// withRestartKeys is c with the keys that take effect only at the next
+// start (staticChanges' sections, a subsystem's serial and model, as plan
+// names them) as file has them. persist writes it: the file keeps what it
+// last said for them, while the target runs with what it started with.
+func withRestartKeys(c, file *config.Config) *config.Config {
+	out := c.Clone()
+	ov, fv := reflect.ValueOf(out).Elem(), reflect.ValueOf(file).Elem()
+	for i := 0; i < ov.NumField(); i++ {
+		if isStatic(ov.Type().Field(i)) {
+			ov.Field(i).Set(fv.Field(i))
+		}
+	}
+	for i := range out.Subsystems {
+		if fs := findSubsystem(file, out.Subsystems[i].NQN); fs != nil {
+			out.Subsystems[i].Serial, out.Subsystems[i].Model = fs.Serial, fs.Model
+		}
+	}
+	return out
 }
 
 func tagOf(f reflect.StructField) string {

@@ -84,18 +84,18 @@ func TestResizeFollowsBackend(t *testing.T) {
 
 	// A reload re-reads a namespace whose size is 0 (the file now says so).
 	b.truncate(8 << 20)
-	res, err := b.m.Reload()
+	res, err := b.m.Reload(tester)
 	if err != nil || len(res.Applied) != 1 || !strings.Contains(res.Applied[0], "resize namespace 2") {
 		t.Fatalf("reload after growing: %+v %v", res, err)
 	}
 	wantSize("reload after growing", 8<<20)
-	if res, err := b.m.Reload(); err != nil || len(res.Applied) != 0 {
+	if res, err := b.m.Reload(tester); err != nil || len(res.Applied) != 0 {
 		t.Fatalf("reload with nothing grown: %+v %v", res, err)
 	}
 
 	// Another change does not touch sizes.
 	b.truncate(10 << 20)
-	res, err = b.m.Update(func(c *config.Config) error {
+	res, err = b.m.Update(tester, func(c *config.Config) error {
 		s := sub(c, subA)
 		s.Hosts = append(s.Hosts, config.Host{NQN: "nqn.2026-11.io.example:host3"})
 		return nil
@@ -110,7 +110,7 @@ func TestResizeFollowsBackend(t *testing.T) {
 	b.truncate(2 << 20)
 	resize(`{"size": 0}`, http.StatusBadRequest)
 	wantSize("a refused shrink", 8<<20)
-	if _, err := b.m.Reload(); !errors.Is(err, ErrShrink) || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "hosts see 8MiB") {
+	if _, err := b.m.Reload(tester); !errors.Is(err, ErrShrink) || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "hosts see 8MiB") {
 		t.Fatalf("reload after the file was cut: %v, want ErrShrink naming the sizes", err)
 	}
 	wantSize("a refused reload", 8<<20)
@@ -182,7 +182,7 @@ func TestResizeBlockFollowsDevice(t *testing.T) {
 		t.Fatalf("resize 0 after growing: %d %s, size %d", rec.Code, rec.Body, b.liveSize(2))
 	}
 	grow(6 << 20)
-	if res, err := b.m.Reload(); err != nil || len(res.Applied) != 1 || b.liveSize(2) != 6<<20 {
+	if res, err := b.m.Reload(tester); err != nil || len(res.Applied) != 1 || b.liveSize(2) != 6<<20 {
 		t.Fatalf("reload after growing: %+v %v, size %d", res, err, b.liveSize(2))
 	}
 	rec = do(t, h, "POST", "/v1/subsystems/"+subA+"/namespaces/2/resize", `{"size": "8MiB"}`)

@@ -32,9 +32,10 @@ func serveCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var cfg *config.Config
+			var loaded []byte
 			var err error
 			if cfgFile != "" {
-				cfg, err = config.LoadFile(cfgFile)
+				cfg, loaded, err = config.LoadFileContent(cfgFile)
 			} else {
 				cfg, err = config.LoadDefault()
 			}
@@ -47,7 +48,7 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cfg, cfgFile)
+			return serve(cmd.Context(), cfg, configFile{path: cfgFile, loaded: loaded})
 		},
 	}
 	c.Flags().StringVarP(&cfgFile, "config", "c", "", "configuration file (YAML); NVMEOF_TGT_* variables override it")
@@ -66,12 +67,19 @@ func newLogger(c config.Log) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
-func serve(ctx context.Context, cfg *config.Config, path string) error {
+// configFile is the file serve was started with ("" for the embedded
+// default) and the content its configuration was loaded from.
+type configFile struct {
+	path   string
+	loaded []byte
+}
+
+func serve(ctx context.Context, cfg *config.Config, file configFile) error {
 	log := newLogger(cfg.Log)
 	slog.SetDefault(log)
 	raiseMemlock(log)
 
-	srv, err := build(cfg, path, log)
+	srv, err := build(cfg, file, log)
 	if err != nil {
 		return err
 	}
@@ -93,10 +101,9 @@ type server struct {
 }
 
 // build creates the target and serves cfg on it, then the metrics
-// endpoint. path is the configuration file ("" for the embedded default),
-// which reload reads and API changes are saved to. On failure it releases
-// whatever it made.
-func build(cfg *config.Config, path string, log *slog.Logger) (_ *server, err error) {
+// endpoint. file is the configuration file, which reload reads and API
+// changes are saved to. On failure it releases whatever it made.
+func build(cfg *config.Config, file configFile, log *slog.Logger) (_ *server, err error) {
 	s := &server{log: log, rcfg: rdmaConfig(cfg.RDMA, log)}
 	defer func() {
 		if err != nil {
@@ -112,7 +119,7 @@ func build(cfg *config.Config, path string, log *slog.Logger) (_ *server, err er
 		FirmwareRevision:      firmwareRevision(),
 		Logger:                log,
 	})
-	s.m, err = control.New(s.tgt, cfg, control.Options{Path: path, Transport: s.transport, Logger: log})
+	s.m, err = control.New(s.tgt, cfg, control.Options{Path: file.path, Loaded: file.loaded, Transport: s.transport, Logger: log})
 	switch {
 	case errors.Is(err, rdma.ErrNoDevice):
 		return nil, fmt.Errorf("%w (set an RDMA device up, e.g. Soft-RoCE with `nvmeof-tgt softroce add`)", err)
@@ -140,7 +147,8 @@ func (s *server) startAPI(path string) error {
 	if err != nil {
 		return fmt.Errorf("api.socket: %w", err)
 	}
-	s.api = &http.Server{Handler: s.m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	// ConnContext: the audit log names the peer process of each change.
+	s.api = &http.Server{Handler: s.m.Handler(), ConnContext: control.ConnContext, ReadHeaderTimeout: 5 * time.Second}
 	go s.api.Serve(l)
 	s.log.Info("management API listening", "socket", path)
 	return nil
@@ -223,16 +231,12 @@ func (s *server) run(ctx context.Context) {
 }
 
 // reload applies the configuration file again (SIGHUP). A file that does
-// not load is refused whole and the target goes on as it was.
+// not load is refused whole and the target goes on as it was. The manager
+// logs the outcome.
 func (s *server) reload() {
 	daemon.SdNotify(false, daemon.SdNotifyReloading)
 	defer daemon.SdNotify(false, daemon.SdNotifyReady)
-	res, err := s.m.Reload()
-	if err != nil {
-		s.log.Error("reload failed: the running configuration stays", "err", err, "applied", res.Applied)
-		return
-	}
-	s.log.Info("configuration reloaded", "changes", len(res.Applied), "restart_needed", res.Restart)
+	s.m.Reload(control.Caller{Source: "signal"})
 }
 
 // shutdown tells systemd the target is stopping and closes it; an error

@@ -58,7 +58,7 @@ api: {socket: %q}
 			if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := config.LoadFile(path)
+			cfg, loaded, err := config.LoadFileContent(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,7 +66,7 @@ api: {socket: %q}
 			cfg.Metrics.Listen = tt.metrics
 
 			before := runtime.NumGoroutine()
-			srv, err := build(cfg, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			srv, err := build(cfg, configFile{path, loaded}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("build: %v", err)
@@ -92,5 +92,34 @@ api: {socket: %q}
 				t.Errorf("%d goroutines after, %d before: something was not released", n, before)
 			}
 		})
+	}
+}
+
+// TestReloadSignal: SIGHUP's reload is logged as the signal's.
+func TestReloadSignal(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", "") // no systemd
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	yaml := `ports: [{transport: loop, address: 127.0.0.1}]
+subsystems: [{nqn: "nqn.2026-11.io.example:t", allow_any_host: true, namespaces: [{nsid: 1, backend: memory, size: 1MiB}]}]
+metrics: {listen: ""}
+api: {socket: ""}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, loaded, err := config.LoadFileContent(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	srv, err := build(cfg, configFile{path, loaded}, slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.shutdown()
+	srv.reload()
+	if !strings.Contains(log.String(), `msg="configuration reloaded" source=signal`) {
+		t.Fatalf("no reload by signal in the log:\n%s", log.String())
 	}
 }
