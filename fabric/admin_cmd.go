@@ -308,7 +308,7 @@ func handleSetFeatures(r *Request) nvme.Status {
 		// I/O queue Connects fail. At least one: the field is 0's based.
 		// Best effort: a snapshot, not a reservation, so two controllers
 		// of one host set up at once may still see an I/O Connect refused.
-		n = max(1, min(n, uint32(c.s.t.hostQueuesLeft(c.hostNQN))))
+		n = max(1, min(n, uint32(c.s.t.hostQueuesLeft(c.hostKey()))))
 		c.mu.Lock()
 		c.nrIOQ = uint16(n)
 		c.mu.Unlock()

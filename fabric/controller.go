@@ -70,6 +70,17 @@ func (c *Controller) Subsystem() *Subsystem { return c.s }
 
 func (c *Controller) isDiscovery() bool { return c.s.discovery }
 
+// hostKey is what the controller's host is counted by (see hostKey).
+func (c *Controller) hostKey() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	remote := ""
+	if c.admin != nil {
+		remote = c.admin.hint.Remote
+	}
+	return hostKey(c.hostNQN, remote)
+}
+
 // newController allocates a CNTLID and registers the controller.
 func (s *Subsystem) newController(hostNQN string, hostID [16]byte, p *Port, kato time.Duration) (*Controller, error) {
 	s.mu.Lock()
@@ -98,9 +109,12 @@ func (s *Subsystem) newController(hostNQN string, hostID [16]byte, p *Port, kato
 
 func (c *Controller) keepAliveExpired() {
 	c.mu.Lock()
-	admin := c.admin
+	admin, off := c.admin, c.kato == 0
 	c.mu.Unlock()
-	if admin != nil && !admin.authorized() {
+	if off {
+		return // turned off as the timer fired
+	}
+	if admin != nil && admin.authenticating() {
 		// The host cannot send Keep Alive before its admin queue is
 		// authenticated, and a DH exchange may take longer than KATO;
 		// the authentication timeout bounds this wait instead.
@@ -112,10 +126,11 @@ func (c *Controller) keepAliveExpired() {
 	c.delete("keep-alive timeout")
 }
 
-// keepAlive restarts the keep-alive timer.
+// keepAlive restarts the keep-alive timer, unless KATO is 0: Set Features
+// may have turned it off (NVMe base §5.27.1.12).
 func (c *Controller) keepAlive() {
 	c.mu.Lock()
-	if c.kaTimer != nil && !c.deleted {
+	if c.kaTimer != nil && !c.deleted && c.kato > 0 {
 		c.kaTimer.Reset(c.kato)
 	}
 	c.mu.Unlock()

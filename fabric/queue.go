@@ -212,7 +212,7 @@ func (q *Queue) Destroy() {
 	q.gone = true
 	q.connectTimer.Stop()
 	if a := q.auth.Load(); a != nil {
-		a.timer.Stop()
+		a.stopTimers()
 	}
 	ctrl := q.ctrl.Load()
 	aers := q.aers
