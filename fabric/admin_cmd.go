@@ -331,9 +331,7 @@ func handleSetFeatures(r *Request) nvme.Status {
 		}
 		c.mu.Unlock()
 	case nvme.FeatAsyncEventConfig:
-		c.mu.Lock()
-		c.aec = v
-		c.mu.Unlock()
+		c.events.setAEC(v)
 	case nvme.FeatVolatileWriteCache:
 		c.wce.Store(v&1 != 0)
 	case nvme.FeatArbitration, nvme.FeatPowerManagement, nvme.FeatTemperatureThreshold,
@@ -390,7 +388,7 @@ func handleGetFeatures(r *Request) nvme.Status {
 		}
 	case nvme.FeatAsyncEventConfig:
 		if current {
-			r.setResult(c.aec)
+			r.setResult(c.events.getAEC())
 		}
 	case nvme.FeatVolatileWriteCache:
 		if !current || c.wce.Load() {
