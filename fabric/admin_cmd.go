@@ -310,7 +310,7 @@ func handleSetFeatures(r *Request) nvme.Status {
 		// I/O queue Connects fail. At least one: the field is 0's based.
 		// Best effort: a snapshot, not a reservation, so two controllers
 		// of one host set up at once may still see an I/O Connect refused.
-		n = max(1, min(n, uint32(c.s.t.hostQueuesLeft(c.hostNQN))))
+		n = max(1, min(n, uint32(c.s.t.hostQueuesLeft(c.hostKey()))))
 		c.mu.Lock()
 		c.nrIOQ = uint16(n)
 		c.mu.Unlock()
@@ -333,9 +333,7 @@ func handleSetFeatures(r *Request) nvme.Status {
 		}
 		c.mu.Unlock()
 	case nvme.FeatAsyncEventConfig:
-		c.mu.Lock()
-		c.aec = v
-		c.mu.Unlock()
+		c.events.setAEC(v)
 	case nvme.FeatVolatileWriteCache:
 		c.wce.Store(v&1 != 0)
 	case nvme.FeatArbitration, nvme.FeatPowerManagement, nvme.FeatTemperatureThreshold,
@@ -392,7 +390,7 @@ func handleGetFeatures(r *Request) nvme.Status {
 		}
 	case nvme.FeatAsyncEventConfig:
 		if current {
-			r.setResult(c.aec)
+			r.setResult(c.events.getAEC())
 		}
 	case nvme.FeatVolatileWriteCache:
 		if !current || c.wce.Load() {

@@ -278,7 +278,7 @@ func TestAsyncEventRequest(t *testing.T) {
 		}(i)
 	}
 	// Wait until all are held, then one more exceeds the limit.
-	for r.sub.controllers[1] == nil || func() int { h.lq.q.mu.Lock(); defer h.lq.q.mu.Unlock(); return len(h.lq.q.aers) }() < aerLimit {
+	for r.sub.controllers[1] == nil || len(h.lq.q.Controller().events.heldCIDs()) < aerLimit {
 		select {
 		case rsp := <-done:
 			t.Fatalf("AER completed early: %v", rsp.Status())

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -56,6 +57,9 @@ const DefaultAuthTimeout = 30 * time.Second
 // SHA-512 and ffdhe8192, 1,168 bytes; the Linux host receives into 4 KiB.
 const MaxAuthLength = 8192
 
+// authComputeHook, set by tests, runs before each DH computation.
+var authComputeHook func()
+
 // authStep is where a queue's transaction stands: what the controller
 // waits for (a Send) or has to say (a Receive).
 type authStep uint8
@@ -83,7 +87,19 @@ type queueAuth struct {
 	c1, c2 []byte
 	s1, s2 uint32
 	timer  *time.Timer
+	// busy: a DH computation for this queue is on the target's authPool;
+	// a message meanwhile is out of step.
+	busy bool
+	// failed: a transaction failed; the queue is disconnected after
+	// authFailLinger (authFailed).
+	failed atomic.Bool
+	linger *time.Timer
 }
+
+// authFailLinger is how long a queue whose transaction failed stays
+// connected before the target disconnects it: time for the host to read
+// the Failure1 and give the queue up itself, as the Linux host does.
+const authFailLinger = time.Second
 
 // requireAuth makes q take only authentication commands until it is
 // authenticated, and starts the clock on it.
@@ -91,6 +107,23 @@ func (q *Queue) requireAuth(keys HostAuth) {
 	a := &queueAuth{keys: keys}
 	a.timer = time.AfterFunc(q.t.opts.AuthTimeout, func() { q.authTimedOut(a) })
 	q.auth.Store(a)
+}
+
+// stopTimers stops the transaction's deadline and a pending disconnect.
+func (a *queueAuth) stopTimers() {
+	a.timer.Stop()
+	a.mu.Lock()
+	if a.linger != nil {
+		a.linger.Stop()
+	}
+	a.mu.Unlock()
+}
+
+// authenticating reports whether q is in its first authentication, within
+// its deadline: it has not authenticated, and no transaction failed.
+func (q *Queue) authenticating() bool {
+	a := q.auth.Load()
+	return a != nil && !q.authDone.Load() && !a.failed.Load()
 }
 
 // authorized reports whether q may run commands other than Connect and
@@ -174,6 +207,9 @@ func handleAuthSend(r *Request) nvme.Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
+	case a.busy:
+		// The host sends nothing while the controller computes.
+		a.fail(nvme.AuthFailIncorrectMessage)
 	case m.Type() == nvme.AuthTypeCommon && m.ID() == nvme.AuthIDNegotiate:
 		// Starts a transaction, or restarts one (re-authentication). A
 		// queue not yet authenticated keeps the deadline of its Connect:
@@ -185,14 +221,26 @@ func handleAuthSend(r *Request) nvme.Status {
 		}
 		a.negotiate(q, c, nvme.AuthNegotiate(msg))
 	case m.Type() == nvme.AuthTypeCommon && m.ID() == nvme.AuthIDFailure2:
-		// The host refuses us (a wrong controller response, say).
-		q.authFailed(c, "host sent Failure2", m.FailureExplanation())
+		// The host refuses us (a wrong controller response, say), or sends
+		// it out of the blue: either way the transaction failed.
 		a.reset()
+		q.authFailed(c, a, "host sent Failure2", m.FailureExplanation())
+		return nvme.StatusSuccess
 	case m.Type() != nvme.AuthTypeDHCHAP:
 		a.fail(nvme.AuthFailIncorrectMessage)
 	case m.TID() != a.tid && (a.step == authWaitReply || a.step == authWaitSuccess2):
 		a.fail(nvme.AuthFailIncorrectPayload)
 	case m.ID() == nvme.AuthIDReply && a.step == authWaitReply:
+		if a.group != dhchap.Null {
+			// The shared secret is a modular exponentiation.
+			return q.authAsync(r, a, authWaitReply, func() nvme.Status {
+				a.reply(q, c, nvme.AuthReply(msg))
+				if a.step == authSendFailure1 {
+					q.authFailed(c, a, "refused", a.reason)
+				}
+				return nvme.StatusSuccess
+			})
+		}
 		a.reply(q, c, nvme.AuthReply(msg))
 	case m.ID() == nvme.AuthIDSuccess2 && a.step == authWaitSuccess2:
 		a.reset()
@@ -201,7 +249,41 @@ func handleAuthSend(r *Request) nvme.Status {
 		a.fail(nvme.AuthFailIncorrectMessage)
 	}
 	if a.step == authSendFailure1 {
-		q.authFailed(c, "refused", a.reason)
+		q.authFailed(c, a, "refused", a.reason)
+	}
+	return nvme.StatusSuccess
+}
+
+// authAsync runs fn, the rest of a command that makes a DH computation, on
+// the target's authPool, and completes r with its status; a.mu is held, and
+// fn runs with it held. fn runs only if the transaction is still at step
+// when its turn comes (a timeout may have ended it meanwhile). An address
+// with too many computations waiting has its transaction failed instead.
+func (q *Queue) authAsync(r *Request, a *queueAuth, step authStep, fn func() nvme.Status) nvme.Status {
+	a.busy = true
+	ok := q.t.authPool.submit(hostOf(q.hint.Remote), func() {
+		a.mu.Lock()
+		a.busy = false
+		var st nvme.Status
+		switch {
+		case q.isGone():
+			st = nvme.StatusAbortSQDeleted
+		case a.step != step:
+			st = nvme.StatusCommandSequenceError.WithDNR()
+		default:
+			st = fn()
+		}
+		a.mu.Unlock()
+		r.complete(st)
+	})
+	if ok {
+		return statusPending
+	}
+	a.busy = false
+	a.fail(nvme.AuthFailFailed)
+	q.authFailed(q.ctrl.Load(), a, "too many authentications waiting from this address", a.reason)
+	if r.Dir == DirCtrlToHost {
+		return a.receive(r, q, q.ctrl.Load())
 	}
 	return nvme.StatusSuccess
 }
@@ -269,6 +351,9 @@ func (a *queueAuth) reply(q *Queue, c *Controller, m nvme.AuthReply) {
 			a.fail(nvme.AuthFailIncorrectPayload)
 			return
 		}
+		if authComputeHook != nil {
+			authComputeHook()
+		}
 		ks, err := a.dh.Shared(m.DHValue())
 		if err != nil {
 			a.fail(nvme.AuthFailDHGroupUnusable)
@@ -320,13 +405,26 @@ func (q *Queue) authSucceeded(c *Controller, a *queueAuth, bidirectional bool) {
 	}
 }
 
-// authFailed: the queue is not (or no longer) authenticated. A host that
-// was refused disconnects; one that stays is disconnected when the
-// transaction's time runs out.
-func (q *Queue) authFailed(c *Controller, why string, reason uint8) {
+// authFailed: a transaction failed. The queue is not authenticated, and
+// is disconnected after authFailLinger, whether it had authenticated before
+// or not: it is not left open for retries, nor, after a stray message,
+// unauthenticated with no deadline. a.mu is held.
+func (q *Queue) authFailed(c *Controller, a *queueAuth, why string, reason uint8) {
 	q.authDone.Store(false)
 	q.t.stats.authFailed.Add(1)
 	q.t.authFailLog.log(c.log, slog.LevelWarn, "authentication failed", "why", why, "reason", reason, "remote", q.hint.Remote)
+	if a.failed.Swap(true) {
+		return
+	}
+	a.timer.Stop()
+	a.linger = time.AfterFunc(authFailLinger, q.conn.Disconnect)
+}
+
+// isGone reports whether the transport destroyed q.
+func (q *Queue) isGone() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.gone
 }
 
 func handleAuthReceive(r *Request) nvme.Status {
@@ -338,6 +436,19 @@ func handleAuthReceive(r *Request) nvme.Status {
 	c := q.ctrl.Load()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.busy {
+		a.fail(nvme.AuthFailIncorrectMessage)
+		q.authFailed(c, a, "receive while computing", a.reason)
+	} else if a.step == authSendChallenge && a.group != dhchap.Null {
+		// The controller's DH key is a modular exponentiation.
+		return q.authAsync(r, a, authSendChallenge, func() nvme.Status { return a.receive(r, q, c) })
+	}
+	return a.receive(r, q, c)
+}
+
+// receive answers an Authentication Receive with what the step has to say.
+// a.mu is held.
+func (a *queueAuth) receive(r *Request, q *Queue, c *Controller) nvme.Status {
 	buf := make([]byte, MaxAuthLength)
 	var n int
 	switch a.step {
@@ -345,13 +456,13 @@ func handleAuthReceive(r *Request) nvme.Status {
 		n = a.challenge(buf)
 		if n == 0 {
 			a.fail(nvme.AuthFailFailed)
-			q.authFailed(c, "DH key", a.reason)
+			q.authFailed(c, a, "DH key", a.reason)
 			return nvme.StatusInternalError
 		}
 		if n > int(r.DataLen) {
 			// The host's buffer is too small for our Challenge.
 			a.fail(nvme.AuthFailIncorrectPayload)
-			q.authFailed(c, "allocation length too small", a.reason)
+			q.authFailed(c, a, "allocation length too small", a.reason)
 			return r.invalidField(nvme.ErrLocAuthLen)
 		}
 		a.step = authWaitReply
@@ -378,7 +489,7 @@ func handleAuthReceive(r *Request) nvme.Status {
 		// Nothing to say: the host is out of step.
 		n = nvme.PutAuthFailure(buf, nvme.AuthIDFailure1, a.tid, nvme.AuthFailIncorrectMessage)
 		a.reset()
-		q.authFailed(c, "receive out of step", nvme.AuthFailIncorrectMessage)
+		q.authFailed(c, a, "receive out of step", nvme.AuthFailIncorrectMessage)
 	}
 	r.fillData(buf[:min(n, int(r.DataLen))])
 	return nvme.StatusSuccess
@@ -396,6 +507,9 @@ func (a *queueAuth) challenge(buf []byte) int {
 	}
 	var pub []byte
 	if a.group != dhchap.Null {
+		if authComputeHook != nil {
+			authComputeHook()
+		}
 		k, err := a.group.NewKey(nil)
 		if err != nil {
 			return 0

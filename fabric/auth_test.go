@@ -255,8 +255,8 @@ func setFeatures(h *host, fid uint8, v uint32) nvme.Completion {
 	return h.mustOK(c, nil)
 }
 
-// Refusals: each ends in a Failure1 with the spec's explanation, and the
-// queue stays closed to other commands.
+// Refusals: each ends in a Failure1 with the spec's explanation, the queue
+// stays closed to other commands, and the target disconnects it.
 func TestAuthRefused(t *testing.T) {
 	right := testSecret(t, dhchap.SHA256, 1)
 	cases := []struct {
@@ -311,9 +311,11 @@ func TestAuthRefused(t *testing.T) {
 			get := newCmd(nvme.OpFabrics, 3)
 			get.SetFCType(nvme.FCTypePropertyGet)
 			get.SetProperty(1, nvme.PropCAP, 0)
-			if st := h.submit(get, nil).Status(); st != nvme.StatusAuthRequired.WithDNR() {
+			h.mayClose = true
+			if st := h.submit(get, nil).Status(); st != 0 && st != nvme.StatusAuthRequired.WithDNR() {
 				t.Fatalf("after a failed authentication: %v", st)
 			}
+			waitDisconnected(t, h, "after a failed authentication")
 			if r.tgt.Stats().AuthFailed == 0 || r.tgt.Stats().AuthSucceeded != 0 {
 				t.Fatalf("stats %+v", r.tgt.Stats())
 			}
@@ -321,8 +323,8 @@ func TestAuthRefused(t *testing.T) {
 	}
 }
 
-// A controller response the host cannot verify: the host sends Failure2
-// and the queue is not authenticated.
+// A controller response the host cannot verify: the host sends Failure2,
+// the queue is not authenticated, and the target disconnects it.
 func TestAuthWrongControllerKey(t *testing.T) {
 	keys := HostAuth{Key: testSecret(t, dhchap.SHA256, 1), CtrlKey: testSecret(t, dhchap.SHA256, 2)}
 	r := authRig(t, keys, AuthPolicy{}, Options{})
@@ -331,28 +333,20 @@ func TestAuthWrongControllerKey(t *testing.T) {
 	if _, err := a.run(); err == nil {
 		t.Fatal("a wrong controller key verified")
 	}
-	if st := h.submit(newCmd(nvme.OpAdminKeepAlive, 6), nil).Status(); st != nvme.StatusAuthRequired.WithDNR() {
+	h.mayClose = true
+	if st := h.submit(newCmd(nvme.OpAdminKeepAlive, 6), nil).Status(); st != 0 && st != nvme.StatusAuthRequired.WithDNR() {
 		t.Fatalf("after Failure2: %v", st)
 	}
+	waitDisconnected(t, h, "after Failure2")
 }
 
-// Messages out of order get Failure1 (incorrect message); Authentication
-// Send/Receive with bad fields get Invalid Field.
-func TestAuthOutOfOrder(t *testing.T) {
+// Authentication Send/Receive with bad fields get Invalid Field and change
+// nothing: a transaction after them succeeds. (Messages out of step end the
+// transaction: TestAuthFailureEndsQueue.)
+func TestAuthBadFields(t *testing.T) {
 	r := authRig(t, HostAuth{Key: testSecret(t, dhchap.SHA256, 1)}, AuthPolicy{}, Options{})
 	h, _ := r.connectOnly(testHostNQN)
 	a := &authHost{h: h, hostNQN: testHostNQN, subNQN: testNQN}
-	buf := make([]byte, 256)
-	// A Reply before any Negotiate.
-	n := nvme.PutAuthReply(buf, 0, 0, make([]byte, 32), nil, nil)
-	a.send(buf[:n])
-	if m := nvme.AuthMessage(a.receive()); m.ID() != nvme.AuthIDFailure1 || m.FailureExplanation() != nvme.AuthFailIncorrectMessage {
-		t.Fatalf("reply first: % x", m[:8])
-	}
-	// A Receive with nothing to say.
-	if m := nvme.AuthMessage(a.receive()); m.ID() != nvme.AuthIDFailure1 {
-		t.Fatalf("receive first: % x", m[:8])
-	}
 	bad := []struct {
 		name string
 		mod  func(c nvme.Command)
@@ -478,5 +472,148 @@ func TestAuthOutlastsKATO(t *testing.T) {
 	}
 	if n := r.tgt.Stats().KAExpired; n != 0 {
 		t.Fatalf("keep-alive expired %d times during authentication", n)
+	}
+}
+
+// TestAuthOffTransportGoroutine: the modular exponentiations of a DH
+// exchange (making the controller's key for the Challenge, the shared
+// secret from the Reply) do not run on the goroutine that executes the
+// command, which is a poller serving every host's I/O: Execute returns
+// while they run, and the command completes when they are done.
+func TestAuthOffTransportGoroutine(t *testing.T) {
+	key := testSecret(t, dhchap.SHA256, 1)
+	r := authRig(t, HostAuth{Key: key}, AuthPolicy{Groups: []dhchap.Group{dhchap.FFDHE2048}}, Options{})
+	h, _ := r.connectOnly(testHostNQN)
+	entered := make(chan struct{}, 4)
+	release := make(chan struct{})
+	authComputeHook = func() {
+		entered <- struct{}{}
+		<-release
+	}
+	t.Cleanup(func() {
+		close(release)
+		authComputeHook = nil
+	})
+	executed := make(chan uint8, 16) // the FCType of each command Execute returned from
+	h.lq.executed = func(r *Request) { executed <- r.Cmd.FCType() }
+	a := &authHost{h: h, hostNQN: testHostNQN, subNQN: testNQN, key: key}
+	done := make(chan error, 1)
+	go func() {
+		fail, err := a.run()
+		if err == nil && fail != 0 {
+			err = fmt.Errorf("failure %d", fail)
+		}
+		done <- err
+	}()
+	for _, step := range []struct {
+		name string
+		cmd  uint8
+	}{{"challenge", nvme.FCTypeAuthRecv}, {"reply", nvme.FCTypeAuthSend}} {
+		select {
+		case <-entered:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no DH computation", step.name)
+		}
+		timeout := time.After(2 * time.Second)
+	wait:
+		for {
+			select {
+			case fc := <-executed:
+				if fc == step.cmd {
+					break wait
+				}
+			case <-timeout:
+				t.Fatalf("%s: Execute did not return while the DH computation ran: it runs on the transport's goroutine", step.name)
+			}
+		}
+		release <- struct{}{}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("authentication did not finish")
+	}
+}
+
+// waitDisconnected fails the test unless the target disconnects h in time.
+func waitDisconnected(t *testing.T, h *host, what string) {
+	t.Helper()
+	select {
+	case <-h.lq.Disconnected():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: the queue is still connected", what)
+	}
+}
+
+// TestAuthFailureEndsQueue: a transaction that fails, and any message out of
+// step, ends the transaction with a failure and the queue of a host that
+// must authenticate is disconnected, authenticated before or not: it is not
+// left open for retries, nor, after a stray Failure2 or Receive, left
+// unauthenticated with no deadline (while keep-alive waited for it for ever).
+func TestAuthFailureEndsQueue(t *testing.T) {
+	key := testSecret(t, dhchap.SHA256, 1)
+	buf := make([]byte, 256)
+	cases := []struct {
+		name          string
+		authenticated bool // authenticate first
+		// do sends what ends the transaction; it returns the Failure1
+		// explanation received, if any.
+		do   func(a *authHost) (uint8, bool)
+		want uint8
+	}{
+		{"wrong key", false, func(a *authHost) (uint8, bool) {
+			a.key = testSecret(t, dhchap.SHA256, 9)
+			fail, _ := a.run()
+			return fail, true
+		}, nvme.AuthFailFailed},
+		{"reply before negotiate", false, func(a *authHost) (uint8, bool) {
+			a.send(buf[:nvme.PutAuthReply(buf, 0, 0, make([]byte, 32), nil, nil)])
+			return nvme.AuthMessage(a.receive()).FailureExplanation(), true
+		}, nvme.AuthFailIncorrectMessage},
+		{"receive with nothing to say", false, func(a *authHost) (uint8, bool) {
+			return nvme.AuthMessage(a.receive()).FailureExplanation(), true
+		}, nvme.AuthFailIncorrectMessage},
+		{"stray Failure2 when authenticated", true, func(a *authHost) (uint8, bool) {
+			a.send(buf[:nvme.PutAuthFailure(buf, nvme.AuthIDFailure2, a.tid, nvme.AuthFailFailed)])
+			return 0, false
+		}, 0},
+		{"stray Receive when authenticated", true, func(a *authHost) (uint8, bool) {
+			return nvme.AuthMessage(a.receive()).FailureExplanation(), true
+		}, nvme.AuthFailIncorrectMessage},
+		{"re-authentication with a wrong key", true, func(a *authHost) (uint8, bool) {
+			a.key, a.tid = testSecret(t, dhchap.SHA256, 9), 7
+			fail, _ := a.run()
+			return fail, true
+		}, nvme.AuthFailFailed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := authRig(t, HostAuth{Key: key}, AuthPolicy{}, Options{})
+			h := r.dial(0, 32)
+			h.mustOK(connectCmd(0, 31, 1000), connectData(testNQN, testHostNQN, testHostID, 0xffff))
+			a := &authHost{h: h, hostNQN: testHostNQN, subNQN: testNQN, key: key}
+			if c.authenticated {
+				if fail, err := a.run(); fail != 0 || err != nil {
+					t.Fatalf("authenticate: %d %v", fail, err)
+				}
+			}
+			if fail, got := c.do(a); got && fail != c.want {
+				t.Fatalf("failure explanation %d, want %d", fail, c.want)
+			}
+			h.mayClose = true
+			get := newCmd(nvme.OpFabrics, 3)
+			get.SetFCType(nvme.FCTypePropertyGet)
+			get.SetProperty(1, nvme.PropCAP, 0)
+			if st := h.submit(get, nil).Status(); st != 0 && st != nvme.StatusAuthRequired.WithDNR() {
+				t.Fatalf("after a failed transaction: %v", st)
+			}
+			waitDisconnected(t, h, "after a failed transaction")
+			if r.tgt.Stats().AuthFailed == 0 {
+				t.Fatalf("stats %+v", r.tgt.Stats())
+			}
+		})
 	}
 }

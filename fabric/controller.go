@@ -30,29 +30,25 @@ type Controller struct {
 	port    *Port
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	cc      nvme.CC
-	csts    uint32
-	kato    time.Duration
-	kaTimer *time.Timer
-	queues  map[nvme.QID]*Queue
-	admin   *Queue
-	nrIOQ   uint16 // granted by Set Features Number of Queues
-	aec     uint32 // Async Event Configuration
-	pending []uint32
-	// changedNS is the Changed Namespace List (log page 04h): NSIDs whose
-	// attributes changed since the host last read it; [NSIDAll] once more
-	// than it holds changed. aenMasked are the notices sent and not yet
-	// acknowledged by reading their log page (events.go).
-	changedNS []nvme.NSID
-	aenMasked aenKind
-	errLog    []nvme.ErrorLogEntry
-	errCount  uint64
-	deleted   bool
-	feat      map[uint8]uint32
+	mu       sync.Mutex
+	cc       nvme.CC
+	csts     uint32
+	kato     time.Duration
+	kaTimer  *time.Timer
+	queues   map[nvme.QID]*Queue
+	admin    *Queue
+	nrIOQ    uint16 // granted by Set Features Number of Queues
+	errLog   []nvme.ErrorLogEntry
+	errCount uint64
+	deleted  bool
+	feat     map[uint8]uint32
 	// shutdownFlush: a shutdown's flush runs; shutdownAgain: another
 	// shutdown was asked for meanwhile (flushForShutdown).
 	shutdownFlush, shutdownAgain bool
+
+	// events are the controller's asynchronous events, under their own
+	// lock (events.go).
+	events asyncEvents
 
 	wce     atomic.Bool // volatile write cache enabled
 	enabled atomic.Bool // CSTS.RDY, read lock-free on the I/O path
@@ -69,6 +65,17 @@ func (c *Controller) HostNQN() string { return c.hostNQN }
 func (c *Controller) Subsystem() *Subsystem { return c.s }
 
 func (c *Controller) isDiscovery() bool { return c.s.discovery }
+
+// hostKey is what the controller's host is counted by (see hostKey).
+func (c *Controller) hostKey() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	remote := ""
+	if c.admin != nil {
+		remote = c.admin.hint.Remote
+	}
+	return hostKey(c.hostNQN, remote)
+}
 
 // newController allocates a CNTLID and registers the controller.
 func (s *Subsystem) newController(hostNQN string, hostID [16]byte, p *Port, kato time.Duration) (*Controller, error) {
@@ -98,9 +105,12 @@ func (s *Subsystem) newController(hostNQN string, hostID [16]byte, p *Port, kato
 
 func (c *Controller) keepAliveExpired() {
 	c.mu.Lock()
-	admin := c.admin
+	admin, off := c.admin, c.kato == 0
 	c.mu.Unlock()
-	if admin != nil && !admin.authorized() {
+	if off {
+		return // turned off as the timer fired
+	}
+	if admin != nil && admin.authenticating() {
 		// The host cannot send Keep Alive before its admin queue is
 		// authenticated, and a DH exchange may take longer than KATO;
 		// the authentication timeout bounds this wait instead.
@@ -112,10 +122,11 @@ func (c *Controller) keepAliveExpired() {
 	c.delete("keep-alive timeout")
 }
 
-// keepAlive restarts the keep-alive timer.
+// keepAlive restarts the keep-alive timer, unless KATO is 0: Set Features
+// may have turned it off (NVMe base §5.27.1.12).
 func (c *Controller) keepAlive() {
 	c.mu.Lock()
-	if c.kaTimer != nil && !c.deleted {
+	if c.kaTimer != nil && !c.deleted && c.kato > 0 {
 		c.kaTimer.Reset(c.kato)
 	}
 	c.mu.Unlock()
@@ -283,49 +294,6 @@ func (c *Controller) recordError(r *Request, st nvme.Status) {
 	}
 	c.mu.Unlock()
 	c.log.Debug("command failed", "qid", r.q.qid, "cid", r.Cmd.CID(), "opcode", r.Cmd.Opcode(), "status", st.String())
-}
-
-// holdAER keeps an Async Event Request until an event is posted.
-func (c *Controller) holdAER(r *Request) nvme.Status {
-	c.mu.Lock()
-	if len(c.pending) > 0 {
-		ev := c.pending[0]
-		c.pending = c.pending[1:]
-		c.mu.Unlock()
-		r.setResult(ev)
-		return nvme.StatusSuccess
-	}
-	c.mu.Unlock()
-	q := r.q
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.aers) >= aerLimit {
-		return nvme.StatusAsyncEventLimitExceeded.WithDNR()
-	}
-	q.aers = append(q.aers, r)
-	return statusPending
-}
-
-// postEvent completes a held Async Event Request, or queues the event.
-func (c *Controller) postEvent(result uint32) {
-	c.mu.Lock()
-	q := c.admin
-	c.mu.Unlock()
-	if q != nil {
-		q.mu.Lock()
-		if len(q.aers) > 0 {
-			r := q.aers[0]
-			q.aers = q.aers[1:]
-			q.mu.Unlock()
-			r.setResult(result)
-			r.complete(nvme.StatusSuccess)
-			return
-		}
-		q.mu.Unlock()
-	}
-	c.mu.Lock()
-	c.pending = append(c.pending, result)
-	c.mu.Unlock()
 }
 
 // ControllerInfo describes a connected controller for the operator.

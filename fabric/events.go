@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -20,6 +21,150 @@ const (
 	aenDiscovery                     // Discovery Log Page Change, log page 70h
 )
 
+// asyncEvents is one controller's asynchronous event state under one lock,
+// in the shape of nvmet's nvmet_async_event_work: the events not yet
+// reported, the Asynchronous Event Request commands held to report them,
+// the notices the host enabled and those sent and not yet cleared, and the
+// Changed Namespace List those notices point at. With all of it under one
+// lock, an event cannot stay pending while a request is held.
+type asyncEvents struct {
+	mu sync.Mutex
+	// aec is the Asynchronous Event Configuration (Set Features 0Bh).
+	aec uint32
+	// pending are results to report, oldest first; held the requests
+	// waiting for one (at most aerLimit).
+	pending []uint32
+	held    []*Request
+	// masked are the notice kinds sent and not yet cleared by reading
+	// their log page.
+	masked aenKind
+	// changedNS is the Changed Namespace List (log page 04h): NSIDs whose
+	// attributes changed since the host last read it; [NSIDAll] once more
+	// than it holds changed.
+	changedNS []nvme.NSID
+	// closed: the admin queue is gone; nothing more is held or reported.
+	closed bool
+}
+
+// hold takes an Asynchronous Event Request: it completes at once with the
+// oldest pending event, or is held until one is reported.
+func (e *asyncEvents) hold(r *Request) nvme.Status {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closed:
+		return nvme.StatusAbortSQDeleted
+	case len(e.pending) > 0:
+		r.setResult(e.pending[0])
+		e.pending = e.pending[1:]
+		return nvme.StatusSuccess
+	case len(e.held) >= aerLimit:
+		return nvme.StatusAsyncEventLimitExceeded.WithDNR()
+	}
+	e.held = append(e.held, r)
+	return statusPending
+}
+
+// report completes the oldest held request with result, or keeps result
+// pending until a request comes.
+func (e *asyncEvents) report(result uint32) {
+	e.mu.Lock()
+	r := e.reportLocked(result)
+	e.mu.Unlock()
+	complete(r, result)
+}
+
+// reportLocked is report with e.mu held: it returns the request to complete
+// (after unlocking, since completing calls into the transport), or nil.
+func (e *asyncEvents) reportLocked(result uint32) *Request {
+	if e.closed {
+		return nil
+	}
+	if len(e.held) == 0 {
+		e.pending = append(e.pending, result)
+		return nil
+	}
+	r := e.held[0]
+	e.held = e.held[1:]
+	return r
+}
+
+func complete(r *Request, result uint32) {
+	if r != nil {
+		r.setResult(result)
+		r.complete(nvme.StatusSuccess)
+	}
+}
+
+// notice reports a notice of kind k, unless the host did not enable it (AEC
+// bit aec) or one is outstanding. Before it decides, update runs under the
+// lock (to change the log page the notice points at).
+func (e *asyncEvents) notice(k aenKind, aec uint32, result uint32, update func()) {
+	e.mu.Lock()
+	if update != nil {
+		update()
+	}
+	var r *Request
+	send := !e.closed && e.aec&aec != 0 && e.masked&k == 0
+	if send {
+		e.masked |= k
+		r = e.reportLocked(result)
+	}
+	e.mu.Unlock()
+	complete(r, result)
+}
+
+// logRead clears the mask of kind k when the host read its log page without
+// retaining the event.
+func (e *asyncEvents) logRead(k aenKind, retain bool) {
+	if retain {
+		return
+	}
+	e.mu.Lock()
+	e.masked &^= k
+	e.mu.Unlock()
+}
+
+// close ends event reporting when the admin queue is gone, and returns the
+// requests it held, for the caller to complete.
+func (e *asyncEvents) close() []*Request {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	held := e.held
+	e.held, e.pending = nil, nil
+	return held
+}
+
+func (e *asyncEvents) setAEC(v uint32) {
+	e.mu.Lock()
+	e.aec = v
+	e.mu.Unlock()
+}
+
+func (e *asyncEvents) getAEC() uint32 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.aec
+}
+
+// heldCIDs lists the CIDs of the held requests.
+func (e *asyncEvents) heldCIDs() []uint16 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cids := make([]uint16, len(e.held))
+	for i, r := range e.held {
+		cids[i] = r.Cmd.CID()
+	}
+	return cids
+}
+
+// holdAER keeps an Async Event Request until an event is reported.
+func (c *Controller) holdAER(r *Request) nvme.Status { return c.events.hold(r) }
+
+// postEvent reports an event to the host.
+func (c *Controller) postEvent(result uint32) { c.events.report(result) }
+
 // nsChanged records nsid in the Changed Namespace List of every controller
 // of the subsystem, and sends each that enabled it a Namespace Attribute
 // Changed notice.
@@ -30,42 +175,32 @@ func (s *Subsystem) nsChanged(nsid nvme.NSID) {
 }
 
 func (c *Controller) nsChanged(nsid nvme.NSID) {
-	c.mu.Lock()
-	switch {
-	case slices.Contains(c.changedNS, nsid):
-	case len(c.changedNS) == 1 && c.changedNS[0] == nvme.NSIDAll:
-		// Overflowed: the host rescans every namespace anyway.
-	case len(c.changedNS) == nvme.MaxChangedNSEntries:
-		c.changedNS = append(c.changedNS[:0], nvme.NSIDAll)
-	default:
-		c.changedNS = append(c.changedNS, nsid)
-	}
-	send := c.maskAEN(aenNSAttr, nvme.AECNSAttrNotices)
-	c.mu.Unlock()
-	if send {
-		c.postEvent(nvme.MakeAsyncEventResult(nvme.AsyncEventTypeNotice, nvme.AsyncInfoNSAttrChanged, nvme.LogChangedNSList))
-	}
-}
-
-// maskAEN reports whether a notice of kind k, enabled by AEC bit aec, is to
-// be sent now, and masks it if so. c.mu is held.
-func (c *Controller) maskAEN(k aenKind, aec uint32) bool {
-	if c.deleted || c.aec&aec == 0 || c.aenMasked&k != 0 {
-		return false
-	}
-	c.aenMasked |= k
-	return true
+	e := &c.events
+	e.notice(aenNSAttr, nvme.AECNSAttrNotices,
+		nvme.MakeAsyncEventResult(nvme.AsyncEventTypeNotice, nvme.AsyncInfoNSAttrChanged, nvme.LogChangedNSList),
+		func() {
+			switch {
+			case slices.Contains(e.changedNS, nsid):
+			case len(e.changedNS) == 1 && e.changedNS[0] == nvme.NSIDAll:
+				// Overflowed: the host rescans every namespace anyway.
+			case len(e.changedNS) == nvme.MaxChangedNSEntries:
+				e.changedNS = append(e.changedNS[:0], nvme.NSIDAll)
+			default:
+				e.changedNS = append(e.changedNS, nsid)
+			}
+		})
 }
 
 // takeChangedNS returns the Changed Namespace List and clears it; unless the
 // host retains the event, the notice is unmasked.
 func (c *Controller) takeChangedNS(retain bool) []nvme.NSID {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	list := c.changedNS
-	c.changedNS = nil
+	e := &c.events
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	list := e.changedNS
+	e.changedNS = nil
 	if !retain {
-		c.aenMasked &^= aenNSAttr
+		e.masked &^= aenNSAttr
 	}
 	return list
 }
@@ -78,25 +213,14 @@ func (t *Target) discoveryChanged() {
 	t.genctr++
 	t.mu.Unlock()
 	for _, c := range t.discovery.controllerList() {
-		c.mu.Lock()
-		send := c.maskAEN(aenDiscovery, nvme.AECDiscoveryChanged)
-		c.mu.Unlock()
-		if send {
-			c.postEvent(nvme.MakeAsyncEventResult(nvme.AsyncEventTypeNotice, nvme.AsyncInfoDiscoveryChanged, nvme.LogDiscovery))
-		}
+		c.events.notice(aenDiscovery, nvme.AECDiscoveryChanged,
+			nvme.MakeAsyncEventResult(nvme.AsyncEventTypeNotice, nvme.AsyncInfoDiscoveryChanged, nvme.LogDiscovery), nil)
 	}
 }
 
 // discoveryLogRead unmasks the discovery change notice once the host read
 // the log page without retaining the event.
-func (c *Controller) discoveryLogRead(retain bool) {
-	if retain {
-		return
-	}
-	c.mu.Lock()
-	c.aenMasked &^= aenDiscovery
-	c.mu.Unlock()
-}
+func (c *Controller) discoveryLogRead(retain bool) { c.events.logRead(aenDiscovery, retain) }
 
 // controllerList snapshots the subsystem's controllers.
 func (s *Subsystem) controllerList() []*Controller {

@@ -136,9 +136,9 @@ func parseConnect(r *Request, a *connectArgs) nvme.Status {
 	if a.s = q.t.Subsystem(a.subNQN); a.s == nil {
 		return connectInvalid(r, true, nvme.IPOSubNQN)
 	}
-	if a.hostNQN == "" {
-		return connectInvalid(r, true, nvme.IPOHostNQN)
-	}
+	// An empty Host NQN (SPDK's initiator sends one unless told otherwise)
+	// is taken where any host may connect, as nvmet and SPDK take it; a
+	// host list never holds it, so hostAllowed refuses it elsewhere.
 	if a.hostID == ([16]byte{}) {
 		return connectInvalid(r, true, nvme.IPOHostID)
 	}

@@ -51,6 +51,15 @@ func TestAdminConnect(t *testing.T) {
 			data: connectData(testNQN, testHostNQN, testHostID, 0xffff), want: nvme.StatusDataSGLLengthInvalid.WithDNR()},
 		{name: "discovery", cmd: func() nvme.Command { return connectCmd(0, 31, 0) },
 			data: connectData(nvme.DiscoveryNQN, testHostNQN, testHostID, 0xffff), want: nvme.StatusSuccess},
+		// SPDK's initiator and tools send an empty Host NQN unless told
+		// otherwise; nvmet and SPDK's target take it where any host may
+		// connect, and so do we.
+		{name: "empty host NQN, any host", cmd: func() nvme.Command { return connectCmd(0, 31, 0) },
+			data: connectData(testNQN, "", testHostID, 0xffff), want: nvme.StatusSuccess},
+		{name: "empty host NQN, discovery", cmd: func() nvme.Command { return connectCmd(0, 31, 0) },
+			data: connectData(nvme.DiscoveryNQN, "", testHostID, 0xffff), want: nvme.StatusSuccess},
+		{name: "empty host NQN, host list", opts: []rigOpt{allowOnly}, cmd: func() nvme.Command { return connectCmd(0, 31, 0) },
+			data: connectData(testNQN, "", testHostID, 0xffff), want: nvme.StatusConnectInvalidHost.WithDNR()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -254,4 +263,23 @@ func TestAdminQueueLossDeletesController(t *testing.T) {
 	if r.tgt.Stats().Controllers != 0 {
 		t.Fatal("controller not deleted")
 	}
+}
+
+// TestKeepAliveDisabledBySetFeatures: Set Features Keep Alive Timer with
+// KATO 0 turns the timer off (NVMe base §5.27.1.12); a Keep Alive after it
+// must not arm a timer of zero that deletes the controller at once.
+func TestKeepAliveDisabledBySetFeatures(t *testing.T) {
+	r := newRig(t)
+	h, _ := r.adminConnect(testNQN, testHostNQN, 1000)
+	setFeatures(h, nvme.FeatKeepAliveTimer, 0)
+	h.mustOK(newCmd(nvme.OpAdminKeepAlive, 7), nil)
+	select {
+	case <-h.lq.Disconnected():
+		t.Fatal("the controller was deleted after KATO 0 and a Keep Alive")
+	case <-time.After(1500 * time.Millisecond): // past the 1 s KATO it had
+	}
+	if got := r.tgt.Stats().KAExpired; got != 0 {
+		t.Fatalf("KAExpired = %d", got)
+	}
+	h.mustOK(newCmd(nvme.OpAdminKeepAlive, 8), nil)
 }

@@ -220,9 +220,8 @@ func fuzzSequence(t *testing.T, in, data []byte) {
 func waitHeld(t *testing.T, q *Queue, cid uint16, done <-chan struct{}) {
 	t.Helper()
 	held := func() bool {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return slices.ContainsFunc(q.aers, func(r *Request) bool { return r.Cmd.CID() == cid })
+		c := q.Controller()
+		return c != nil && slices.Contains(c.events.heldCIDs(), cid)
 	}
 	for deadline := time.Now().Add(5 * time.Second); !held(); runtime.Gosched() {
 		select {

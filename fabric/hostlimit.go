@@ -66,7 +66,7 @@ func (h *hostQueues) drop(c hostClaim) {
 // controller or queue they cannot allocate the same way).
 func (q *Queue) claimHost(a *connectArgs) nvme.Status {
 	t := q.t
-	c := hostClaim{key: a.hostNQN}
+	c := hostClaim{key: hostKey(a.hostNQN, q.hint.Remote)}
 	if t.hasKey(a.hostNQN) {
 		// Counted by address until this queue authenticates: on a
 		// subsystem where the host has no key (discovery, say) for its
@@ -103,6 +103,16 @@ func (q *Queue) claimHost(a *connectArgs) nvme.Status {
 	}
 	q.hostClaim = c
 	return nvme.StatusSuccess
+}
+
+// hostKey is what a host is counted by: its NQN, or for a host that sends
+// none (SPDK's tools), its address, so that every such host does not share
+// one cap. An NQN holds no NUL byte (nvme.CheckNQN), so the two never meet.
+func hostKey(hostNQN, remote string) string {
+	if hostNQN != "" {
+		return hostNQN
+	}
+	return "\x00" + hostOf(remote)
 }
 
 func (q *Queue) refuseHost(a *connectArgs, err error) nvme.Status {

@@ -38,9 +38,7 @@ func aer(h *host, cid uint16) <-chan nvme.Completion {
 	}()
 	// Held once it is in the queue's list.
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		h.lq.q.mu.Lock()
-		n := len(h.lq.q.aers)
-		h.lq.q.mu.Unlock()
+		n := len(h.lq.q.Controller().events.heldCIDs())
 		if n > 0 || time.Now().After(deadline) {
 			break
 		}
@@ -199,9 +197,9 @@ func TestChangedNSListOverflow(t *testing.T) {
 		c.nsChanged(id)
 	}
 	c.nsChanged(5) // already listed: still not overflowed
-	c.mu.Lock()
-	n := len(c.changedNS)
-	c.mu.Unlock()
+	c.events.mu.Lock()
+	n := len(c.events.changedNS)
+	c.events.mu.Unlock()
 	if n != nvme.MaxChangedNSEntries {
 		t.Fatalf("%d entries, want %d", n, nvme.MaxChangedNSEntries)
 	}

@@ -84,8 +84,9 @@ type LoopQueue struct {
 	// disconnected is closed when the target asks for a disconnect.
 	disconnected chan struct{}
 	// parsed, set by tests before the first Submit, sees every request
-	// Parse accepted, before its data is mapped.
-	parsed func(*Request)
+	// Parse accepted, before its data is mapped; executed sees each once
+	// Execute returned (the command may still be running elsewhere).
+	parsed, executed func(*Request)
 }
 
 type loopReq struct {
@@ -196,6 +197,9 @@ func (lq *LoopQueue) SubmitN(cmd nvme.Command, data []byte, rsp nvme.Completion)
 		}
 		moved = int(r.DataLen)
 		lq.q.Execute(r)
+		if lq.executed != nil {
+			lq.executed(r)
+		}
 	}
 	select {
 	case <-lr.done:

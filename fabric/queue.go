@@ -42,8 +42,6 @@ type Queue struct {
 	// hostClaim is where this queue counts against its host's cap
 	// (hostQueues).
 	hostClaim hostClaim
-	// aers are the Async Event Requests this (admin) queue holds.
-	aers []*Request
 }
 
 // NewQueue registers a transport queue with the target.
@@ -200,7 +198,7 @@ func (r *Request) complete(st nvme.Status) {
 func (r *Request) setResult(dw0 uint32) { r.Rsp.SetDW0(dw0) }
 
 // Destroy tells the core the transport queue is gone. Requests the core
-// holds (Async Event Requests) are completed through QueueResponse so the
+// holds (Async Event Requests, on the admin queue) are completed through QueueResponse so the
 // transport can free them; the queue's controller is torn down with its
 // admin queue.
 func (q *Queue) Destroy() {
@@ -212,16 +210,17 @@ func (q *Queue) Destroy() {
 	q.gone = true
 	q.connectTimer.Stop()
 	if a := q.auth.Load(); a != nil {
-		a.timer.Stop()
+		a.stopTimers()
 	}
 	ctrl := q.ctrl.Load()
-	aers := q.aers
-	q.aers = nil
 	q.mu.Unlock()
 	q.t.stats.queues.Add(-1)
 	q.releaseHost()
-	for _, r := range aers {
-		r.complete(nvme.StatusAbortSQDeleted)
+	if ctrl != nil && q.qid == 0 {
+		// The Asynchronous Event Requests it held.
+		for _, r := range ctrl.events.close() {
+			r.complete(nvme.StatusAbortSQDeleted)
+		}
 	}
 	if ctrl != nil {
 		ctrl.queueGone(q)

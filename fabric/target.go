@@ -24,6 +24,10 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// AuthTimeout bounds an in-band authentication (DefaultAuthTimeout).
 	AuthTimeout time.Duration
+	// AuthWorkers is how many DH computations of in-band authentication
+	// run at once (DefaultAuthWorkers); they never run on a transport's
+	// goroutine (authPool).
+	AuthWorkers int
 	// MaxConnectionsPerHost caps the queues (admin and I/O, all its
 	// controllers) one host NQN may have connected; a Connect past it is
 	// refused with Controller Busy.
@@ -69,6 +73,9 @@ func (o *Options) setDefaults() {
 	if o.AuthTimeout == 0 {
 		o.AuthTimeout = DefaultAuthTimeout
 	}
+	if o.AuthWorkers == 0 {
+		o.AuthWorkers = DefaultAuthWorkers()
+	}
 	if o.KATOMax == 0 {
 		o.KATOMax = DefaultKATOMax
 	}
@@ -98,6 +105,7 @@ type Target struct {
 	closed     bool
 
 	hosts       hostQueues
+	authPool    *authPool
 	stats       targetStats
 	refusalLog  logLimit // refused Connects
 	authFailLog logLimit // failed authentications
@@ -141,6 +149,10 @@ func NewTarget(o Options) *Target {
 	o.setDefaults()
 	t := &Target{opts: o, log: o.Logger, subsystems: map[string]*Subsystem{}, genctr: 1,
 		refusalLog: newLogLimit(), authFailLog: newLogLimit()}
+	// Each queue has at most one computation waiting, and an address at
+	// most MaxConnectionsPerHost queues waiting to authenticate
+	// (hostQueues), some more re-authenticating.
+	t.authPool = newAuthPool(o.AuthWorkers, 2*o.MaxConnectionsPerHost)
 	t.discovery = newSubsystem(t, SubsystemConfig{NQN: nvme.DiscoveryNQN, Serial: discoverySerial, AllowAnyHost: true, Model: "nvmeof-tgt discovery"}, true)
 	return t
 }
