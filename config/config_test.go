@@ -410,6 +410,11 @@ func TestLoadRejects(t *testing.T) {
 		{name: "bad duration", yaml: minimalYAML + "rdma: {poll_idle: soon}\n", want: []string{"rdma.poll_idle"}},
 		{name: "not an int", yaml: minimalYAML + "rdma: {pollers: many}\n", want: []string{"rdma.pollers"}},
 		{name: "not yaml", yaml: "ports: [\n", want: []string{"read config"}},
+		// Unquoted, YAML reads digits as a number and drops leading zeros.
+		{name: "eui64 unquoted", yaml: minimalYAML + "    namespaces: [{nsid: 1, size: 1MiB, eui64: 0011223344556677}]\n",
+			want: []string{"subsystems[0].namespaces[0].eui64", "quote"}},
+		{name: "nguid unquoted", yaml: minimalYAML + "    namespaces: [{nsid: 1, size: 1MiB, nguid: 12345678901234567890123456789012}]\n",
+			want: []string{"subsystems[0].namespaces[0].nguid", "quote"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

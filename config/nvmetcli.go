@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,7 +31,8 @@ import (
 // What is carried: RDMA ports (address, service); each subsystem's NQN,
 // allow_any_host, allowed_hosts, serial and model; each enabled
 // namespace's NSID, device path (its backend inferred on this machine, as
-// blockdev.KindOf does) and UUID. File namespaces get block_size 4096:
+// blockdev.KindOf does), UUID and NGUID (none when nvmet had none). File
+// namespaces get block_size 4096:
 // nvmet gives a file the block size of its filesystem capped at 4KiB,
 // which is 4KiB on ext4, xfs and tmpfs, and the host's partition table
 // depends on it. A disabled namespace (enable 0) is skipped, not served.
@@ -203,14 +205,38 @@ func (im *importer) namespace(path string, m map[string]any) (Namespace, bool) {
 			im.note(path+".device.uuid", "%q: not carried: not a UUID", u)
 		}
 	}
-	if g, _ := scalar(dev["nguid"]); g != "" && strings.Trim(g, "0-") != "" {
-		im.note(path+".device.nguid", "%s: not carried: this target derives the NGUID from the UUID", g)
-	}
-	im.noteRest(path+".device", dev, map[string]bool{"path": true, "uuid": true, "nguid": true}, map[string][]string{"p2pmem": {"0"}})
+	n.NGUID, n.EUI64 = im.ids(path+".device", dev)
+	im.noteRest(path+".device", dev, map[string]bool{"path": true, "uuid": true, "nguid": true, "eui64": true}, map[string][]string{"p2pmem": {"0"}})
 	im.noteRest(path+".ana", asMap(m["ana"]), nil, map[string][]string{"grpid": {"1"}})
 	im.noteRest(path+".resv", asMap(m["resv"]), nil, map[string][]string{"enable": {"0"}})
 	im.noteRest(path, m, map[string]bool{"nsid": true, "enable": true, "device": true, "ana": true, "resv": true}, namespaceDefaults)
 	return n, true
+}
+
+// ids carries a namespace's NGUID and EUI64 as hosts saw them. nvmet
+// reports an NGUID only when given one (device_nguid; zero otherwise), so
+// a zero or missing one is carried as none, not left to be derived. nvmet
+// has no EUI64 attribute; one in the JSON is carried all the same.
+func (im *importer) ids(path string, dev map[string]any) (nguid, eui64 HexID) {
+	nguid = NGUIDNone
+	if s, _ := scalar(dev["nguid"]); s != "" {
+		switch g, err := ParseNGUID(s); {
+		case err != nil:
+			im.note(path+".nguid", "%q: not carried: %v; this target derives one from the UUID", s, err)
+			nguid = ""
+		case g != [16]byte{}:
+			nguid = HexID(hex.EncodeToString(g[:]))
+		}
+	}
+	if s, _ := scalar(dev["eui64"]); s != "" {
+		switch e, err := ParseEUI64(s); {
+		case err != nil:
+			im.note(path+".eui64", "%q: not carried: %v", s, err)
+		case e != [8]byte{}:
+			eui64 = HexID(hex.EncodeToString(e[:]))
+		}
+	}
+	return nguid, eui64
 }
 
 func (im *importer) ports(v any) {
@@ -334,6 +360,14 @@ func (im *importer) yaml() []byte {
 			}
 			if n.UUID != "" {
 				fmt.Fprintf(&b, "        uuid: %s\n", n.UUID)
+			}
+			if n.NGUID == NGUIDNone {
+				fmt.Fprintf(&b, "        nguid: %s\n", n.NGUID)
+			} else if n.NGUID != "" {
+				fmt.Fprintf(&b, "        nguid: %s\n", q(string(n.NGUID)))
+			}
+			if n.EUI64 != "" {
+				fmt.Fprintf(&b, "        eui64: %s\n", q(string(n.EUI64)))
 			}
 		}
 	}

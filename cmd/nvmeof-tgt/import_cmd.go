@@ -15,7 +15,7 @@ func importNvmetcliCmd() *cobra.Command {
 		Short: "Convert an `nvmetcli save` JSON file to this target's YAML",
 		Long: `Convert the JSON that nvmetcli save writes (by default /etc/nvmet/config.json)
 to this target's configuration, printed on standard output. Every setting
-that cannot be carried (TCP ports, referrals, NGUIDs, disabled namespaces,
+that cannot be carried (TCP ports, referrals, disabled namespaces,
 per-port subsystem links, ...) is named on standard error, one line each.
 It exits 0 when it converted, even with notes; run "config validate" on the
 result before serving it.`,
