@@ -260,6 +260,23 @@ func TestLoadDefault(t *testing.T) {
 // every key with its default, in step with the code: it loads, it shows
 // every key the code knows and none it does not, every scalar key is set
 // to the default the code uses, and every "default X" comment agrees.
+// TestInstalledFile: the configuration `make install` puts in place when
+// there is none starts as it is on any machine: it passes what serve
+// checks before it needs an RDMA device (tests/install_test.sh checks the
+// installed copy with `config validate`).
+func TestInstalledFile(t *testing.T) {
+	c, err := LoadFile(filepath.Join("..", "deploy", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckPaths(); err != nil {
+		t.Error(err)
+	}
+	if c.HasInlineSecrets() {
+		t.Error("the installed configuration holds secrets")
+	}
+}
+
 func TestExampleFile(t *testing.T) {
 	path := filepath.Join("..", "deploy", "config.example.yaml")
 	if _, err := os.Stat(path); err != nil {
