@@ -46,7 +46,11 @@ are never printed, except in the configuration with --inline-keys.`,
 			}
 			im, err := config.ImportNvmetcli(data, o)
 			if errors.Is(err, config.ErrKeysNotCarried) {
-				return fmt.Errorf("%s: %w; give --key-dir DIR or --inline-keys to carry valid keys, or --drop-keys to leave these hosts out of their subsystems", args[0], err)
+				hint := "give --key-dir DIR or --inline-keys to carry the keys, or --drop-keys to leave these hosts out of their subsystems"
+				if o.KeyDir != "" || o.InlineKeys {
+					hint = "fix the keys in nvmet (nvme gen-dhchap-key), or give --drop-keys to leave these hosts out of their subsystems"
+				}
+				return fmt.Errorf("%s: %w; %s", args[0], err, hint)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
