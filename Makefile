@@ -11,8 +11,11 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 
 # make install: the binary under PREFIX, the unit (its ExecStart rewritten to
-# BINDIR), the configuration in /etc/nvmeof-tgt (config.yaml only if absent;
-# the example always) and shell completions. DESTDIR stages it all.
+# BINDIR), the configuration in /etc/nvmeof-tgt (config.yaml, from
+# deploy/config.yaml, only if absent: it starts on any machine with an RDMA
+# device and says what to edit; mode 0600, which serve requires once it holds
+# a secret; config.example.yaml, every key, always) and
+# shell completions. DESTDIR stages it all.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/system
@@ -64,7 +67,7 @@ install: build
 	@if [ -e $(DESTDIR)$(CONFDIR)/config.yaml ]; then \
 		echo "install: keeping $(DESTDIR)$(CONFDIR)/config.yaml"; \
 	else \
-		install -m 0644 deploy/config.example.yaml $(DESTDIR)$(CONFDIR)/config.yaml; \
+		install -m 0600 deploy/config.yaml $(DESTDIR)$(CONFDIR)/config.yaml; \
 	fi
 	$(BIN) completion bash >$(DESTDIR)$(DATADIR)/bash-completion/completions/nvmeof-tgt
 	$(BIN) completion zsh >$(DESTDIR)$(DATADIR)/zsh/site-functions/_nvmeof-tgt

@@ -84,11 +84,23 @@ type Namespace struct {
 	Size Bytes `mapstructure:"size"`
 	// BlockSize is 512 or 4096, 512 when unset. A block device uses its own
 	// logical block size, so for block it stays 0 unless configured.
-	BlockSize  uint32 `mapstructure:"block_size"`
-	UUID       string `mapstructure:"uuid"`
-	ReadOnly   bool   `mapstructure:"read_only"`
-	BufferedIO bool   `mapstructure:"buffered_io"`
+	BlockSize uint32 `mapstructure:"block_size"`
+	// UUID defaults to one derived from the subsystem NQN and NSID.
+	UUID string `mapstructure:"uuid"`
+	// NGUID is 32 hex digits (as nvme id-ns prints it) or the 8-4-4-4-12
+	// form nvmet's configfs prints; NGUIDNone reports none, as nvmet does
+	// by default. Left empty it is derived from the UUID (ResolvedNGUID).
+	NGUID HexID `mapstructure:"nguid"`
+	// EUI64 is 16 hex digits; left empty the namespace has none.
+	EUI64      HexID `mapstructure:"eui64"`
+	ReadOnly   bool  `mapstructure:"read_only"`
+	BufferedIO bool  `mapstructure:"buffered_io"`
 }
+
+// HexID is an identifier written in hex (a namespace's nguid, eui64). It
+// must be a string in the file: YAML reads unquoted digits as a number,
+// dropping leading zeros, so the decoder refuses anything else.
+type HexID string
 
 // Values of the auto/on/off keys (rdma.send_with_invalidate, rdma.io_uring).
 const (
@@ -300,6 +312,7 @@ func newViper() *viper.Viper {
 var (
 	bytesType    = reflect.TypeFor[Bytes]()
 	durationType = reflect.TypeFor[time.Duration]()
+	hexIDType    = reflect.TypeFor[HexID]()
 )
 
 // decodeHook converts YAML and environment values: sizes from strings or
@@ -311,6 +324,8 @@ func decodeHook(from, to reflect.Type, data any) (any, error) {
 		return toBytes(data)
 	case to == durationType:
 		return toDuration(data)
+	case to == hexIDType && from.Kind() != reflect.String:
+		return nil, fmt.Errorf("%v: write it in quotes, as a string of hex digits (YAML reads unquoted digits as a number)", data)
 	case to == hostType && from.Kind() == reflect.String:
 		return Host{NQN: reflect.ValueOf(data).String()}, nil
 	case from.Kind() == reflect.String && to.Kind() == reflect.Slice:

@@ -97,7 +97,11 @@ func (c *Config) validateSubsystems(p *problems) {
 		p.add("subsystems", "at least one subsystem is required")
 	}
 	nqns := make(map[string]int)
-	uuids := make(map[uuid.UUID]string) // unique across all subsystems
+	// Identifiers are unique across all subsystems: the Linux host refuses
+	// a namespace whose IDs another subsystem's namespace has too.
+	uuids := make(map[uuid.UUID]string)
+	nguids := make(map[[16]byte]idOwner)
+	eui64s := make(map[[8]byte]string)
 	for i, s := range c.Subsystems {
 		k := fmt.Sprintf("subsystems[%d]", i)
 		if err := nvme.CheckSubsystemNQN(s.NQN); err != nil {
@@ -150,6 +154,7 @@ func (c *Config) validateSubsystems(p *problems) {
 				nsids[n.NSID] = j
 			}
 			n.validate(p, nk)
+			n.uniqueIDs(p, nk, s.NQN, nguids, eui64s)
 			if dupNSID && n.UUID == "" {
 				continue // its derived UUID repeats too: one problem is enough
 			}
@@ -205,6 +210,53 @@ func (n Namespace) validate(p *problems, k string) {
 
 	if bsOK && n.Size%Bytes(bs) != 0 {
 		p.add(k+".size", "%s is not a multiple of the block size %d", n.Size, bs)
+	}
+
+	// All zeroes means "none" in Identify Namespace (base 1.4 §5.15.2).
+	if n.NGUID != "" && n.NGUID != NGUIDNone {
+		if g, err := ParseNGUID(string(n.NGUID)); err != nil {
+			p.add(k+".nguid", "%q: %v, or none", n.NGUID, err)
+		} else if g == ([16]byte{}) {
+			p.add(k+".nguid", "all zero, which means no NGUID: write none, or leave the key out for one derived from the UUID")
+		}
+	}
+	if n.EUI64 != "" {
+		if e, err := ParseEUI64(string(n.EUI64)); err != nil {
+			p.add(k+".eui64", "%q: %v", n.EUI64, err)
+		} else if e == ([8]byte{}) {
+			p.add(k+".eui64", "all zero, which means no EUI64: leave the key out")
+		}
+	}
+}
+
+// idOwner is the namespace that has an NGUID, and whether it was
+// configured rather than derived.
+type idOwner struct {
+	key        string
+	configured bool
+}
+
+// uniqueIDs records the namespace's NGUID and EUI64 and reports one that
+// another namespace has. Two derived NGUIDs collide only when their UUIDs
+// do, which is reported there.
+func (n Namespace) uniqueIDs(p *problems, k, subnqn string, nguids map[[16]byte]idOwner, eui64s map[[8]byte]string) {
+	if g := n.ResolvedNGUID(subnqn); g != ([16]byte{}) {
+		me := idOwner{k, n.NGUID != ""}
+		switch other, dup := nguids[g]; {
+		case !dup:
+			nguids[g] = me
+		case me.configured:
+			p.add(k+".nguid", "%x is also the NGUID of %s", g, other.key)
+		case other.configured:
+			p.add(other.key+".nguid", "%x is also the NGUID of %s, derived from its UUID", g, k)
+		}
+	}
+	if e := n.ResolvedEUI64(); e != ([8]byte{}) {
+		if other, dup := eui64s[e]; dup {
+			p.add(k+".eui64", "%x is also the EUI64 of %s", e, other)
+		} else {
+			eui64s[e] = k
+		}
 	}
 }
 

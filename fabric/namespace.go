@@ -19,7 +19,8 @@ type NamespaceConfig struct {
 	NSID     uint32
 	Device   blockdev.Device
 	UUID     [16]byte
-	NGUID    [16]byte
+	NGUID    [16]byte // all zeroes: none
+	EUI64    [8]byte  // all zeroes: none
 	ReadOnly bool
 	// Workers is how many goroutines run the backend's blocking I/O; 0 runs
 	// it inline on the transport's goroutine (the memory backend).
@@ -32,6 +33,7 @@ type Namespace struct {
 	dev        blockdev.Device
 	uuid       [16]byte
 	nguid      [16]byte
+	eui64      [8]byte
 	readOnly   bool
 	blockShift uint
 	// nblocks is the size in blocks, read on every I/O and changed by
@@ -70,7 +72,7 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 		return nil, fmt.Errorf("add namespace %d: block size %d is not a power of two >= 512", c.NSID, bs)
 	}
 	ns := &Namespace{
-		nsid: nsid, dev: c.Device, uuid: c.UUID, nguid: c.NGUID, readOnly: c.ReadOnly,
+		nsid: nsid, dev: c.Device, uuid: c.UUID, nguid: c.NGUID, eui64: c.EUI64, readOnly: c.ReadOnly,
 		blockShift: uint(bits.TrailingZeros32(bs)),
 	}
 	ns.queuer, _ = c.Device.(blockdev.Queuer)

@@ -10,6 +10,8 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -122,7 +124,7 @@ func build(cfg *config.Config, file configFile, log *slog.Logger) (_ *server, er
 	s.m, err = control.New(s.tgt, cfg, control.Options{Path: file.path, Loaded: file.loaded, Transport: s.transport, Logger: log})
 	switch {
 	case errors.Is(err, rdma.ErrNoDevice):
-		return nil, fmt.Errorf("%w (set an RDMA device up, e.g. Soft-RoCE with `nvmeof-tgt softroce add`)", err)
+		return nil, noDeviceHelp(err, cfg, file.path, sysInfiniband)
 	case errors.Is(err, rdma.ErrNotSupported):
 		return nil, fmt.Errorf("%w (this binary was built without cgo)", err)
 	case err != nil:
@@ -139,6 +141,36 @@ func build(cfg *config.Config, file configFile, log *slog.Logger) (_ *server, er
 		}
 	}
 	return s, nil
+}
+
+// noDeviceHelp says what to do when no RDMA device serves a port: set one
+// up when the machine has none (ibRoot, /sys/class/infiniband, lists
+// none), or else edit the port's address in the configuration file.
+func noDeviceHelp(err error, cfg *config.Config, path, ibRoot string) error {
+	if !hasRDMADevice(ibRoot) {
+		return fmt.Errorf("%w: this machine has no RDMA device: set one up (a NIC's driver, or Soft-RoCE with `nvmeof-tgt softroce add`)", err)
+	}
+	file := path
+	if file == "" {
+		file = "a configuration of your own, given with --config"
+	}
+	// control names the step that failed after its port ("add port rdma 10.0.0.1:4420: ...").
+	key := "ports[].address"
+	for i, p := range cfg.Ports {
+		name := "port " + p.Transport + " " + net.JoinHostPort(p.Address, strconv.Itoa(p.Port)) + ":"
+		if p.Transport == "rdma" && strings.Contains(err.Error(), name) {
+			key = fmt.Sprintf("ports[%d].address", i)
+			break
+		}
+	}
+	return fmt.Errorf("%w: no RDMA device has that address: edit %s in %s to an address of an RDMA device (`rdma link show` names their netdevs, `ip -br addr` their addresses), or 0.0.0.0 for all of them", err, key, file)
+}
+
+// hasRDMADevice reports whether the kernel lists an RDMA device under
+// ibRoot.
+func hasRDMADevice(ibRoot string) bool {
+	devs, _ := os.ReadDir(ibRoot)
+	return len(devs) > 0
 }
 
 // startAPI serves the management API (docs/api.md) on a Unix socket.
