@@ -74,11 +74,16 @@ func (m *Manager) Handler() http.Handler {
 	return jsonErrors{mux}
 }
 
-// jsonErrors turns the mux's own plain-text 404 and 405 into the JSON
-// error body every other failure has, keeping the 405's Allow header.
+// jsonErrors refuses a path that is not canonical, and turns the mux's
+// own plain-text 404 and 405 into the JSON error body every other failure
+// has, keeping the 405's Allow header.
 type jsonErrors struct{ mux *http.ServeMux }
 
 func (j jsonErrors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := checkPath(r.URL.EscapedPath()); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
 	h, pattern := j.mux.Handler(r)
 	if pattern != "" {
 		j.mux.ServeHTTP(w, r) // which sets the path values
@@ -89,6 +94,26 @@ func (j jsonErrors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if cw.code != 0 {
 		writeError(w, cw.code, errors.New(strings.ToLower(http.StatusText(cw.code))))
 	}
+}
+
+// checkPath refuses a path with an empty, "." or ".." segment, escaped or
+// not. The mux would clean it and redirect (307) to another resource: a
+// client that followed DELETE /v1/subsystems/A/hosts/.. removed A.
+func checkPath(escaped string) error {
+	segs := strings.Split(strings.TrimPrefix(escaped, "/"), "/")
+	for i, seg := range segs {
+		s, err := url.PathUnescape(seg)
+		switch {
+		case err != nil:
+			return fmt.Errorf("path %q: %w", escaped, err)
+		case s == "" && i == len(segs)-1:
+			// "/" or a trailing '/': the mux answers 404, as for any
+			// other path with no route.
+		case s == "" || s == "." || s == "..":
+			return fmt.Errorf("path %q: an empty, \".\" or \"..\" segment names no resource", escaped)
+		}
+	}
+	return nil
 }
 
 // codeWriter passes a response through unless it is an error, whose code

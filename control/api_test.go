@@ -314,27 +314,54 @@ func TestAPI(t *testing.T) {
 	}
 }
 
-// TestAPIPathNQN: an NQN is one path segment even with '/' in it, escaped
-// as %2F.
-func TestAPIPathNQN(t *testing.T) {
-	b := newBench(t, baseYAML)
-	h := b.m.Handler()
-	nqn := "nqn.2026-11.io.example:pool/vol:1"
-	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn": "`+nqn+`", "allow_any_host": true}`); rec.Code != 201 {
-		t.Fatalf("add: %d %s", rec.Code, rec.Body)
+// TestAPIPathGuard: a name is one path segment, and a path with an empty,
+// "." or ".." segment is refused, not cleaned and redirected: a client
+// that followed the mux's redirect for DELETE .../hosts/.. removed the
+// subsystem. A '/' in a name is escaped as %2F and stays in its segment.
+func TestAPIPathGuard(t *testing.T) {
+	subs := "/v1/subsystems/"
+	tests := []struct {
+		method, path, body string
+		want               int
+	}{
+		{"DELETE", subs + subA + "/hosts/..", "", 400},
+		{"DELETE", subs + subA + "/hosts/.", "", 400},
+		{"DELETE", subs + subA + "/hosts/%2E%2E", "", 400},
+		{"DELETE", subs + subA + "/hosts/%2e.", "", 400},
+		{"PUT", subs + subA + "/hosts/..", "{}", 400},
+		{"DELETE", subs + subA + "/namespaces/1/..", "", 400},
+		{"DELETE", subs + subA + "/namespaces/../..", "", 400},
+		{"DELETE", subs + "x/../" + subA, "", 400},
+		{"DELETE", subs + "./" + subA, "", 400},
+		{"DELETE", subs + "/" + subA, "", 400},
+		{"GET", "/v1//status", "", 400},
+		{"GET", "/v1/./status", "", 400},
+		{"DELETE", "/v1/ports/loop/127.0.0.1/4420/..", "", 400},
+		{"DELETE", subs + subA + "/hosts/" + url.PathEscape(hst1+"/../.."), "", 404},
+		{"DELETE", subs + url.PathEscape(subA+"/hosts/"+hst1), "", 404},
+		{"POST", subs + subA + "/hosts", `{"nqn": ".."}`, 400},
+		{"POST", subs + subA + "/hosts", `{"nqn": "nqn.2026-11.io.example:a/b"}`, 400},
+		{"POST", "/v1/subsystems", `{"nqn": "nqn.2026-11.io.example:pool/vol", "allow_any_host": true}`, 400},
+		{"POST", "/v1/subsystems", `{"nqn": "..", "allow_any_host": true}`, 400},
+		{"GET", "/", "", 404},
+		{"GET", "/v1/status/", "", 404},
 	}
-	path := "/v1/subsystems/" + url.PathEscape(nqn)
-	if rec := do(t, h, "POST", path+"/namespaces", `{"nsid": 1, "size": "1MiB", "backend": "memory"}`); rec.Code != 201 {
-		t.Fatalf("add namespace: %d %s", rec.Code, rec.Body)
-	}
-	if got := b.namespaces(nqn); !slices.Equal(got, []uint32{1}) {
-		t.Fatalf("namespaces %v", got)
-	}
-	if rec := do(t, h, "DELETE", path, ""); rec.Code != 200 {
-		t.Fatalf("remove: %d %s", rec.Code, rec.Body)
-	}
-	if b.tgt.Subsystem(nqn) != nil {
-		t.Fatal("still there")
+	for _, tc := range tests {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			b := newBench(t, baseYAML)
+			rec := do(t, b.m.Handler(), tc.method, tc.path, tc.body)
+			if rec.Code != tc.want {
+				t.Fatalf("%d %s (Location %q), want %d", rec.Code, rec.Body, rec.Header().Get("Location"), tc.want)
+			}
+			if e := decodeAs[ErrorResponse](t, rec); e.Error == "" {
+				t.Fatalf("no error in %s", rec.Body)
+			}
+			r := b.m.Running()
+			if len(r.Subsystems) != 2 || len(r.Ports) != 1 || !slices.Equal(config.HostNQNs(r.Subsystems[0].Hosts), []string{hst1, hst2}) ||
+				!slices.Equal(b.namespaces(subA), []uint32{1, 2}) {
+				t.Fatalf("changed: %+v", r)
+			}
+		})
 	}
 }
 

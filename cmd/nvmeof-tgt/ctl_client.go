@@ -29,6 +29,11 @@ func newAPIClient(socket string) *apiClient {
 	var d net.Dialer
 	return &apiClient{socket: socket, hc: &http.Client{
 		Timeout: apiTimeout,
+		// The API sends no redirect; following one re-sends a change
+		// to another resource.
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			return fmt.Errorf("the target answered with a redirect to %s; not followed", req.URL.Path)
+		},
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, "unix", socket)
 			if err != nil {

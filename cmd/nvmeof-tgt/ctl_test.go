@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
@@ -382,5 +384,68 @@ func TestCtlNotSaved(t *testing.T) {
 	}
 	if _, _, err := runCtl("reload", "--socket", sock); err == nil || !strings.Contains(err.Error(), "no configuration file") {
 		t.Fatalf("reload: %v", err)
+	}
+}
+
+// TestCtlDotNames: "." and ".." are not names. Go's mux cleaned
+// DELETE /v1/subsystems/A/hosts/.. to A's own path and redirected, and the
+// CLI followed, so `host remove A ..` removed subsystem A.
+func TestCtlDotNames(t *testing.T) {
+	for _, args := range [][]string{
+		{"host", "remove", ctlSubA, ".."},
+		{"host", "remove", ctlSubA, "."},
+		{"host", "add", ctlSubA, ".."},
+		{"ns", "remove", ctlSubA + "/namespaces/1", ".."},
+		{"subsystem", "remove", ctlSubA + "/hosts/" + ctlHost1 + "/../.."},
+		{"subsystem", "add", "..", "--allow-any-host"},
+		{"subsystem", "add", "nqn.2026-11.io.example:a/b", "--allow-any-host"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			b := newCtlBench(t)
+			if _, _, err := b.run(args...); err == nil {
+				t.Fatal("no error")
+			}
+			r := b.m.Running()
+			if len(r.Subsystems) != 2 || !slices.Equal(config.HostNQNs(r.Subsystems[0].Hosts), []string{ctlHost1, ctlHost2}) ||
+				len(r.Subsystems[0].Namespaces) != 2 {
+				t.Fatalf("changed: %+v", r.Subsystems)
+			}
+		})
+	}
+}
+
+// TestCtlNoRedirect: the CLI never follows a redirect; the API sends none,
+// and following one re-sends a change to another resource.
+func TestCtlNoRedirect(t *testing.T) {
+	var followed atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/subsystems/a/hosts/h", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/v1/subsystems/a", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/v1/status", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/v1/subsystems/a", http.StatusFound)
+	})
+	mux.HandleFunc("/v1/subsystems/a", func(w http.ResponseWriter, r *http.Request) {
+		followed.Store(true)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"applied": ["remove subsystem a"], "persisted": true}`))
+	})
+	sock := filepath.Join(sockDir(t), "api.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener = l
+	srv.Start()
+	defer srv.Close()
+	for _, args := range [][]string{{"host", "remove", "a", "h"}, {"status"}} {
+		_, _, err := runCtl(append(args, "--socket", sock)...)
+		if err == nil || !strings.Contains(err.Error(), "redirect") {
+			t.Errorf("%v: %v, want an error about the redirect", args, err)
+		}
+	}
+	if followed.Load() {
+		t.Fatal("the CLI followed a redirect")
 	}
 }
