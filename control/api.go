@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -584,29 +585,31 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // ListenAPI listens on the Unix socket path for the management API, mode
 // 0600 so that only root (the daemon's user) may change the target. It
-// creates the socket's directory, replaces a socket left by a target that
-// died, and refuses to take over one that another target answers on.
+// creates the socket's directory, refuses one that others may write,
+// replaces a socket left by a target that died, and refuses to take over
+// one that another target answers on.
 func ListenAPI(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("api socket: %w", err)
+	}
+	if err := checkSocketDir(dir); err != nil {
+		return nil, err
 	}
 	if err := removeStale(path); err != nil {
 		return nil, err
 	}
-	// Bind under a temporary name and rename into place once it is 0600,
-	// so that there is no moment where path accepts anyone the umask
-	// lets in.
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+strconv.Itoa(os.Getpid()))
+	// Bind under a temporary name and rename into place, so that path
+	// is replaced whole; the socket is 0600 from the bind on.
+	tmp := filepath.Join(dir, "."+filepath.Base(path)+"."+strconv.Itoa(os.Getpid()))
 	os.Remove(tmp)
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	l, err := bindPrivate(tmp)
 	if err != nil {
 		return nil, fmt.Errorf("api socket: %w", err)
 	}
 	l.SetUnlinkOnClose(false)
-	if err := os.Chmod(tmp, 0o600); err != nil {
-		l.Close()
-		os.Remove(tmp)
-		return nil, fmt.Errorf("api socket: %w", err)
+	if afterBind != nil {
+		afterBind(tmp)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		l.Close()
@@ -620,6 +623,46 @@ func ListenAPI(path string) (net.Listener, error) {
 	}
 	return &apiListener{UnixListener: l, path: path, st: st}, nil
 }
+
+// umaskMu serializes bindPrivate's changes of the umask.
+var umaskMu sync.Mutex
+
+// bindPrivate binds a Unix socket at path with mode 0600: bind(2) makes
+// it 0777 less the umask, so the umask is 0177 for that call alone; a
+// chmod after the bind would leave a moment where others may connect. The
+// umask is the process's: a file another goroutine makes in that moment
+// is at most 0600 too, never more open.
+func bindPrivate(path string) (*net.UnixListener, error) {
+	umaskMu.Lock()
+	defer umaskMu.Unlock()
+	old := syscall.Umask(0o177)
+	defer syscall.Umask(old)
+	return net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+}
+
+// checkSocketDir refuses a socket directory that anyone but this user and
+// root may write, the sticky /tmp included: they could put a socket of
+// their own in the target's place, and the CLI would send it changes and
+// DH-HMAC-CHAP secrets.
+func checkSocketDir(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("api socket: %w", err)
+	}
+	if perm := st.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("api socket directory %s is writable by group or others (%v): another user could replace the socket; "+
+			"use a directory only its owner may write (chmod go-w), or set api.socket", dir, perm)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
+		return fmt.Errorf("api socket directory %s is owned by uid %d, not by this user or root: that user could replace the socket; "+
+			"set api.socket to a directory of this user's or root's", dir, sys.Uid)
+	}
+	return nil
+}
+
+// afterBind, when set by a test, is called with the socket's path just
+// after it is bound.
+var afterBind func(path string)
 
 // removeStale removes path if it is a socket nothing answers on.
 func removeStale(path string) error {

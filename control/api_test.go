@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
@@ -485,6 +486,97 @@ func TestListenAPI(t *testing.T) {
 			}
 			entries, _ := os.ReadDir(filepath.Dir(path))
 			if len(entries) != 0 {
+				t.Fatalf("left in the directory: %v", entries)
+			}
+		})
+	}
+}
+
+// TestListenAPIMode: the socket is 0600 from the moment it is bound, even
+// under its temporary name and a umask of 0, so that no one else can
+// connect in between.
+func TestListenAPIMode(t *testing.T) {
+	defer syscall.Umask(syscall.Umask(0))
+	var modes []os.FileMode
+	afterBind = func(path string) {
+		st, err := os.Lstat(path)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		modes = append(modes, st.Mode().Perm())
+	}
+	defer func() { afterBind = nil }()
+	path := filepath.Join(shortDir(t), "run", "t.sock")
+	l, err := ListenAPI(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	st, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(modes, []os.FileMode{0o600}) || st.Mode().Perm() != 0o600 {
+		t.Fatalf("modes %v when bound, %v at the end; want 0600", modes, st.Mode().Perm())
+	}
+	// The umask is the caller's again.
+	if m := syscall.Umask(0); m != 0 {
+		t.Fatalf("umask %#o after ListenAPI", m)
+	}
+}
+
+// TestListenAPIDirectory: a socket directory that someone else may write
+// is refused: they could replace the socket with their own, which the CLI
+// would then send changes (and secrets) to.
+func TestListenAPIDirectory(t *testing.T) {
+	tests := []struct {
+		name    string
+		mode    os.FileMode
+		uid     int
+		wantErr string
+	}{
+		{name: "0755", mode: 0o755},
+		{name: "0700", mode: 0o700},
+		{name: "world writable", mode: 0o777, wantErr: "writable by group or others"},
+		{name: "group writable", mode: 0o775, wantErr: "writable by group or others"},
+		{name: "sticky, as /tmp", mode: 0o777 | os.ModeSticky, wantErr: "writable by group or others"},
+		{name: "another user's", mode: 0o755, uid: 4242, wantErr: "owned by uid 4242"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(shortDir(t), "run")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			if tc.uid != 0 {
+				if os.Geteuid() != 0 {
+					t.Skip("chown needs root")
+				}
+				if err := os.Chown(dir, tc.uid, tc.uid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path := filepath.Join(dir, "t.sock")
+			l, err := ListenAPI(path)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.Close()
+				return
+			}
+			if err == nil {
+				l.Close()
+				t.Fatalf("ListenAPI in a %v directory: no error", tc.mode)
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("%v, want %q", err, tc.wantErr)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 				t.Fatalf("left in the directory: %v", entries)
 			}
 		})
