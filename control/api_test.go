@@ -292,6 +292,9 @@ func TestAPI(t *testing.T) {
 				if e.Error == "" || strings.Contains(e.Error, "\n") || !strings.Contains(e.Error, tc.wantErr) {
 					t.Fatalf("error %q, want one line with %q", e.Error, tc.wantErr)
 				}
+				if (tc.want == 404 || tc.want == 409) && strings.HasPrefix(e.Error, ErrInvalid.Error()) {
+					t.Fatalf("error %q: the request was valid", e.Error)
+				}
 				if after, _ := os.ReadFile(b.path); string(after) != string(before) || len(e.Applied) != 0 {
 					t.Fatalf("a refused request changed the file or applied %v", e.Applied)
 				}
@@ -583,19 +586,19 @@ func TestListenAPIDirectory(t *testing.T) {
 	}
 }
 
-// TestStatusOf: the not-found and exists errors win over the ErrInvalid
-// that Update wraps them in.
+// TestStatusOf: a refusal's status wins over the ErrInvalid that Update
+// wraps it in.
 func TestStatusOf(t *testing.T) {
 	inv := func(err error) error { return fmt.Errorf("%w: %w", ErrInvalid, err) }
 	tests := []struct {
 		err  error
 		want int
 	}{
-		{inv(fmt.Errorf("subsystem x: %w", fabric.ErrNoSubsystem)), 404},
-		{inv(fabric.ErrNoNamespace), 404},
-		{inv(fabric.ErrNoPort), 404},
-		{inv(errNoHost), 404},
-		{inv(errExists), 409},
+		{inv(notFound(fmt.Errorf("subsystem x: %w", fabric.ErrNoSubsystem))), 404},
+		{inv(notFound(fabric.ErrNoNamespace)), 404},
+		{inv(notFound(errNoHost)), 404},
+		{inv(conflict(errExists)), 409},
+		{fmt.Errorf("remove namespace 1: %w", fabric.ErrNoNamespace), 500}, // not the request's fault
 		{inv(ErrShrink), 400},
 		{inv(errors.New("bad")), 400},
 		{ErrNoFile, 400},

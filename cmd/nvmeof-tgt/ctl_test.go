@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
@@ -414,38 +412,27 @@ func TestCtlDotNames(t *testing.T) {
 	}
 }
 
-// TestCtlNoRedirect: the CLI never follows a redirect; the API sends none,
-// and following one re-sends a change to another resource.
-func TestCtlNoRedirect(t *testing.T) {
-	var followed atomic.Bool
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/subsystems/a/hosts/h", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/v1/subsystems/a", http.StatusTemporaryRedirect)
-	})
-	mux.HandleFunc("/v1/status", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/v1/subsystems/a", http.StatusFound)
-	})
-	mux.HandleFunc("/v1/subsystems/a", func(w http.ResponseWriter, r *http.Request) {
-		followed.Store(true)
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"applied": ["remove subsystem a"], "persisted": true}`))
-	})
-	sock := filepath.Join(sockDir(t), "api.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Listener = l
-	srv.Start()
-	defer srv.Close()
-	for _, args := range [][]string{{"host", "remove", "a", "h"}, {"status"}} {
-		_, _, err := runCtl(append(args, "--socket", sock)...)
-		if err == nil || !strings.Contains(err.Error(), "redirect") {
-			t.Errorf("%v: %v, want an error about the redirect", args, err)
+// TestCtlJSON: --json prints the API's JSON as the server writes it.
+func TestCtlJSON(t *testing.T) {
+	b := newCtlBench(t)
+	b.connect(ctlSubB, ctlHost1)
+	st := b.m.Status()
+	for _, tc := range []struct {
+		args []string
+		want any
+	}{
+		{[]string{"status"}, st},
+		{[]string{"subsystem", "list"}, st.Subsystems},
+		{[]string{"ns", "list", ctlSubA}, st.Subsystems[0].Namespaces},
+		{[]string{"host", "list", ctlSubB}, []control.HostInfo{}},
+		{[]string{"port", "list"}, st.Ports},
+		{[]string{"subsystem", "remove", "nqn.2026-11.io.example:x"}, control.ErrorResponse{Error: "subsystem nqn.2026-11.io.example:x: no such subsystem"}},
+	} {
+		out, _, _ := b.run(append(tc.args, "--json")...)
+		var want bytes.Buffer
+		control.EncodeJSON(&want, tc.want)
+		if out != want.String() {
+			t.Errorf("%v: %s, want %s", tc.args, out, want.Bytes())
 		}
-	}
-	if followed.Load() {
-		t.Fatal("the CLI followed a redirect")
 	}
 }
