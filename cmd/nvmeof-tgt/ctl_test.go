@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -433,6 +434,92 @@ func TestCtlJSON(t *testing.T) {
 		control.EncodeJSON(&want, tc.want)
 		if out != want.String() {
 			t.Errorf("%v: %s, want %s", tc.args, out, want.Bytes())
+		}
+	}
+}
+
+// TestMain runs main instead of the tests when asked to, so that a test
+// can see the exit code of a command.
+func TestMain(m *testing.M) {
+	if os.Getenv("NVMEOF_TGT_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestCtlExitCodes: each class of failure has its own exit code
+// (docs/api.md), with or without --json.
+func TestCtlExitCodes(t *testing.T) {
+	b := newCtlBench(t)
+	missing := filepath.Join(sockDir(t), "missing.sock")
+	tests := []struct {
+		args []string
+		want int
+	}{
+		{[]string{"status"}, 0},
+		{[]string{"help"}, 0},
+		{[]string{"subsystem", "add", "nqn.2026-11.io.example:c", "--allow-any-host"}, 0},
+
+		// Usage: cobra's argument and flag errors, and arguments the CLI
+		// reads itself.
+		{[]string{"status", "extra"}, 2},
+		{[]string{"subsystem", "remove"}, 2},
+		{[]string{"ns", "add", ctlSubA, "--size", "1MiB"}, 2},
+		{[]string{"port", "add", "--address", "127.0.0.3", "--port", "x"}, 2},
+		{[]string{"status", "--no-such-flag"}, 2},
+		{[]string{"no-such-command"}, 2},
+		{[]string{"ns", "add", ctlSubA, "--nsid", "3", "--size", "1G"}, 2},
+		{[]string{"ns", "resize", ctlSubA, "2", "1G"}, 2},
+		{[]string{"ns", "remove", ctlSubA, "two"}, 2},
+
+		// Not found.
+		{[]string{"subsystem", "remove", "nqn.2026-11.io.example:x"}, 3},
+		{[]string{"ns", "list", "nqn.2026-11.io.example:x"}, 3},
+		{[]string{"ns", "remove", ctlSubA, "9"}, 3},
+		{[]string{"host", "remove", ctlSubA, "nqn.2026-11.io.example:host9", "--json"}, 3},
+		{[]string{"port", "remove", "--transport", "loop", "--address", "127.0.0.9"}, 3},
+
+		// Conflict.
+		{[]string{"subsystem", "add", ctlSubB, "--allow-any-host"}, 4},
+		{[]string{"host", "add", ctlSubA, ctlHost1, "--json"}, 4},
+
+		// Unreachable.
+		{[]string{"status", "--socket", missing}, 5},
+		{[]string{"reload", "--json", "--socket", missing}, 5},
+
+		// Refused as invalid.
+		{[]string{"subsystem", "add", "nqn.2026-11.io.example:d"}, 6},
+		{[]string{"host", "add", ctlSubA, ".."}, 6},
+		{[]string{"host", "remove", ctlSubA, ".."}, 6},
+		{[]string{"ns", "resize", ctlSubA, "2", "512KiB"}, 6},
+		{[]string{"ns", "remove", ctlSubA, "0", "--json"}, 6},
+
+		// Anything else: the target could not make the change.
+		{[]string{"ns", "add", ctlSubA, "--nsid", "3", "--backend", "file", "--path", "/nonexistent/dir/x.img", "--size", "1MiB"}, 1},
+	}
+	for _, tc := range tests {
+		args := tc.args
+		if !slices.Contains(args, "--socket") && args[0] != "help" && args[0] != "no-such-command" {
+			args = append(slices.Clone(args), "--socket", b.sock)
+		}
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "NVMEOF_TGT_TEST_MAIN=1")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if code != tc.want {
+			t.Errorf("%v: exit %d, want %d; stderr %s", tc.args, code, tc.want, stderr.Bytes())
+		}
+		if code != 0 && !strings.HasPrefix(stderr.String(), "nvmeof-tgt: ") {
+			t.Errorf("%v: stderr %q", tc.args, stderr.Bytes())
 		}
 	}
 }
