@@ -147,7 +147,7 @@ func TestImportNvmetcliKeys(t *testing.T) {
 				"/k/nqn.2014-08.org.nvmexpress:uuid:0f01fb42-9f7f-4856-b0b3-51e60b8de349.key",
 				"/k/nqn.2014-08.org.nvmexpress:uuid:0f01fb42-9f7f-4856-b0b3-51e60b8de349.ctrl.key",
 				"/k/nqn.2026-11.io.example:h2.key",
-				"/k/nqn.2026-11.io.example:flat_form.key",
+				"/k/nqn.2026-11.io.example:flat-form.key",
 			}},
 	}
 	for _, tt := range tests {
