@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme/dhchap"
 )
 
@@ -111,7 +110,7 @@ func (c *Config) HasInlineSecrets() bool {
 	return false
 }
 
-// checkHostSecrets is Validate's part: forms and combinations, without
+// check is Validate's part of a host entry: forms and combinations, without
 // reading files. Messages never hold a secret.
 func (h Host) check(p *problems, k string) {
 	both := func(inline, file, key string) {
@@ -134,17 +133,16 @@ func (h Host) check(p *problems, k string) {
 	}
 }
 
-// HostAuth reads the entry's secrets, from files where given.
-func (h Host) HostAuth() (fabric.HostAuth, error) {
-	var a fabric.HostAuth
-	var err error
-	if a.Key, err = readSecret(h.DHCHAPKey, h.DHCHAPKeyFile); err != nil {
-		return a, fmt.Errorf("host %s dhchap_key: %w", h.NQN, err)
+// Secrets reads the entry's secrets, from files where given: zero
+// secrets where it has none.
+func (h Host) Secrets() (key, ctrlKey dhchap.Secret, err error) {
+	if key, err = readSecret(h.DHCHAPKey, h.DHCHAPKeyFile); err != nil {
+		return key, ctrlKey, fmt.Errorf("host %s dhchap_key: %w", h.NQN, err)
 	}
-	if a.CtrlKey, err = readSecret(h.DHCHAPCtrlKey, h.DHCHAPCtrlKeyFile); err != nil {
-		return a, fmt.Errorf("host %s dhchap_ctrl_key: %w", h.NQN, err)
+	if ctrlKey, err = readSecret(h.DHCHAPCtrlKey, h.DHCHAPCtrlKeyFile); err != nil {
+		return key, ctrlKey, fmt.Errorf("host %s dhchap_ctrl_key: %w", h.NQN, err)
 	}
-	return a, nil
+	return key, ctrlKey, nil
 }
 
 func readSecret(inline, file string) (dhchap.Secret, error) {
@@ -207,16 +205,17 @@ func checkPrivate(path string, st fs.FileInfo) error {
 	return nil
 }
 
-// AuthPolicy is the subsystem's allowed hashes and DH groups; the zero
-// policy (fabric.DefaultAuthPolicy) when it names none.
-func (s Subsystem) AuthPolicy() (fabric.AuthPolicy, error) {
-	var p fabric.AuthPolicy
+// AuthNames reads the subsystem's allowed hashes and DH groups, most
+// preferred first; none: every one.
+func (s Subsystem) AuthNames() ([]dhchap.Hash, []dhchap.Group, error) {
+	var hs []dhchap.Hash
+	var gs []dhchap.Group
 	for _, n := range s.DHCHAPHashes {
 		h, err := dhchap.ParseHash(n)
 		if err != nil {
-			return p, err
+			return nil, nil, err
 		}
-		p.Hashes = append(p.Hashes, h)
+		hs = append(hs, h)
 	}
 	for _, n := range s.DHCHAPDHGroups {
 		if n == "" {
@@ -224,25 +223,9 @@ func (s Subsystem) AuthPolicy() (fabric.AuthPolicy, error) {
 		}
 		g, err := dhchap.ParseGroup(n)
 		if err != nil {
-			return p, err
+			return nil, nil, err
 		}
-		p.Groups = append(p.Groups, g)
+		gs = append(gs, g)
 	}
-	return p, nil
-}
-
-// HostAuths reads the secrets of the hosts that have any, by NQN.
-func HostAuths(hosts []Host) (map[string]fabric.HostAuth, error) {
-	out := map[string]fabric.HostAuth{}
-	for _, h := range hosts {
-		if !h.HasSecret() {
-			continue
-		}
-		a, err := h.HostAuth()
-		if err != nil {
-			return nil, err
-		}
-		out[h.NQN] = a
-	}
-	return out, nil
+	return hs, gs, nil
 }

@@ -40,17 +40,19 @@ func TestHostEntries(t *testing.T) {
 	if got := strings.Join(HostNQNs(s.Hosts), " "); got != "nqn.2026-11.io.example:plain nqn.2026-11.io.example:uni nqn.2026-11.io.example:bidi" {
 		t.Fatalf("hosts %s", got)
 	}
-	auths, err := HostAuths(s.Hosts)
-	if err != nil {
-		t.Fatal(err)
+	uniKey, uniCtrl, err := s.Hosts[1].Secrets()
+	if err != nil || uniKey.IsZero() || !uniCtrl.IsZero() {
+		t.Fatalf("uni: %v %v %v", uniKey, uniCtrl, err)
 	}
-	if len(auths) != 2 || !auths["nqn.2026-11.io.example:uni"].Required() || !auths["nqn.2026-11.io.example:uni"].CtrlKey.IsZero() ||
-		auths["nqn.2026-11.io.example:bidi"].CtrlKey.Hash != dhchap.SHA256 {
-		t.Fatalf("auths %v", auths)
+	if _, bidiCtrl, err := s.Hosts[2].Secrets(); err != nil || bidiCtrl.Hash != dhchap.SHA256 {
+		t.Fatalf("bidi: %v %v", bidiCtrl, err)
 	}
-	p, err := s.AuthPolicy()
-	if err != nil || len(p.Hashes) != 2 || p.Hashes[0] != dhchap.SHA512 || len(p.Groups) != 2 || p.Groups[0] != dhchap.FFDHE4096 || p.Groups[1] != dhchap.Null {
-		t.Fatalf("policy %+v %v", p, err)
+	if key, ctrl, err := s.Hosts[0].Secrets(); err != nil || !key.IsZero() || !ctrl.IsZero() {
+		t.Fatalf("plain: %v %v %v", key, ctrl, err)
+	}
+	hs, gs, err := s.AuthNames()
+	if err != nil || len(hs) != 2 || hs[0] != dhchap.SHA512 || len(gs) != 2 || gs[0] != dhchap.FFDHE4096 || gs[1] != dhchap.Null {
+		t.Fatalf("policy %v %v %v", hs, gs, err)
 	}
 	if len(c.Discovery.Hosts) != 1 || !c.HasInlineSecrets() {
 		t.Fatal("discovery hosts")
@@ -135,9 +137,9 @@ func TestSecretFiles(t *testing.T) {
 		{filepath.Join(dir, "missing"), "no such file"},
 	}
 	for _, c := range cases {
-		a, err := Host{NQN: "nqn.2026-11.io.example:h", DHCHAPKeyFile: c.file}.HostAuth()
+		key, _, err := Host{NQN: "nqn.2026-11.io.example:h", DHCHAPKeyFile: c.file}.Secrets()
 		switch {
-		case c.err == "" && (err != nil || !a.Required()):
+		case c.err == "" && (err != nil || key.IsZero()):
 			t.Errorf("%s: %v", c.file, err)
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%s: err %v, want %q", c.file, err, c.err)

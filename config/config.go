@@ -18,9 +18,7 @@ import (
 
 	"github.com/spf13/viper"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
-	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
-	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 )
 
 // Config is the whole target configuration.
@@ -54,20 +52,20 @@ type Subsystem struct {
 	// use, most preferred first; empty: every one (fabric.DefaultAuthPolicy).
 	DHCHAPHashes   []string `mapstructure:"dhchap_hashes"`
 	DHCHAPDHGroups []string `mapstructure:"dhchap_dhgroups"`
-	// Serial defaults to fabric.DefaultSerial(NQN): the first 20 hex
+	// Serial defaults to limits.Serial(NQN): the first 20 hex
 	// digits of sha256(NQN), stable across restarts and distinct between
 	// subsystems.
 	Serial string `mapstructure:"serial"`
-	// Model defaults to fabric.DefaultModel, "nvmeof-tgt".
+	// Model defaults to limits.Model, "nvmeof-tgt".
 	Model      string      `mapstructure:"model"`
 	Namespaces []Namespace `mapstructure:"namespaces"`
 }
 
 // Backend names, those of blockdev.KindOf.
 const (
-	BackendFile   = string(blockdev.KindFile)
-	BackendBlock  = string(blockdev.KindBlock)
-	BackendMemory = string(blockdev.KindMemory)
+	BackendFile   = limits.BackendFile
+	BackendBlock  = limits.BackendBlock
+	BackendMemory = limits.BackendMemory
 )
 
 // Namespace is one namespace of a subsystem and its backing store.
@@ -104,14 +102,14 @@ type HexID string
 
 // Values of the auto/on/off keys (rdma.send_with_invalidate, rdma.io_uring).
 const (
-	ModeAuto = rdma.ModeAuto
-	ModeOn   = rdma.ModeOn
-	ModeOff  = rdma.ModeOff
+	ModeAuto = limits.ModeAuto
+	ModeOn   = limits.ModeOn
+	ModeOff  = limits.ModeOff
 )
 
 // RDMA sizes the RDMA transport. Defaults and bounds are the rdma
 // package's (rdma.Default*, rdma.*Min, rdma.*Max) and fabric's
-// (fabric.DefaultMDTS, DefaultMaxQueueDepth, DefaultMaxIOQueues);
+// (limits.MDTS, DefaultMaxQueueDepth, DefaultMaxIOQueues);
 // deploy/config.example.yaml lists their values.
 type RDMA struct {
 	InCapsuleDataSize  Bytes         `mapstructure:"in_capsule_data_size"` // multiple of 16
@@ -131,11 +129,11 @@ type RDMA struct {
 // Controller bounds per-controller behaviour.
 type Controller struct {
 	// KeepAliveTimeoutMax caps the KATO a host may ask for in Connect.
-	// Default fabric.DefaultKATOMax, at least 1s.
+	// Default limits.KATOMax, at least 1s.
 	KeepAliveTimeoutMax time.Duration `mapstructure:"kato_max"`
 	// MaxConnectionsPerHost caps the queues (connections, admin and I/O,
 	// over all its controllers) one host NQN may have; a Connect past it
-	// is refused. Default fabric.DefaultMaxConnectionsPerHost.
+	// is refused. Default limits.MaxConnectionsPerHost.
 	MaxConnectionsPerHost int `mapstructure:"max_connections_per_host"`
 }
 
@@ -168,8 +166,8 @@ type Log struct {
 // lists.
 const (
 	defaultPort      = 4420
-	defaultModel     = fabric.DefaultModel
-	defaultBlockSize = blockdev.DefaultBlockSize
+	defaultModel     = limits.Model
+	defaultBlockSize = limits.BlockSize
 )
 
 // scalarDefaults holds every key outside the ports and subsystems lists.
@@ -180,20 +178,20 @@ var scalarDefaults = []struct {
 	key string
 	val any
 }{
-	{"rdma.in_capsule_data_size", Bytes(rdma.DefaultInCapsuleDataSize)},
-	{"rdma.max_queue_depth", fabric.DefaultMaxQueueDepth},
-	{"rdma.max_io_queues", fabric.DefaultMaxIOQueues},
-	{"rdma.max_queues", rdma.DefaultMaxQueues},
-	{"rdma.mdts", Bytes(fabric.DefaultMDTS)},
-	{"rdma.io_unit_size", Bytes(rdma.DefaultIOUnitSize)},
-	{"rdma.buffer_pool_size", Bytes(rdma.DefaultBufferPoolSize)},
-	{"rdma.pollers", rdma.DefaultPollers},
-	{"rdma.poll_idle", rdma.DefaultPollIdle},
-	{"rdma.poll_nap", rdma.DefaultPollNap},
-	{"rdma.send_with_invalidate", rdma.DefaultMode},
-	{"rdma.io_uring", rdma.DefaultMode},
-	{"controller.kato_max", fabric.DefaultKATOMax},
-	{"controller.max_connections_per_host", fabric.DefaultMaxConnectionsPerHost},
+	{"rdma.in_capsule_data_size", Bytes(limits.RDMAInCapsuleDataSize)},
+	{"rdma.max_queue_depth", limits.MaxQueueDepth},
+	{"rdma.max_io_queues", limits.MaxIOQueues},
+	{"rdma.max_queues", limits.RDMAMaxQueues},
+	{"rdma.mdts", Bytes(limits.MDTS)},
+	{"rdma.io_unit_size", Bytes(limits.RDMAIOUnitSize)},
+	{"rdma.buffer_pool_size", Bytes(limits.RDMABufferPoolSize)},
+	{"rdma.pollers", limits.RDMAPollers},
+	{"rdma.poll_idle", limits.RDMAPollIdle},
+	{"rdma.poll_nap", limits.RDMAPollNap},
+	{"rdma.send_with_invalidate", limits.RDMAMode},
+	{"rdma.io_uring", limits.RDMAMode},
+	{"controller.kato_max", limits.KATOMax},
+	{"controller.max_connections_per_host", limits.MaxConnectionsPerHost},
 	{"metrics.listen", "127.0.0.1:9771"},
 	{"metrics.pprof", false},
 	{"api.socket", DefaultAPISocket},
@@ -398,7 +396,7 @@ func (c *Config) ApplyDefaults() {
 	for i := range c.Subsystems {
 		s := &c.Subsystems[i]
 		if s.Serial == "" {
-			s.Serial = fabric.DefaultSerial(s.NQN)
+			s.Serial = limits.Serial(s.NQN)
 		}
 		if s.Model == "" {
 			s.Model = defaultModel
@@ -417,10 +415,10 @@ func (c *Config) ApplyDefaults() {
 	c.Log.Format = strings.ToLower(c.Log.Format)
 }
 
-// inferBackend picks a backend for a namespace that names none, as
-// blockdev.Open would. A path that cannot be stated yet is a file:
-// Validate reports why it cannot be used.
+// inferBackend picks a backend for a namespace that names none
+// (limits.BackendOf, as the backends infer it too). A path that cannot be
+// stated yet is a file: Validate reports why it cannot be used.
 func inferBackend(path string) string {
-	k, _ := blockdev.KindOf(path)
-	return string(k)
+	k, _ := limits.BackendOf(path)
+	return k
 }

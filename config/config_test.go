@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 )
 
 // exampleYAML is the example from the design brief.
@@ -95,7 +95,7 @@ func TestLoadExample(t *testing.T) {
 	wantSubs := []Subsystem{{
 		NQN:          "nqn.2026-11.io.example:disk1",
 		AllowAnyHost: true,
-		Serial:       fabric.DefaultSerial("nqn.2026-11.io.example:disk1"),
+		Serial:       limits.Serial("nqn.2026-11.io.example:disk1"),
 		Model:        "nvmeof-tgt",
 		Namespaces: []Namespace{
 			{NSID: 1, Backend: "file", Path: "/var/lib/nvmeof-tgt/disk1.img", Size: 1 * GiB, BlockSize: 512},

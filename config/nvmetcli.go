@@ -17,8 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
-	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 )
 
 // ImportNvmetcli converts the JSON that `nvmetcli save` writes (the
@@ -194,22 +193,22 @@ func (im *importer) namespace(path string, m map[string]any) (Namespace, bool) {
 		im.note(path, "nsid %d has no device.path: skipped", nsid)
 		return Namespace{}, false
 	}
-	kind, err := blockdev.KindOf(n.Path)
+	kind, err := limits.BackendOf(n.Path)
 	if _, serr := os.Stat(n.Path); errors.Is(serr, fs.ErrNotExist) {
 		// Converting on another machine than the target: a missing path
 		// under /dev is a device, not a file for serve to create there.
 		if strings.HasPrefix(n.Path, "/dev/") {
-			kind = blockdev.KindBlock
+			kind = limits.BackendBlock
 		}
 		im.note(path+".device.path", "%s does not exist on this machine: taken as %s", n.Path, kind)
-		if kind == blockdev.KindFile {
+		if kind == limits.BackendFile {
 			im.note(path+".device.path", "%s: serve creates a missing file only when given a size", n.Path)
 		}
 	} else if err != nil {
 		im.note(path+".device.path", "%s: %v: taken as %s", n.Path, err, kind)
 	}
-	n.Backend = string(kind)
-	if kind == blockdev.KindFile {
+	n.Backend = kind
+	if kind == limits.BackendFile {
 		n.BlockSize = 4096 // nvmet's for a file on ext4, xfs, tmpfs
 	}
 	if u, _ := scalar(dev["uuid"]); u != "" {
@@ -293,7 +292,7 @@ func (im *importer) ports(v any) {
 			map[string][]string{"treq": {"not specified", "not required"}, "tsas": {"none", "not specified"}})
 		param := asMap(m["param"])
 		if s, ok := scalar(param["inline_data_size"]); ok {
-			im.note(path+".param.inline_data_size", "%s: not carried: rdma.in_capsule_data_size (default %s) is one setting for every port", s, Bytes(rdma.DefaultInCapsuleDataSize))
+			im.note(path+".param.inline_data_size", "%s: not carried: rdma.in_capsule_data_size (default %s) is one setting for every port", s, Bytes(limits.RDMAInCapsuleDataSize))
 		}
 		im.noteRest(path+".param", param, map[string]bool{"inline_data_size": true}, map[string][]string{"pi_enable": {"0"}})
 		for j, g := range asList(m["ana_groups"]) {

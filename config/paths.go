@@ -21,13 +21,13 @@ func (c *Config) CheckPaths() error {
 			n.checkPath(&p, fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j))
 		}
 		for j, h := range s.Hosts {
-			if _, err := h.HostAuth(); err != nil {
+			if _, _, err := h.Secrets(); err != nil {
 				p.add(fmt.Sprintf("subsystems[%d].hosts[%d]", i, j), "%v", err)
 			}
 		}
 	}
 	for j, h := range c.Discovery.Hosts {
-		if _, err := h.HostAuth(); err != nil {
+		if _, _, err := h.Secrets(); err != nil {
 			p.add(fmt.Sprintf("discovery.hosts[%d]", j), "%v", err)
 		}
 	}

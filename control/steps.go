@@ -21,10 +21,10 @@ func (m *Manager) addSubsystem(sc config.Subsystem) step {
 	return step{
 		what: "add subsystem " + sc.NQN,
 		prepare: func() (err error) {
-			if keys, err = config.HostAuths(sc.Hosts); err != nil {
+			if keys, err = hostAuths(sc.Hosts); err != nil {
 				return fmt.Errorf("subsystem %s: %w", sc.NQN, err)
 			}
-			if policy, err = sc.AuthPolicy(); err != nil {
+			if policy, err = authPolicy(sc); err != nil {
 				return fmt.Errorf("subsystem %s: %w", sc.NQN, err)
 			}
 			for _, nc := range sc.Namespaces {
@@ -163,7 +163,7 @@ func (m *Manager) addHost(nqn string, host config.Host) step {
 	var keys fabric.HostAuth
 	return step{
 		what:    fmt.Sprintf("allow host %s on %s", host.NQN, nqn),
-		prepare: func() (err error) { keys, err = host.HostAuth(); return err },
+		prepare: func() (err error) { keys, err = hostAuth(host); return err },
 		do: func(m *Manager) error {
 			s, err := m.liveSubsystem(nqn)
 			if err != nil {
@@ -185,7 +185,7 @@ func (m *Manager) setHostAuth(nqn string, host config.Host) step {
 	var keys fabric.HostAuth
 	return step{
 		what:    fmt.Sprintf("set the DH-HMAC-CHAP secrets of host %s on %s", host.NQN, nqn),
-		prepare: func() (err error) { keys, err = host.HostAuth(); return err },
+		prepare: func() (err error) { keys, err = hostAuth(host); return err },
 		do: func(m *Manager) error {
 			s, err := m.liveSubsystem(nqn)
 			if err != nil {
@@ -215,7 +215,7 @@ func (m *Manager) setAuthPolicy(sc config.Subsystem) step {
 	var p fabric.AuthPolicy
 	return step{
 		what:    fmt.Sprintf("set dhchap_hashes %v and dhchap_dhgroups %v on %s", sc.DHCHAPHashes, sc.DHCHAPDHGroups, sc.NQN),
-		prepare: func() (err error) { p, err = sc.AuthPolicy(); return err },
+		prepare: func() (err error) { p, err = authPolicy(sc); return err },
 		do: func(m *Manager) error {
 			s, err := m.liveSubsystem(sc.NQN)
 			if err != nil {

@@ -52,7 +52,7 @@ func (h Hash) new() func() hash.Hash {
 	panic(fmt.Sprintf("dhchap: invalid hash %d", h))
 }
 
-// Name is the configuration name: "sha256", "sha384", "sha512".
+// String is the configuration name: "sha256", "sha384", "sha512".
 func (h Hash) String() string {
 	switch h {
 	case SHA256:
