@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme/dhchap"
 )
 
@@ -266,17 +265,17 @@ func parseGroupName(s string) (string, error) {
 	return g.String(), err
 }
 
-// defaultNames lists the hashes or DH groups in fabric.DefaultAuthPolicy's
-// order.
+// defaultNames lists the hashes or DH groups in the order the target
+// prefers them by default (dhchap.Preferred*).
 func defaultNames(attr string) []string {
 	var out []string
 	if attr == "hash" {
-		for _, h := range fabric.DefaultAuthPolicy.Hashes {
+		for _, h := range dhchap.PreferredHashes {
 			out = append(out, h.String())
 		}
 		return out
 	}
-	for _, g := range fabric.DefaultAuthPolicy.Groups {
+	for _, g := range dhchap.PreferredGroups {
 		out = append(out, g.String())
 	}
 	return out

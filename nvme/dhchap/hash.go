@@ -23,6 +23,10 @@ const (
 // Hashes lists every hash function, in identifier order.
 var Hashes = []Hash{SHA256, SHA384, SHA512}
 
+// PreferredHashes are the hashes in the order a controller prefers them
+// when nothing else is configured.
+var PreferredHashes = []Hash{SHA256, SHA384, SHA512}
+
 // Valid reports whether h is a defined hash function.
 func (h Hash) Valid() bool { return h >= SHA256 && h <= SHA512 }
 
