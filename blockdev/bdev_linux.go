@@ -172,7 +172,7 @@ func (d *blockDevice) BackingSize() (int64, error) {
 	if d.fd < 0 {
 		return 0, fmt.Errorf("get size of %s: %w", d.path, ErrClosed)
 	}
-	devSize, err := blkSize64(d.fd)
+	devSize, err := sys.BlkGetSize64(d.fd)
 	if err != nil {
 		return 0, fmt.Errorf("get size of %s: %w", d.path, err)
 	}
