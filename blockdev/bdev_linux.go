@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev/internal/sys"
+	"github.com/nvmeof-tgt/nvmeof-tgt/internal/sys"
 )
 
 // blockDevice is a block special file; only its first Size() bytes are used.

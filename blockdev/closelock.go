@@ -3,7 +3,7 @@ package blockdev
 import (
 	"sync"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev/internal/sys"
+	"github.com/nvmeof-tgt/nvmeof-tgt/internal/sys"
 )
 
 // closeShards is how many read locks a closeLock spreads its readers over.

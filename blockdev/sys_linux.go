@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev/internal/sys"
+	"github.com/nvmeof-tgt/nvmeof-tgt/internal/sys"
 )
 
 const (
