@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,25 +12,6 @@ import (
 	"testing"
 	"time"
 )
-
-// genKey runs nvme gen-dhchap-key, as an operator would.
-func genKey(t *testing.T, hmac int, nqn string) string {
-	t.Helper()
-	out := strings.TrimSpace(string(mustRun(t, cmdTimeout, "nvme", "gen-dhchap-key", "-m", fmt.Sprint(hmac), "-n", nqn)))
-	if !strings.HasPrefix(out, "DHHC-1:") {
-		t.Fatalf("gen-dhchap-key printed %q", out)
-	}
-	return out
-}
-
-func dmesgText(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("dmesg").CombinedOutput()
-	if err != nil {
-		t.Fatalf("dmesg: %v", err)
-	}
-	return string(out)
-}
 
 // TestAuth: DH-HMAC-CHAP with the Linux host (nvme connect --dhchap-secret,
 // --dhchap-ctrl-secret), configured by a reload of the target's file. Every
@@ -289,9 +269,6 @@ func TestAuthPeer(t *testing.T) {
 		})
 	}
 }
-
-// discoveryNQN is the well-known discovery subsystem NQN.
-const discoveryNQN = "nqn.2014-08.org.nvmexpress.discovery"
 
 // fabricsConnect creates a controller as nvme-cli does underneath, by writing its options to
 // /dev/nvme-fabrics, with extra options ("dhchap_secret=..."); it returns the controller's name.

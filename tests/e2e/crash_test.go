@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -78,19 +77,6 @@ func (j crashJob) run(phase string, extra ...string) (crashReport, error) {
 		return crashReport{}, fmt.Errorf("fio %s report has %d jobs, want 1", phase, len(rep.Jobs))
 	}
 	return rep.Jobs[0], nil
-}
-
-// fioJSON is the JSON report in fio's --output file: fio writes its verify failures there too,
-// ahead of the report and without a line break after the last one.
-func fioJSON(raw []byte) []byte {
-	i := bytes.Index(raw, []byte(`"fio version"`))
-	if i < 0 {
-		return raw
-	}
-	if j := bytes.LastIndexByte(raw[:i], '{'); j >= 0 {
-		return raw[j:]
-	}
-	return raw
 }
 
 // write runs the write phase, saving at its end which writes completed.

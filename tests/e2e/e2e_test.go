@@ -15,19 +15,6 @@ import (
 	"time"
 )
 
-// startTarget starts the selected target with spec for this test and returns it and the test's
-// results directory.
-func startTarget(t *testing.T, spec Spec) (target, string) {
-	t.Helper()
-	dir := testDir(t)
-	dumpDmesgOnFailure(t, dir)
-	tgt := newTarget(t, dir)
-	tgt.Start(t, spec)
-	return tgt, dir
-}
-
-func nqn(name string) string { return testNQNPrefix + name }
-
 // TestDiscover checks the discovery log: one entry per subsystem with the port's address.
 func TestDiscover(t *testing.T) {
 	h := newHost(t)

@@ -179,15 +179,6 @@ func envOr(key, def string) string {
 	return def
 }
 
-// onlyNvmeofTgt ends the current subtest in kernel mode. got is what the kernel reported, logged so
-// that the parsing behind the assertion is still exercised.
-func onlyNvmeofTgt(t *testing.T, what string, got any) {
-	t.Helper()
-	if targetKind == kindKernel {
-		t.Skipf("nvmeof-tgt only: %s (kernel nvmet reports %v; not asserted)", what, got)
-	}
-}
-
 // testDir is this test's directory under the results directory. On failure, the guest's kernel
 // log goes there and its tail into the test log.
 func testDir(t *testing.T) string {

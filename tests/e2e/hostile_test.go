@@ -1265,20 +1265,6 @@ func TestHostile(t *testing.T) {
 	})
 }
 
-// checkBuffersReleased waits for nvmeof_tgt_rdma_buffers_in_use to reach 0.
-func checkBuffersReleased(t *testing.T) {
-	t.Helper()
-	var v float64
-	err := waitFor(15*time.Second, func() bool {
-		var ok bool
-		v, ok = metricSum(scrapeMetrics(t), "nvmeof_tgt_rdma_buffers_in_use")
-		return ok && v == 0
-	})
-	if err != nil {
-		t.Errorf("nvmeof_tgt_rdma_buffers_in_use is %v after every host left, want 0", v)
-	}
-}
-
 // TestVanishedHost: a host connects with KATO 2 s, an admin and two I/O
 // queues, leaves AERs with the controller, and goes silent without
 // disconnecting. The target must tear the controller down once KATO passes,

@@ -3,12 +3,10 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,90 +25,6 @@ func liveTarget(t *testing.T, spec Spec) (*tgtProcess, string) {
 	}
 	tgt, dir := startTarget(t, spec)
 	return tgt.(*tgtProcess), dir
-}
-
-// ctlStatus is `status --json`.
-type ctlStatus struct {
-	Subsystems  []ctlSubsystem `json:"subsystems"`
-	Controllers []struct {
-		SubNQN      string `json:"subnqn"`
-		HostNQN     string `json:"hostnqn"`
-		HostAddress string `json:"host_address"`
-		CNTLID      uint16 `json:"cntlid"`
-		IOQueues    int    `json:"io_queues"`
-	} `json:"controllers"`
-}
-
-type ctlSubsystem struct {
-	NQN        string   `json:"nqn"`
-	Hosts      []string `json:"hosts"`
-	Namespaces []struct {
-		NSID uint32 `json:"nsid"`
-		Size int64  `json:"size"`
-	} `json:"namespaces"`
-}
-
-func (p *tgtProcess) status(t *testing.T) ctlStatus {
-	t.Helper()
-	var st ctlStatus
-	out := p.ctl(t, "status", "--json")
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, out)
-	}
-	return st
-}
-
-func (st ctlStatus) connected(subnqn, hostnqn string) bool {
-	for _, c := range st.Controllers {
-		if c.SubNQN == subnqn && c.HostNQN == hostnqn {
-			return true
-		}
-	}
-	return false
-}
-
-// backgroundFio runs a time-based random-write job on dev that verifies
-// what it wrote as it goes (verify_backlog), and reports its result when
-// it ends.
-func backgroundFio(t *testing.T, dev, outDir string, runtime time.Duration) <-chan error {
-	return backgroundFioVerify(t, dev, outDir, runtime, "--verify=crc32c")
-}
-
-// backgroundFioVerify is backgroundFio with fio's verify options (e.g.
-// --verify=pattern --verify_pattern=...).
-func backgroundFioVerify(t *testing.T, dev, outDir string, runtime time.Duration, verify ...string) <-chan error {
-	report := filepath.Join(outDir, "fio-live.json")
-	args := []string{"--name=live", "--filename=" + dev, "--ioengine=libaio", "--direct=1",
-		"--rw=randwrite", "--bs=4k", "--iodepth=8", "--size=32m", "--time_based",
-		"--runtime=" + strconv.Itoa(int(runtime.Seconds()))}
-	args = append(args, verify...)
-	args = append(args, "--verify_backlog=128", "--verify_fatal=1", "--verify_state_save=0",
-		"--output-format=json", "--output="+report)
-	done := make(chan error, 1)
-	go func() {
-		r := execCmd(runtime+fioTimeout, "fio", args...)
-		if r.err != nil {
-			done <- fmt.Errorf("fio: %v\n%s", r.err, limit(r.stderr))
-			return
-		}
-		var rep fioReport
-		raw, err := os.ReadFile(report)
-		if err == nil {
-			err = json.Unmarshal(raw, &rep)
-		}
-		switch {
-		case err != nil:
-			done <- fmt.Errorf("fio report: %v", err)
-		case len(rep.Jobs) != 1 || rep.Jobs[0].Error != 0:
-			done <- fmt.Errorf("fio job failed: %s", limit(raw))
-		case rep.Jobs[0].Write.IOBytes == 0 || rep.Jobs[0].Read.IOBytes == 0:
-			done <- fmt.Errorf("fio wrote %d and verified %d bytes: want both", rep.Jobs[0].Write.IOBytes, rep.Jobs[0].Read.IOBytes)
-		default:
-			t.Logf("fio live: wrote %d MiB, verified %d MiB", rep.Jobs[0].Write.IOBytes>>20, rep.Jobs[0].Read.IOBytes>>20)
-			done <- nil
-		}
-	}()
-	return done
 }
 
 // TestLiveNamespaces: while fio verifies on namespace 1, namespace 2 is
@@ -255,21 +169,6 @@ func TestLiveHostsAndReload(t *testing.T) {
 		t.Fatalf("after a restart, status lists %+v; want %s with namespace 3", st.Subsystems, subD)
 	}
 	h.mustConnect(t, subD, 3)
-}
-
-// withSubsystem adds a subsystem (a YAML flow mapping) to the subsystems
-// list of a configuration file, with the list's own indentation: the file
-// may be one the target wrote.
-func withSubsystem(t *testing.T, file, entry string) string {
-	t.Helper()
-	lines := strings.Split(file, "\n")
-	i := slices.Index(lines, "subsystems:")
-	if i < 0 || i+1 >= len(lines) {
-		t.Fatalf("no subsystems list in:\n%s", file)
-	}
-	next := lines[i+1]
-	indent := next[:len(next)-len(strings.TrimLeft(next, " "))]
-	return strings.Join(slices.Insert(lines, i+1, indent+"- "+entry), "\n")
 }
 
 // TestLiveGrowBackend: the README's grow workflow under a connected host.

@@ -428,12 +428,3 @@ func TestHostConnectionCap(t *testing.T) {
 	other.disconnect(t)
 	waitTornDown(t)
 }
-
-// capWriteRead writes a pattern through c's namespace 1 and reads it back.
-func capWriteRead(t *testing.T, c *controller, seed uint64) {
-	t.Helper()
-	dev := c.blockDev(t, 1)
-	want := pattern(ddBlock, seed)
-	ddWrite(t, dev, 0, want)
-	checkSame(t, dev, 0, ddRead(t, dev, 0, ddBlock), want)
-}
