@@ -96,9 +96,7 @@ func (j crashJob) verify() (crashReport, error) {
 // error, fio finishes through the new process, and a verify-only pass finds every write fio saw
 // completed intact: none lost.
 func TestKillUnderLoad(t *testing.T) {
-	if targetKind == kindKernel {
-		t.Skip("nvmeof-tgt only: the kernel's nvmet is not a process to kill and restart")
-	}
+	requireTgt(t, "the kernel's nvmet is not a process to kill and restart")
 	h := newHost(t)
 	h.CtrlLossTmo = killCtrlLossTmo
 	sub := nqn("kill")
@@ -106,8 +104,7 @@ func TestKillUnderLoad(t *testing.T) {
 		fileNS(t, 1, 64*mib, 512, ""),
 		localNVMeNS(t, 2),
 	}}}}
-	tgt, dir := startTarget(t, spec)
-	p := tgt.(*tgtProcess)
+	p, dir := startTgt(t, spec)
 	c := h.mustConnect(t, sub, 1, 2)
 	what := map[uint32]string{1: "file", 2: "block " + localNVMe}
 

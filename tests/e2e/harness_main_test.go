@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -191,9 +192,17 @@ func testDir(t *testing.T) string {
 	return dir
 }
 
-// dumpDmesgOnFailure registers a cleanup that saves the kernel log if t failed.
+// dmesgDumps holds the tests whose kernel log dumpDmesgOnFailure saves.
+var dmesgDumps sync.Map // *testing.T → struct{}
+
+// dumpDmesgOnFailure registers a cleanup that saves the kernel log in dir if t failed, once per
+// test: a later call (startTgt's, after the test's own) changes nothing.
 func dumpDmesgOnFailure(t *testing.T, dir string) {
+	if _, dup := dmesgDumps.LoadOrStore(t, struct{}{}); dup {
+		return
+	}
 	t.Cleanup(func() {
+		defer dmesgDumps.Delete(t)
 		if !t.Failed() {
 			return
 		}

@@ -68,7 +68,7 @@ type Namespace struct {
 	// one; nvmet has none).
 	NGUID string
 	// EUI64 is 16 hex digits, or empty for none. nvmeof-tgt only: nvmet has no EUI64
-	// attribute, so the kernel target reports none; assert it with onlyNvmeofTgt.
+	// attribute, so the kernel target reports none; assert it after requireTgt.
 	EUI64 string
 }
 

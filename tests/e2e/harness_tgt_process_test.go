@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,16 +22,21 @@ import (
 const (
 	tgtReadyTimeout = 60 * time.Second
 	tgtStopTimeout  = 20 * time.Second
+	// tgtLogName is the target's log (its output and the harness's notes) in its directory.
+	tgtLogName = "nvmeof-tgt.log"
 )
 
-// tgtProcess runs nvmeof-tgt: `serve --config FILE`, with readiness reported through the systemd
-// notify protocol (a READY=1 datagram on $NOTIFY_SOCKET).
+// tgtProcess is nvmeof-tgt under test, a child process: `serve --config FILE`, with readiness
+// reported through the systemd notify protocol (a READY=1 datagram on $NOTIFY_SOCKET). startTgt
+// makes one; its options (tgtOption) set the fields above spec.
 type tgtProcess struct {
 	bin string
 	dir string   // config and log go here
 	env []string // added to the target's environment
 	// onNotify, if set, sees every notify datagram as it arrives.
 	onNotify func(msg string)
+	// config, if set, makes the configuration file from the one rendered from spec (withConfig).
+	config func(rendered string) string
 
 	spec      Spec
 	cfgPath   string
@@ -70,13 +76,13 @@ func (p *tgtProcess) Start(t *testing.T, spec Spec) {
 	p.apiSock = filepath.Join(sockDir, "api.sock")
 	p.cfgPath = filepath.Join(p.dir, "nvmeof-tgt.yaml")
 	if !p.keepConfig {
-		if err := os.WriteFile(p.cfgPath, []byte(tgtConfigYAML(spec, p.loops, p.apiSock)), 0o600); err != nil {
+		if err := os.WriteFile(p.cfgPath, []byte(p.configYAML(t, spec)), 0o600); err != nil {
 			t.Fatalf("write config: %v", err)
 		}
 	} else if err := setAPISocket(p.cfgPath, p.apiSock); err != nil {
 		t.Fatal(err)
 	}
-	p.logPath = filepath.Join(p.dir, "nvmeof-tgt.log")
+	p.logPath = filepath.Join(p.dir, tgtLogName)
 	logf, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatalf("target log: %v", err)
@@ -366,9 +372,31 @@ func withoutEnv(env []string, key string) []string {
 	return out
 }
 
-// tgtConfigYAML renders spec in nvmeof-tgt's configuration format. Strings are double-quoted
-// (JSON-style escapes are valid YAML), so NQNs with colons need no care.
-func tgtConfigYAML(spec Spec, loops map[string]string, apiSock string) string {
+// configYAML is the configuration file of a start with spec: the one rendered from it, or what
+// the withConfig options make of that, and the api section, which only the harness writes.
+func (p *tgtProcess) configYAML(t *testing.T, spec Spec) string {
+	t.Helper()
+	y := tgtConfigYAML(spec, p.loops)
+	if p.config != nil {
+		y = p.config(y)
+		if apiKey.MatchString(y) {
+			t.Fatalf("withConfig: the harness writes the api section (its socket is new at each start); leave it out of:\n%s", y)
+		}
+		if y != "" && !strings.HasSuffix(y, "\n") {
+			y += "\n"
+		}
+	}
+	// On a line of its own: RestartKeep rewrites it.
+	return y + fmt.Sprintf("api:\n  socket: %s\n", strconv.Quote(p.apiSock))
+}
+
+// apiKey matches the top-level api key of a configuration file.
+var apiKey = regexp.MustCompile(`(?m)^api\s*:`)
+
+// tgtConfigYAML renders spec in nvmeof-tgt's configuration format, without the api section.
+// Strings are double-quoted (JSON-style escapes are valid YAML), so NQNs with colons need no
+// care.
+func tgtConfigYAML(spec Spec, loops map[string]string) string {
 	var b bytes.Buffer
 	q := strconv.Quote
 	b.WriteString("# written by tests/e2e\n")
@@ -428,8 +456,6 @@ func tgtConfigYAML(spec Spec, loops map[string]string, apiSock string) string {
 	}
 	b.WriteString("metrics: {listen: \"127.0.0.1:9771\"}\n")
 	b.WriteString("log: {level: debug}\n")
-	// On a line of its own: RestartKeep rewrites it.
-	fmt.Fprintf(&b, "api:\n  socket: %s\n", q(apiSock))
 	return b.String()
 }
 

@@ -1226,7 +1226,7 @@ func TestHostile(t *testing.T) {
 		}
 	})
 	t.Run("nvmeof-tgt answers", func(t *testing.T) {
-		onlyNvmeofTgt(t, "its reject statuses, one Connect per queue, AER limit", fmt.Sprint(rejects, pipelined, held))
+		requireTgt(t, "its reject statuses, one Connect per queue, AER limit", fmt.Sprint(rejects, pipelined, held))
 		for _, m := range rejects {
 			t.Errorf("CM private data: %s", m)
 		}
@@ -1241,10 +1241,8 @@ func TestHostile(t *testing.T) {
 		}
 	})
 	t.Run("released", func(t *testing.T) {
-		p, ok := tgt.(*tgtProcess)
-		if !ok {
-			onlyNvmeofTgt(t, "status and metrics", "")
-		}
+		requireTgt(t, "status and metrics")
+		p := tgt.(*tgtProcess)
 		if err := waitFor(15*time.Second, func() bool { return !p.status(t).connected(hostSub, hs.h.NQN) }); err != nil {
 			t.Errorf("status still lists the hostile host's controller: %+v", p.status(t).Controllers)
 		}
@@ -1316,10 +1314,8 @@ func TestVanishedHost(t *testing.T) {
 		t.Fatalf("Keep Alive: %v %s", err, statusOf(rsp))
 	}
 	t.Run("connected", func(t *testing.T) {
-		p, ok := tgt.(*tgtProcess)
-		if !ok {
-			onlyNvmeofTgt(t, "status", "")
-		}
+		requireTgt(t, "status")
+		p := tgt.(*tgtProcess)
 		st := p.status(t)
 		if len(st.Controllers) != 1 || st.Controllers[0].IOQueues != 2 {
 			t.Fatalf("status with the host connected: %+v; want its controller with 2 I/O queues", st.Controllers)
@@ -1341,10 +1337,8 @@ func TestVanishedHost(t *testing.T) {
 		}
 	}
 	t.Run("released", func(t *testing.T) {
-		p, ok := tgt.(*tgtProcess)
-		if !ok {
-			onlyNvmeofTgt(t, "status and metrics", "")
-		}
+		requireTgt(t, "status and metrics")
+		p := tgt.(*tgtProcess)
 		waitTornDown(t)
 		checkBuffersReleased(t)
 		if st := p.status(t); len(st.Controllers) != 0 {

@@ -17,24 +17,18 @@ import (
 // management CLI (and its API), SIGHUP reload, and persistence across a
 // restart. The kernel target has no such API: these run on nvmeof-tgt only.
 
-// liveTarget starts nvmeof-tgt with spec.
-func liveTarget(t *testing.T, spec Spec) (*tgtProcess, string) {
-	t.Helper()
-	if targetKind == kindKernel {
-		t.Skip("the kernel target is changed through configfs, not nvmeof-tgt's API")
-	}
-	tgt, dir := startTarget(t, spec)
-	return tgt.(*tgtProcess), dir
-}
+// liveOnly is why these tests need nvmeof-tgt.
+const liveOnly = "the kernel target is changed through configfs, not nvmeof-tgt's API"
 
 // TestLiveNamespaces: while fio verifies on namespace 1, namespace 2 is
 // added, grown and removed through the CLI; the host follows each change
 // without reconnecting, and fio never sees an error.
 func TestLiveNamespaces(t *testing.T) {
+	requireTgt(t, liveOnly)
 	h := newHost(t)
 	sub := nqn("live-ns")
 	ns1 := fileNS(t, 1, 64*mib, 512, "")
-	p, dir := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{ns1}}}})
+	p, dir := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{ns1}}}})
 	c := h.mustConnect(t, sub, 1)
 	fio := backgroundFio(t, c.blockDev(t, 1), dir, 40*time.Second)
 
@@ -81,9 +75,10 @@ func TestLiveNamespaces(t *testing.T) {
 // subsystem adds it and moves the discovery generation; an API change is
 // still there after a restart.
 func TestLiveHostsAndReload(t *testing.T) {
+	requireTgt(t, liveOnly)
 	h := newHost(t)
 	subA, subB := nqn("live-a"), nqn("live-b")
-	p, _ := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{
+	p, _ := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{
 		// Two hosts: a subsystem must keep one, or allow any host.
 		{NQN: subA, Hosts: []string{h.NQN, "nqn.2026-11.io.example:e2e-other"}, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}},
 		{NQN: subB, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}},
@@ -179,10 +174,11 @@ func TestLiveHostsAndReload(t *testing.T) {
 // seconds, with no rescan. A reload does the same for a namespace of size
 // 0, and a backend cut shorter than the host sees is refused.
 func TestLiveGrowBackend(t *testing.T) {
+	requireTgt(t, liveOnly)
 	h := newHost(t)
 	sub := nqn("live-grow")
 	ns1 := fileNS(t, 1, 32*mib, 512, "")
-	p, dir := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{ns1}}}})
+	p, dir := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{ns1}}}})
 	c := h.mustConnect(t, sub, 1)
 	const followWithin = 5 * time.Second
 	sectors := func(dev string) uint64 {
