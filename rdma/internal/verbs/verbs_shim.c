@@ -251,3 +251,17 @@ int nt_device_count(void) {
 	ibv_free_device_list(l);
 	return n;
 }
+
+/* librdmacm keeps an ibv_context open for each device it has used, and
+ * closes it only once the device has left ibv_get_device_list and its last
+ * rdma_cm ID is destroyed. It compares the two lists in rdma_get_devices
+ * (and when an ID meets a device it does not know): a device removed after
+ * that stays open, and the kernel's unregistration of a device without
+ * disassociate_ucontext (rxe, siw) waits for it for ever. */
+int nt_sync_devices(void) {
+	int n = 0;
+	struct ibv_context **l = rdma_get_devices(&n);
+	if (!l) return errno ? -errno : -ENODEV;
+	rdma_free_devices(l);
+	return n;
+}
