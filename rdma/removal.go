@@ -1,11 +1,9 @@
 package rdma
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -163,12 +161,17 @@ func (t *Transport) checkDevices() {
 	if !vanished(prev, cur) {
 		return
 	}
+	if len(cur) == 0 {
+		// librdmacm does not look at an empty device list.
+		t.log.Error("the machine's last RDMA device was removed: librdmacm keeps it open while the target runs, so the kernel finishes removing it only when the target stops")
+		return
+	}
 	n, err := t.syncDevices()
 	switch {
-	case errors.Is(err, syscall.ENODEV) || err == nil && n == 0:
-		t.log.Error("the machine's last RDMA device was removed: librdmacm keeps it open while the target runs, so the kernel finishes removing it only when the target stops")
 	case err != nil:
 		t.log.Warn("librdmacm device sync", "err", err)
+	case n != len(cur):
+		t.log.Warn("librdmacm device sync: it lists another number of devices than sysfs", "librdmacm", n, "sysfs", len(cur))
 	default:
 		t.log.Debug("librdmacm device sync", "devices", n)
 	}
