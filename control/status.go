@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -21,6 +22,30 @@ type PortStatus struct {
 	Transport string `json:"transport"`
 	Address   string `json:"address"`
 	Port      int    `json:"port"`
+	// State is PortLive or PortDown; Reason and DownSince say why and
+	// since when a port is down.
+	State     string     `json:"state"`
+	Reason    string     `json:"reason,omitempty"`
+	DownSince *time.Time `json:"down_since,omitempty"`
+}
+
+// Port states.
+const (
+	// PortLive: the port accepts connections.
+	PortLive = "live"
+	// PortDown: the port accepts none; its RDMA device was removed, and
+	// the transport listens again once the address is usable.
+	PortDown = "down"
+)
+
+// portStatus is p, port ID id, in its state on tgt.
+func portStatus(tgt *fabric.Target, id uint16, p config.Port) PortStatus {
+	ps := PortStatus{ID: id, Transport: p.Transport, Address: p.Address, Port: p.Port, State: PortLive}
+	if st, ok := tgt.PortState(id); ok && st.Down {
+		since := st.Since
+		ps.State, ps.Reason, ps.DownSince = PortDown, st.Reason, &since
+	}
+	return ps
 }
 
 // SubsystemStatus is one subsystem with its namespaces and allowed hosts.
@@ -68,7 +93,7 @@ func (m *Manager) Status() Status {
 	m.mu.Unlock()
 	st := Status{Ports: []PortStatus{}, Subsystems: []SubsystemStatus{}, Controllers: []ControllerStatus{}}
 	for i, p := range cfg.Ports {
-		st.Ports = append(st.Ports, PortStatus{ID: ids[i], Transport: p.Transport, Address: p.Address, Port: p.Port})
+		st.Ports = append(st.Ports, portStatus(m.tgt, ids[i], p))
 	}
 	for _, sc := range cfg.Subsystems {
 		ss := SubsystemStatus{NQN: sc.NQN, AllowAnyHost: sc.AllowAnyHost, Hosts: config.HostNQNs(sc.Hosts),

@@ -214,7 +214,7 @@ func napFor(ts *unix.Timespec) { sys.Nap(ts) }
 func (p *poller) poll() int {
 	n, err := p.cq.Poll(p.wcs)
 	if err != nil {
-		p.log.Error("poll CQ", "err", err)
+		p.failed("poll CQ", err)
 		return 0
 	}
 	for i := 0; i < n; i++ {
@@ -255,7 +255,7 @@ func (p *poller) runHandedOver() int {
 // kernel wake-up of this thread, with no goroutine hand-offs on the way.
 func (p *poller) sleep() {
 	if err := p.cq.ReqNotify(); err != nil {
-		p.log.Error("arm CQ", "err", err)
+		p.failed("arm CQ", err)
 		time.Sleep(time.Millisecond)
 		return
 	}
@@ -281,10 +281,20 @@ func (p *poller) sleep() {
 	p.asleep.Store(false)
 	p.sleeping.Store(false)
 	if err != nil {
-		p.log.Error("wait for completions", "err", err)
+		p.failed("wait for completions", err)
 		time.Sleep(time.Millisecond)
 	}
 	p.d.t.stats.PollWakeups.Add(1)
+}
+
+// failed logs a CQ call that failed: an error, unless the device is
+// being removed, when calls may fail until it is released.
+func (p *poller) failed(what string, err error) {
+	if p.d.gone.Load() {
+		p.log.Debug(what, "err", err)
+		return
+	}
+	p.log.Error(what, "err", err)
 }
 
 func (p *poller) stopping() bool {

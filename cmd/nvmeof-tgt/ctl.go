@@ -125,9 +125,13 @@ func table(w io.Writer, title string, header []string, rows [][]string) {
 func printPorts(w io.Writer, ports []control.PortStatus) {
 	var rows [][]string
 	for _, p := range ports {
-		rows = append(rows, []string{strconv.Itoa(int(p.ID)), p.Transport, p.Address, strconv.Itoa(p.Port)})
+		state := p.State
+		if p.Reason != "" {
+			state += ": " + p.Reason
+		}
+		rows = append(rows, []string{strconv.Itoa(int(p.ID)), p.Transport, p.Address, strconv.Itoa(p.Port), state})
 	}
-	table(w, "PORTS", []string{"ID", "TRANSPORT", "ADDRESS", "PORT"}, rows)
+	table(w, "PORTS", []string{"ID", "TRANSPORT", "ADDRESS", "PORT", "STATE"}, rows)
 }
 
 func printSubsystems(w io.Writer, subs []control.SubsystemStatus) {

@@ -168,7 +168,7 @@ func TestCtl(t *testing.T) {
 		check   func(t *testing.T, b *ctlBench, stdout, stderr string)
 	}{
 		{name: "status", args: []string{"status"}, wantOut: []string{
-			"PORTS", "ID TRANSPORT ADDRESS PORT", "1 loop 127.0.0.1 4420",
+			"PORTS", "ID TRANSPORT ADDRESS PORT STATE", "1 loop 127.0.0.1 4420 live",
 			"SUBSYSTEMS", ctlSubA + " 2 " + ctlHost1 + "," + ctlHost2, ctlSubB + " 1 any",
 			"NAMESPACES", "SUBSYSTEM NSID BACKEND SIZE BLOCK SIZE ACCESS PATH UUID",
 			ctlSubA + " 1 memory 1MiB 512 rw -", ctlSubA + " 2 file 1MiB 512 rw", ctlSubB + " 1 memory 2MiB 512 rw -",
@@ -179,7 +179,7 @@ func TestCtl(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &st); err != nil {
 				t.Fatal(err)
 			}
-			if len(st.Ports) != 1 || len(st.Subsystems) != 2 || len(st.Controllers) != 1 ||
+			if len(st.Ports) != 1 || st.Ports[0].State != control.PortLive || len(st.Subsystems) != 2 || len(st.Controllers) != 1 ||
 				st.Controllers[0].HostNQN != ctlHost1 || st.Controllers[0].CNTLID == 0 || st.Controllers[0].Connected.IsZero() {
 				t.Fatalf("status %+v", st)
 			}
@@ -268,7 +268,7 @@ func TestCtl(t *testing.T) {
 		{name: "host remove", args: []string{"host", "remove", ctlSubA, ctlHost2}, wantOut: []string{"remove host " + ctlHost2 + " from " + ctlSubA}},
 		{name: "host remove missing", args: []string{"host", "remove", ctlSubA, "nqn.2026-11.io.example:host9"}, wantErr: "no such host"},
 
-		{name: "port list", args: []string{"port", "list"}, wantOut: []string{"ID TRANSPORT ADDRESS PORT", "1 loop 127.0.0.1 4420"}},
+		{name: "port list", args: []string{"port", "list"}, wantOut: []string{"ID TRANSPORT ADDRESS PORT STATE", "1 loop 127.0.0.1 4420 live"}},
 		{name: "port add", args: []string{"port", "add", "--transport", "loop", "--address", "127.0.0.2"}, wantOut: []string{"add port loop 127.0.0.2:4420"}},
 		{name: "port add existing", args: []string{"port", "add", "--transport", "loop", "--address", "127.0.0.1"}, wantErr: "already exists"},
 		{name: "port add without address", args: []string{"port", "add"}, wantErr: `required flag(s) "address" not set`},
