@@ -173,7 +173,7 @@ func TestDeviceRemoval(t *testing.T) {
 	h := newHost(t)
 	addSoftRoCE(t)
 	sub1, sub2 := nqn("devrm-1"), nqn("devrm-2")
-	p, _ := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{
+	p, _ := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{
 		{NQN: sub1, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}},
 		{NQN: sub2, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}},
 	}})
