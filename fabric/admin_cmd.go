@@ -84,8 +84,7 @@ func handleIdentify(r *Request) nvme.Status {
 	var buf [nvme.IdentifyDataSize]byte
 	switch r.Cmd.CNS() {
 	case nvme.CNSController:
-		id := c.identify()
-		id.MarshalTo(buf[:])
+		c.identify(nvme.IdentifyController(buf[:]))
 	case nvme.CNSNamespace:
 		nsid := r.Cmd.NSID()
 		if nsid == 0 || nsid > c.s.nn() {
@@ -94,8 +93,7 @@ func handleIdentify(r *Request) nvme.Status {
 		}
 		// An inactive NSID returns zeroes (NVMe base §5.15.2).
 		if ns := c.s.namespace(nsid); ns != nil {
-			id := ns.identify()
-			id.MarshalTo(buf[:])
+			ns.identify(nvme.IdentifyNamespace(buf[:]))
 		}
 	case nvme.CNSActiveNSList:
 		start := r.Cmd.NSID()
@@ -125,65 +123,69 @@ func handleIdentify(r *Request) nvme.Status {
 	return nvme.StatusSuccess
 }
 
-// identifyCommon is the part of Identify Controller (NVMe base §5.15.2.1,
-// NVMe-oF §4.1) that NVM and discovery controllers share.
-func (c *Controller) identifyCommon() nvme.IdentifyController {
+// psd0MaxPower is the Maximum Power of the one power state, which the Linux
+// host shows in nvme id-ctrl: 25 W in centiwatts.
+const psd0MaxPower = 2500
+
+// identifyCommon fills the part of Identify Controller (NVMe base
+// §5.15.2.1, NVMe-oF §4.1) that NVM and discovery controllers share into
+// the zeroed id.
+func (c *Controller) identifyCommon(id nvme.IdentifyController) {
 	o := c.s.t.opts
-	return nvme.IdentifyController{
-		SerialNumber:     c.s.serial,
-		ModelNumber:      c.s.model,
-		FirmwareRevision: o.FirmwareRevision,
-		MDTS:             uint8(bits.TrailingZeros32(c.port.MDTS / 4096)),
-		CNTLID:           c.id,
-		Version:          nvme.Version1_3,
-		CTRATT:           nvme.CTRATTHostID128,
-		LPA:              nvme.LPAExtendedData,
-		ELPE:             errorLogEntries - 1,
-		AERL:             aerLimit - 1,
-		KAS:              uint16(kasUnit / (100 * time.Millisecond)),
-		SubNQN:           c.s.nqn,
-		MSDBD:            1,
-		// SGLs without alignment, keyed data blocks, SGLs longer than the
-		// data, and offsets for in-capsule data (the Linux host's test for
-		// inline data is bit 20).
-		SGLS: nvme.SGLSSupported | nvme.SGLSKeyed | nvme.SGLSOversized | nvme.SGLSOffsetInData,
-	}
+	id.SetSerialNumber(c.s.serial)
+	id.SetModelNumber(c.s.model)
+	id.SetFirmwareRevision(o.FirmwareRevision)
+	id.SetMDTS(uint8(bits.TrailingZeros32(c.port.MDTS / 4096)))
+	id.SetCNTLID(c.id)
+	id.SetVersion(nvme.Version1_3)
+	id.SetCTRATT(nvme.CTRATTHostID128)
+	id.SetLPA(nvme.LPAExtendedData)
+	id.SetELPE(errorLogEntries - 1)
+	id.SetAERL(aerLimit - 1)
+	id.SetKAS(uint16(kasUnit / (100 * time.Millisecond)))
+	id.SetSubNQN(c.s.nqn)
+	id.SetMSDBD(1)
+	// SGLs without alignment, keyed data blocks, SGLs longer than the
+	// data, and offsets for in-capsule data (the Linux host's test for
+	// inline data is bit 20).
+	id.SetSGLS(nvme.SGLSSupported | nvme.SGLSKeyed | nvme.SGLSOversized | nvme.SGLSOffsetInData)
+	id.PSD(0).SetMP(psd0MaxPower)
 }
 
-// identify builds Identify Controller for an NVM controller.
-func (c *Controller) identify() nvme.IdentifyController {
-	id := c.identifyCommon()
-	id.CNTRLTYPE = nvme.ControllerTypeIO
-	id.RAB = 6
-	id.CMIC = nvme.CMICMultiController // more than one host may have a controller
-	id.OAES = nvme.OAESNSAttrNotices
-	id.ACL = 3
-	id.FRMW = 1<<nvme.FRMWSlotsShift | nvme.FRMWSlot1ReadOnly // one slot, read-only
-	id.SQES = nvme.QueueEntrySizes(nvme.CommandSizeShift)
-	id.CQES = nvme.QueueEntrySizes(nvme.CompletionSizeShift)
-	id.MAXCMD = uint16(c.port.MaxQueueDepth)
-	id.NN = uint32(c.s.nn())
-	id.ONCS = nvme.ONCSDSM | nvme.ONCSWriteZeroes
-	id.VWC = nvme.VWCPresent
-	id.IOCCSZ = (nvme.CommandSize + c.port.InCapsuleDataSize) / 16
-	id.IORCSZ = nvme.CompletionSize / 16
-	return id
+// identify fills Identify Controller for an NVM controller into the zeroed
+// id.
+func (c *Controller) identify(id nvme.IdentifyController) {
+	c.identifyCommon(id)
+	id.SetCNTRLTYPE(nvme.ControllerTypeIO)
+	id.SetRAB(6)
+	id.SetCMIC(nvme.CMICMultiController) // more than one host may have a controller
+	id.SetOAES(nvme.OAESNSAttrNotices)
+	id.SetACL(3)
+	id.SetFRMW(1<<nvme.FRMWSlotsShift | nvme.FRMWSlot1ReadOnly) // one slot, read-only
+	id.SetSQES(nvme.QueueEntrySizes(nvme.CommandSizeShift))
+	id.SetCQES(nvme.QueueEntrySizes(nvme.CompletionSizeShift))
+	id.SetMAXCMD(uint16(c.port.MaxQueueDepth))
+	id.SetNN(uint32(c.s.nn()))
+	id.SetONCS(nvme.ONCSDSM | nvme.ONCSWriteZeroes)
+	id.SetVWC(nvme.VWCPresent)
+	id.SetIOCCSZ((nvme.CommandSize + c.port.InCapsuleDataSize) / 16)
+	id.SetIORCSZ(nvme.CompletionSize / 16)
 }
 
-// identify builds Identify Namespace (NVMe base §5.15.2.2).
-func (ns *Namespace) identify() nvme.IdentifyNamespace {
+// identify fills Identify Namespace (NVMe base §5.15.2.2) into the zeroed
+// id: one LBA format (NLBAF 0), the device's block size.
+func (ns *Namespace) identify(id nvme.IdentifyNamespace) {
 	nb := ns.nblocks.Load()
-	id := nvme.IdentifyNamespace{
-		NSZE: nb, NCAP: nb, NUSE: nb,
-		NMIC:       nvme.NMICShared,
-		NGUID:      ns.nguid,
-		LBAFormats: []nvme.LBAFormat{{LBADS: uint8(ns.blockShift)}},
-	}
+	id.SetNSZE(nb)
+	id.SetNCAP(nb)
+	id.SetNUSE(nb)
+	id.SetNMIC(nvme.NMICShared)
+	id.SetNGUID(ns.nguid)
+	id.LBAF(0).SetLBADS(uint8(ns.blockShift))
 	if ns.dev.DiscardZeroes() {
 		// Deallocated blocks read as zeroes; Write Zeroes may deallocate.
-		id.DLFEAT = nvme.DLFEATReadZeroes | nvme.DLFEATWriteZeroesDeallocates
+		id.SetDLFEAT(nvme.DLFEATReadZeroes | nvme.DLFEATWriteZeroesDeallocates)
 	}
-	return id
 }
 
 func handleGetLogPage(r *Request) nvme.Status {

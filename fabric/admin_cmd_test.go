@@ -24,28 +24,29 @@ func TestIdentifyController(t *testing.T) {
 	if !st.IsSuccess() {
 		t.Fatal(st)
 	}
-	id := nvme.UnmarshalIdentifyController(b)
+	id := nvme.IdentifyController(b)
 	checks := []struct {
 		name      string
 		got, want any
 	}{
-		{"CNTLID", id.CNTLID, cntlid},
-		{"SubNQN", id.SubNQN, testNQN},
-		{"CNTRLTYPE", id.CNTRLTYPE, uint8(1)},
-		{"MDTS (128 KiB / 4 KiB = 2^5)", id.MDTS, uint8(5)},
-		{"SGLS keyed", id.SGLS & (1 << 2), uint32(1 << 2)},
-		{"SGLS offsets (in-capsule data)", id.SGLS & (1 << 20), uint32(1 << 20)},
-		{"IOCCSZ", id.IOCCSZ, uint32(4)}, // loop port: no in-capsule data
-		{"IORCSZ", id.IORCSZ, uint32(1)},
-		{"KAS", id.KAS, uint16(10)},
-		{"NN", id.NN, uint32(1024)},
-		{"ONCS DSM+WZ", id.ONCS, uint16(1<<2 | 1<<3)},
-		{"SQES", id.SQES, uint8(0x66)},
-		{"CQES", id.CQES, uint8(0x44)},
-		{"MAXCMD", id.MAXCMD, uint16(64)},
-		{"VWC", id.VWC, uint8(1)},
-		{"CTRATT 128-bit host ID", id.CTRATT & 1, uint32(1)},
-		{"Model", id.ModelNumber, "nvmeof-tgt"},
+		{"CNTLID", id.CNTLID(), cntlid},
+		{"SubNQN", id.SubNQN(), testNQN},
+		{"CNTRLTYPE", id.CNTRLTYPE(), uint8(1)},
+		{"MDTS (128 KiB / 4 KiB = 2^5)", id.MDTS(), uint8(5)},
+		{"SGLS keyed", id.SGLS() & (1 << 2), uint32(1 << 2)},
+		{"SGLS offsets (in-capsule data)", id.SGLS() & (1 << 20), uint32(1 << 20)},
+		{"IOCCSZ", id.IOCCSZ(), uint32(4)}, // loop port: no in-capsule data
+		{"IORCSZ", id.IORCSZ(), uint32(1)},
+		{"KAS", id.KAS(), uint16(10)},
+		{"NN", id.NN(), uint32(1024)},
+		{"ONCS DSM+WZ", id.ONCS(), uint16(1<<2 | 1<<3)},
+		{"SQES", id.SQES(), uint8(0x66)},
+		{"CQES", id.CQES(), uint8(0x44)},
+		{"MAXCMD", id.MAXCMD(), uint16(64)},
+		{"VWC", id.VWC(), uint8(1)},
+		{"CTRATT 128-bit host ID", id.CTRATT() & 1, uint32(1)},
+		{"Model", id.ModelNumber(), "nvmeof-tgt"},
+		{"PSD0 MP (25 W)", id.PSD(0).MP(), uint16(2500)},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -65,12 +66,12 @@ func TestIdentifyNamespaces(t *testing.T) {
 		verify func(t *testing.T, b []byte)
 	}{
 		{"namespace", nvme.CNSNamespace, 1, nvme.StatusSuccess, func(t *testing.T, b []byte) {
-			id := nvme.UnmarshalIdentifyNamespace(b)
-			if id.NSZE != 8192 || id.NCAP != 8192 || id.LBAFormats[0].LBADS != 9 || id.NGUID != [16]byte{0xbb, 2} {
-				t.Errorf("NSZE %d NCAP %d LBADS %d NGUID %x", id.NSZE, id.NCAP, id.LBAFormats[0].LBADS, id.NGUID)
+			id := nvme.IdentifyNamespace(b)
+			if id.NSZE() != 8192 || id.NCAP() != 8192 || id.NLBAF() != 0 || id.LBAF(0).LBADS() != 9 || id.NGUID() != [16]byte{0xbb, 2} {
+				t.Errorf("NSZE %d NCAP %d NLBAF %d LBADS %d NGUID %x", id.NSZE(), id.NCAP(), id.NLBAF(), id.LBAF(0).LBADS(), id.NGUID())
 			}
-			if id.DLFEAT&7 != 1 {
-				t.Errorf("DLFEAT %#x: memory reads deallocated blocks as zeroes", id.DLFEAT)
+			if id.DLFEAT()&7 != 1 {
+				t.Errorf("DLFEAT %#x: memory reads deallocated blocks as zeroes", id.DLFEAT())
 			}
 		}},
 		{"inactive namespace is zeroes", nvme.CNSNamespace, 7, nvme.StatusSuccess, func(t *testing.T, b []byte) {
@@ -324,7 +325,7 @@ func TestDiscovery(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h, _ := r.adminConnect(nvme.DiscoveryNQN, tc.hostnqn, 0)
 			id, st := identify(h, nvme.CNSController, 0)
-			if !st.IsSuccess() || nvme.UnmarshalIdentifyController(id).CNTRLTYPE != 2 {
+			if !st.IsSuccess() || nvme.IdentifyController(id).CNTRLTYPE() != 2 {
 				t.Fatalf("discovery identify: %v", st)
 			}
 			if _, st := identify(h, nvme.CNSNamespace, 1); st != nvme.StatusInvalidField.WithDNR() {
@@ -352,4 +353,32 @@ func TestDiscovery(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIdentifyGolden pins the Identify data hosts see from an NVM
+// controller, a discovery controller and a namespace: a change shows as a
+// diff of testdata/*.hex (rewrite them with -update when it is meant).
+func TestIdentifyGolden(t *testing.T) {
+	r := newRig(t)
+	h, _ := r.adminConnect(testNQN, testHostNQN, 0)
+	for _, tt := range []struct {
+		file string
+		cns  uint8
+		nsid nvme.NSID
+	}{
+		{"identify-controller.hex", nvme.CNSController, 0},
+		{"identify-namespace.hex", nvme.CNSNamespace, 1},
+	} {
+		b, st := identify(h, tt.cns, tt.nsid)
+		if !st.IsSuccess() {
+			t.Fatalf("%s: %v", tt.file, st)
+		}
+		checkGolden(t, tt.file, b)
+	}
+	d, _ := r.adminConnect(nvme.DiscoveryNQN, testHostNQN, 0)
+	b, st := identify(d, nvme.CNSController, 0)
+	if !st.IsSuccess() {
+		t.Fatalf("discovery: %v", st)
+	}
+	checkGolden(t, "identify-discovery-controller.hex", b)
 }

@@ -36,19 +36,18 @@ func handleDiscIdentify(r *Request) nvme.Status {
 		return r.invalidField(nvme.ErrLocCDW10)
 	}
 	var buf [nvme.IdentifyDataSize]byte
-	id := r.q.ctrl.Load().discIdentify()
-	id.MarshalTo(buf[:])
+	r.q.ctrl.Load().discIdentify(nvme.IdentifyController(buf[:]))
 	r.fillData(buf[:])
 	return nvme.StatusSuccess
 }
 
-// discIdentify builds Identify Controller for a discovery controller.
-func (c *Controller) discIdentify() nvme.IdentifyController {
-	id := c.identifyCommon()
-	id.CNTRLTYPE = nvme.ControllerTypeDiscovery
-	id.MAXCMD = AdminQueueDepth
-	id.OAES = nvme.OAESDiscoveryChanged
-	return id
+// discIdentify fills Identify Controller for a discovery controller into
+// the zeroed id.
+func (c *Controller) discIdentify(id nvme.IdentifyController) {
+	c.identifyCommon(id)
+	id.SetCNTRLTYPE(nvme.ControllerTypeDiscovery)
+	id.SetMAXCMD(AdminQueueDepth)
+	id.SetOAES(nvme.OAESDiscoveryChanged)
 }
 
 // handleDiscGetLogPage returns the discovery log page, the only log page a

@@ -66,7 +66,7 @@ func TestTransportLimits(t *testing.T) {
 			if !st.IsSuccess() {
 				t.Fatal(st)
 			}
-			id := nvme.UnmarshalIdentifyController(b)
+			id := nvme.IdentifyController(b)
 			capReg := nvme.CAP(h.propGet(nvme.PropCAP, true))
 			getNQ := newCmd(nvme.OpAdminGetFeatures, 11)
 			getNQ.SetCDW(10, uint32(nvme.FeatNumberOfQueues))
@@ -75,9 +75,9 @@ func TestTransportLimits(t *testing.T) {
 				name      string
 				got, want any
 			}{
-				{"Identify MDTS", 4096 << id.MDTS, int(tt.want.MDTS)},
-				{"Identify MAXCMD", uint32(id.MAXCMD), tt.want.MaxQueueDepth},
-				{"Identify IOCCSZ", id.IOCCSZ, (nvme.CommandSize + tt.want.InCapsuleDataSize) / 16},
+				{"Identify MDTS", 4096 << id.MDTS(), int(tt.want.MDTS)},
+				{"Identify MAXCMD", uint32(id.MAXCMD()), tt.want.MaxQueueDepth},
+				{"Identify IOCCSZ", id.IOCCSZ(), (nvme.CommandSize + tt.want.InCapsuleDataSize) / 16},
 				{"CAP.MQES", uint32(capReg.MQES()) + 1, tt.want.MaxQueueDepth},
 				{"Number of Queues", nq&0xffff + 1, uint32(tt.want.MaxIOQueues)},
 			}

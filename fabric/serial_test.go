@@ -27,7 +27,7 @@ func TestSerialNumbers(t *testing.T) {
 			if !st.IsSuccess() {
 				t.Fatal(st)
 			}
-			if got := nvme.UnmarshalIdentifyController(b).SerialNumber; got != tt.want {
+			if got := nvme.IdentifyController(b).SerialNumber(); got != tt.want {
 				t.Errorf("SN = %q, want %q", got, tt.want)
 			}
 		})

@@ -3,13 +3,15 @@
 // properties, Identify data, log pages, Connect data, the discovery log and
 // the NVMe/RDMA RDMA_CM private data.
 //
-// Fixed-layout structures that arrive from the network (commands, SGL
-// descriptors, Connect data, RDMA_CM requests, DSM ranges) are byte-slice
-// views with accessor methods, after gVisor's pkg/tcpip/header: the view does
-// not copy and does not check its length, so the caller checks the length
-// once when it takes the view. Structures the target only produces (Identify
-// data, log pages) are plain Go structs with a MarshalTo method that writes
-// every field at its spec offset.
+// Fixed-layout structures (commands, SGL descriptors, Connect data, RDMA_CM
+// requests, DSM ranges, Identify data) are byte-slice views with accessor
+// methods, after gVisor's pkg/tcpip/header: the view does not copy and does
+// not check its length, so the caller checks the length once when it takes
+// the view. Each field's offset is one unexported constant that its getter
+// and setter share; in Identify data the constant's type (u8, le16, le32,
+// le64) also gives its width. Log pages and discovery log entries, which the
+// target only produces, are still plain Go structs with a MarshalTo method
+// that writes every field at its spec offset.
 //
 // All multi-byte fields are little-endian (NVMe base 1.4 §1.5).
 //

@@ -253,3 +253,93 @@ func trunc(s string, n int) string {
 	}
 	return s
 }
+
+func FuzzIdentify(f *testing.F) {
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, namespace := range []bool{false, true} {
+			checkIdentifyCopy(t, data, namespace)
+			checkIdentifySet(t, data, namespace)
+		}
+	})
+}
+
+// checkIdentifyCopy reads every field of data as Identify data (short input
+// leaves zeroes), which must not panic, and copies each into a fresh buffer
+// through its setter: the copy reads back the same values, and copying the
+// copy gives the same bytes.
+func checkIdentifyCopy(t *testing.T, data []byte, namespace bool) {
+	src := make([]byte, IdentifyDataSize)
+	copy(src, data)
+	from := identifyFields(src, namespace)
+	dst := make([]byte, IdentifyDataSize)
+	to := identifyFields(dst, namespace)
+	for i, f := range from {
+		to[i].set.Call(f.get.Call(nil))
+	}
+	for i, f := range from {
+		if want, got := f.get.Call(nil)[0].Interface(), to[i].get.Call(nil)[0].Interface(); got != want {
+			t.Fatalf("%s: wrote %#v, reads back %#v", f.name, want, got)
+		}
+	}
+	again := make([]byte, IdentifyDataSize)
+	for i, f := range identifyFields(again, namespace) {
+		f.set.Call(to[i].get.Call(nil))
+	}
+	if !bytes.Equal(again, dst) {
+		t.Fatalf("a second copy differs:\n%s\nvs\n%s", hexRows(again), hexRows(dst))
+	}
+}
+
+// checkIdentifySet gives every field a value drawn from data, strings of
+// any length included, and checks that each reads back, with all the others
+// set, what it reads when set alone: no setter writes over another field.
+func checkIdentifySet(t *testing.T, data []byte, namespace bool) {
+	pos := 0
+	next := func() byte {
+		if len(data) == 0 {
+			return 0
+		}
+		pos++
+		return data[(pos-1)%len(data)]
+	}
+	b := make([]byte, IdentifyDataSize)
+	fields := identifyFields(b, namespace)
+	alone := make([]any, len(fields))
+	vals := make([]reflect.Value, len(fields))
+	for i, f := range fields {
+		typ := f.get.Type().Out(0)
+		v := reflect.New(typ).Elem()
+		switch typ.Kind() {
+		case reflect.String:
+			s := make([]byte, int(next())*2) // up to 510 bytes, longer than any field
+			for j := range s {
+				s[j] = next()
+			}
+			v.SetString(string(s))
+		case reflect.Array:
+			for j := range v.Len() {
+				v.Index(j).SetUint(uint64(next()))
+			}
+		default:
+			var u uint64
+			for range typ.Size() {
+				u = u<<8 | uint64(next())
+			}
+			v.SetUint(u)
+		}
+		vals[i] = v
+		clear(b)
+		f.set.Call([]reflect.Value{v})
+		alone[i] = f.get.Call(nil)[0].Interface()
+	}
+	clear(b)
+	for i, f := range fields {
+		f.set.Call([]reflect.Value{vals[i]})
+	}
+	for i, f := range fields {
+		if got := f.get.Call(nil)[0].Interface(); got != alone[i] {
+			t.Fatalf("%s reads %#v with the other fields set, %#v alone", f.name, got, alone[i])
+		}
+	}
+}

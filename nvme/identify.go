@@ -77,274 +77,192 @@ const (
 // size as powers of two, in bits 3:0 and 7:4. Fabrics fixes both.
 func QueueEntrySizes(log2 uint8) uint8 { return log2<<4 | log2 }
 
-// DefaultMaxPower is the PSD0 Maximum Power written when
-// IdentifyController.PSD0MaxPower is 0: 25 W in centiwatts.
-const DefaultMaxPower = 2500
+// IdentifyController is a view of the Identify Controller data structure
+// (base 1.4 §5.15.2.1; bytes 1792-2047 from NVMe-oF §4.1). Its length must be
+// at least IdentifyDataSize. Each field has a getter named for it and a
+// setter, both reading its one offset constant below, which also notes units
+// and 0's based values. Setters leave the other bytes as they are: a caller
+// fills a zeroed buffer.
+type IdentifyController []byte
 
-// Identify Controller offsets (base 1.4 §5.15.2; bytes 1792-2047 from
-// NVMe-oF §4.1).
+// Identify Controller fields, one constant each.
 const (
-	idcVID       = 0
-	idcSSVID     = 2
-	idcSN        = 4 // 20 bytes
-	idcMN        = 24
-	idcFR        = 64
-	idcRAB       = 72
-	idcIEEE      = 73
-	idcCMIC      = 76
-	idcMDTS      = 77
-	idcCNTLID    = 78
-	idcVER       = 80
-	idcRTD3R     = 84
-	idcRTD3E     = 88
-	idcOAES      = 92
-	idcCTRATT    = 96
-	idcCNTRLTYPE = 111
-	idcOACS      = 256
-	idcACL       = 258
-	idcAERL      = 259
-	idcFRMW      = 260
-	idcLPA       = 261
-	idcELPE      = 262
-	idcNPSS      = 263
-	idcAVSCC     = 264
-	idcAPSTA     = 265
-	idcWCTEMP    = 266
-	idcCCTEMP    = 268
-	idcKAS       = 320
-	idcSQES      = 512
-	idcCQES      = 513
-	idcMAXCMD    = 514
-	idcNN        = 516
-	idcONCS      = 520
-	idcFUSES     = 522
-	idcFNA       = 524
-	idcVWC       = 525
-	idcAWUN      = 526
-	idcAWUPF     = 528
-	idcNVSCC     = 530
-	idcACWU      = 532
-	idcSGLS      = 536
-	idcMNAN      = 540
-	idcSUBNQN    = 768
-	idcIOCCSZ    = 1792
-	idcIORCSZ    = 1796
-	idcICDOFF    = 1800
-	idcFCATT     = 1802
-	idcMSDBD     = 1803
-	idcOFCS      = 1804
-	idcPSD0      = 2048 // 32 power state descriptors of 32 bytes
-
-	snLen = 20
-	mnLen = 40
-	frLen = 8
+	idcVID       le16 = 0
+	idcSSVID     le16 = 2
+	idcRAB       u8   = 72
+	idcIEEE           = 73 // 3 bytes
+	idcCMIC      u8   = 76
+	idcMDTS      u8   = 77 // 2^n minimum pages; 0: no limit
+	idcCNTLID    le16 = 78
+	idcVER       le32 = 80
+	idcRTD3R     le32 = 84
+	idcRTD3E     le32 = 88
+	idcOAES      le32 = 92
+	idcCTRATT    le32 = 96
+	idcCNTRLTYPE u8   = 111 // ControllerType*
+	idcOACS      le16 = 256
+	idcACL       u8   = 258 // 0's based
+	idcAERL      u8   = 259 // 0's based
+	idcFRMW      u8   = 260
+	idcLPA       u8   = 261
+	idcELPE      u8   = 262 // 0's based
+	idcNPSS      u8   = 263 // 0's based
+	idcAVSCC     u8   = 264
+	idcAPSTA     u8   = 265
+	idcWCTEMP    le16 = 266
+	idcCCTEMP    le16 = 268
+	idcKAS       le16 = 320 // 100 ms units
+	idcSQES      u8   = 512 // see QueueEntrySizes
+	idcCQES      u8   = 513 // see QueueEntrySizes
+	idcMAXCMD    le16 = 514
+	idcNN        le32 = 516
+	idcONCS      le16 = 520
+	idcFUSES     le16 = 522
+	idcFNA       u8   = 524
+	idcVWC       u8   = 525
+	idcAWUN      le16 = 526
+	idcAWUPF     le16 = 528
+	idcNVSCC     u8   = 530
+	idcACWU      le16 = 532
+	idcSGLS      le32 = 536
+	idcMNAN      le32 = 540
+	idcIOCCSZ    le32 = 1792 // 16-byte units
+	idcIORCSZ    le32 = 1796 // 16-byte units
+	idcICDOFF    le16 = 1800
+	idcFCATT     u8   = 1802
+	idcMSDBD     u8   = 1803
+	idcOFCS      le16 = 1804
+	idcPSD0           = 2048 // MaxPowerStates descriptors of PowerStateSize bytes
 )
 
-// IdentifyController is the Identify Controller data structure (base 1.4
-// §5.15.2). Strings are ASCII; SerialNumber, ModelNumber and
-// FirmwareRevision are space padded, SubNQN is NUL padded.
-type IdentifyController struct {
-	VID, SSVID       uint16
-	SerialNumber     string // 20 bytes
-	ModelNumber      string // 40 bytes
-	FirmwareRevision string // 8 bytes
-	RAB              uint8
-	IEEE             [3]byte
-	CMIC             uint8
-	MDTS             uint8 // 2^n minimum pages; 0 means no limit
-	CNTLID           CNTLID
-	Version          uint32
-	RTD3R, RTD3E     uint32
-	OAES             uint32
-	CTRATT           uint32
-	CNTRLTYPE        uint8 // ControllerType*
-	OACS             uint16
-	ACL, AERL        uint8 // 0's based
-	FRMW, LPA        uint8
-	ELPE             uint8 // 0's based
-	NPSS             uint8 // 0's based
-	AVSCC, APSTA     uint8
-	WCTEMP, CCTEMP   uint16
-	KAS              uint16 // Keep Alive Support, 100 ms units
-	SQES, CQES       uint8
-	MAXCMD           uint16
-	NN               uint32
-	ONCS             uint16
-	FUSES            uint16
-	FNA, VWC         uint8
-	AWUN, AWUPF      uint16
-	NVSCC            uint8
-	ACWU             uint16
-	SGLS             uint32
-	MNAN             uint32
-	SubNQN           string // 256 bytes
-	IOCCSZ, IORCSZ   uint32 // 16-byte units
-	ICDOFF           uint16
-	FCATT            uint8
-	MSDBD            uint8
-	OFCS             uint16
-	PSD0MaxPower     uint16 // centiwatts; 0 writes DefaultMaxPower
-}
-
-// MarshalTo zeroes b[:IdentifyDataSize] and writes id into it.
-func (id *IdentifyController) MarshalTo(b []byte) {
-	b = b[:IdentifyDataSize]
-	clear(b)
-	le := binary.LittleEndian
-	le.PutUint16(b[idcVID:], id.VID)
-	le.PutUint16(b[idcSSVID:], id.SSVID)
-	putPadded(b[idcSN:idcSN+snLen], id.SerialNumber, ' ')
-	putPadded(b[idcMN:idcMN+mnLen], id.ModelNumber, ' ')
-	putPadded(b[idcFR:idcFR+frLen], id.FirmwareRevision, ' ')
-	b[idcRAB] = id.RAB
-	copy(b[idcIEEE:], id.IEEE[:])
-	b[idcCMIC] = id.CMIC
-	b[idcMDTS] = id.MDTS
-	le.PutUint16(b[idcCNTLID:], uint16(id.CNTLID))
-	le.PutUint32(b[idcVER:], id.Version)
-	le.PutUint32(b[idcRTD3R:], id.RTD3R)
-	le.PutUint32(b[idcRTD3E:], id.RTD3E)
-	le.PutUint32(b[idcOAES:], id.OAES)
-	le.PutUint32(b[idcCTRATT:], id.CTRATT)
-	b[idcCNTRLTYPE] = id.CNTRLTYPE
-	le.PutUint16(b[idcOACS:], id.OACS)
-	b[idcACL] = id.ACL
-	b[idcAERL] = id.AERL
-	b[idcFRMW] = id.FRMW
-	b[idcLPA] = id.LPA
-	b[idcELPE] = id.ELPE
-	b[idcNPSS] = id.NPSS
-	b[idcAVSCC] = id.AVSCC
-	b[idcAPSTA] = id.APSTA
-	le.PutUint16(b[idcWCTEMP:], id.WCTEMP)
-	le.PutUint16(b[idcCCTEMP:], id.CCTEMP)
-	le.PutUint16(b[idcKAS:], id.KAS)
-	b[idcSQES] = id.SQES
-	b[idcCQES] = id.CQES
-	le.PutUint16(b[idcMAXCMD:], id.MAXCMD)
-	le.PutUint32(b[idcNN:], id.NN)
-	le.PutUint16(b[idcONCS:], id.ONCS)
-	le.PutUint16(b[idcFUSES:], id.FUSES)
-	b[idcFNA] = id.FNA
-	b[idcVWC] = id.VWC
-	le.PutUint16(b[idcAWUN:], id.AWUN)
-	le.PutUint16(b[idcAWUPF:], id.AWUPF)
-	b[idcNVSCC] = id.NVSCC
-	le.PutUint16(b[idcACWU:], id.ACWU)
-	le.PutUint32(b[idcSGLS:], id.SGLS)
-	le.PutUint32(b[idcMNAN:], id.MNAN)
-	putPadded(b[idcSUBNQN:idcSUBNQN+NQNFieldSize], id.SubNQN, 0)
-	le.PutUint32(b[idcIOCCSZ:], id.IOCCSZ)
-	le.PutUint32(b[idcIORCSZ:], id.IORCSZ)
-	le.PutUint16(b[idcICDOFF:], id.ICDOFF)
-	b[idcFCATT] = id.FCATT
-	b[idcMSDBD] = id.MSDBD
-	le.PutUint16(b[idcOFCS:], id.OFCS)
-	// PSD0 (Power State Descriptor 0): MP in bytes 1:0, MXPS (bit 0 of byte 3)
-	// clear for 0.01 W units. The rest of PSD0 stays zero.
-	mp := id.PSD0MaxPower
-	if mp == 0 {
-		mp = DefaultMaxPower
-	}
-	le.PutUint16(b[idcPSD0:], mp)
-}
-
-// UnmarshalIdentifyController decodes b[:IdentifyDataSize].
-func UnmarshalIdentifyController(b []byte) IdentifyController {
-	b = b[:IdentifyDataSize]
-	le := binary.LittleEndian
-	return IdentifyController{
-		VID:              le.Uint16(b[idcVID:]),
-		SSVID:            le.Uint16(b[idcSSVID:]),
-		SerialNumber:     asciiString(b[idcSN : idcSN+snLen]),
-		ModelNumber:      asciiString(b[idcMN : idcMN+mnLen]),
-		FirmwareRevision: asciiString(b[idcFR : idcFR+frLen]),
-		RAB:              b[idcRAB],
-		IEEE:             [3]byte(b[idcIEEE : idcIEEE+3]),
-		CMIC:             b[idcCMIC],
-		MDTS:             b[idcMDTS],
-		CNTLID:           CNTLID(le.Uint16(b[idcCNTLID:])),
-		Version:          le.Uint32(b[idcVER:]),
-		RTD3R:            le.Uint32(b[idcRTD3R:]),
-		RTD3E:            le.Uint32(b[idcRTD3E:]),
-		OAES:             le.Uint32(b[idcOAES:]),
-		CTRATT:           le.Uint32(b[idcCTRATT:]),
-		CNTRLTYPE:        b[idcCNTRLTYPE],
-		OACS:             le.Uint16(b[idcOACS:]),
-		ACL:              b[idcACL],
-		AERL:             b[idcAERL],
-		FRMW:             b[idcFRMW],
-		LPA:              b[idcLPA],
-		ELPE:             b[idcELPE],
-		NPSS:             b[idcNPSS],
-		AVSCC:            b[idcAVSCC],
-		APSTA:            b[idcAPSTA],
-		WCTEMP:           le.Uint16(b[idcWCTEMP:]),
-		CCTEMP:           le.Uint16(b[idcCCTEMP:]),
-		KAS:              le.Uint16(b[idcKAS:]),
-		SQES:             b[idcSQES],
-		CQES:             b[idcCQES],
-		MAXCMD:           le.Uint16(b[idcMAXCMD:]),
-		NN:               le.Uint32(b[idcNN:]),
-		ONCS:             le.Uint16(b[idcONCS:]),
-		FUSES:            le.Uint16(b[idcFUSES:]),
-		FNA:              b[idcFNA],
-		VWC:              b[idcVWC],
-		AWUN:             le.Uint16(b[idcAWUN:]),
-		AWUPF:            le.Uint16(b[idcAWUPF:]),
-		NVSCC:            b[idcNVSCC],
-		ACWU:             le.Uint16(b[idcACWU:]),
-		SGLS:             le.Uint32(b[idcSGLS:]),
-		MNAN:             le.Uint32(b[idcMNAN:]),
-		SubNQN:           cString(b[idcSUBNQN : idcSUBNQN+NQNFieldSize]),
-		IOCCSZ:           le.Uint32(b[idcIOCCSZ:]),
-		IORCSZ:           le.Uint32(b[idcIORCSZ:]),
-		ICDOFF:           le.Uint16(b[idcICDOFF:]),
-		FCATT:            b[idcFCATT],
-		MSDBD:            b[idcMSDBD],
-		OFCS:             le.Uint16(b[idcOFCS:]),
-		PSD0MaxPower:     le.Uint16(b[idcPSD0:]),
-	}
-}
-
-// Identify Namespace offsets (base 1.4 §5.15.2).
-const (
-	idnNSZE     = 0
-	idnNCAP     = 8
-	idnNUSE     = 16
-	idnNSFEAT   = 24
-	idnNLBAF    = 25
-	idnFLBAS    = 26
-	idnMC       = 27
-	idnDPC      = 28
-	idnDPS      = 29
-	idnNMIC     = 30
-	idnRESCAP   = 31
-	idnFPI      = 32
-	idnDLFEAT   = 33
-	idnNAWUN    = 34
-	idnNAWUPF   = 36
-	idnNACWU    = 38
-	idnNABSN    = 40
-	idnNABO     = 42
-	idnNABSPF   = 44
-	idnNOIOB    = 46
-	idnNVMCAP   = 48 // 16 bytes
-	idnNPWG     = 64
-	idnNPWA     = 66
-	idnNPDG     = 68
-	idnNPDA     = 70
-	idnNOWS     = 72
-	idnANAGRPID = 92
-	idnNSATTR   = 99
-	idnNVMSETID = 100
-	idnENDGID   = 102
-	idnNGUID    = 104
-	idnEUI64    = 120
-	idnLBAF0    = 128
-
-	lbafSize = 4
+// Identify Controller strings: ASCII, SN, MN and FR space padded, SUBNQN
+// NUL padded.
+var (
+	idcSN     = text{off: 4, len: 20, pad: ' '}
+	idcMN     = text{off: 24, len: 40, pad: ' '}
+	idcFR     = text{off: 64, len: 8, pad: ' '}
+	idcSUBNQN = text{off: 768, len: NQNFieldSize}
 )
+
+func (id IdentifyController) VID() uint16                  { return idcVID.get(id) }
+func (id IdentifyController) SetVID(v uint16)              { idcVID.set(id, v) }
+func (id IdentifyController) SSVID() uint16                { return idcSSVID.get(id) }
+func (id IdentifyController) SetSSVID(v uint16)            { idcSSVID.set(id, v) }
+func (id IdentifyController) SerialNumber() string         { return idcSN.get(id) }
+func (id IdentifyController) SetSerialNumber(s string)     { idcSN.set(id, s) }
+func (id IdentifyController) ModelNumber() string          { return idcMN.get(id) }
+func (id IdentifyController) SetModelNumber(s string)      { idcMN.set(id, s) }
+func (id IdentifyController) FirmwareRevision() string     { return idcFR.get(id) }
+func (id IdentifyController) SetFirmwareRevision(s string) { idcFR.set(id, s) }
+func (id IdentifyController) RAB() uint8                   { return idcRAB.get(id) }
+func (id IdentifyController) SetRAB(v uint8)               { idcRAB.set(id, v) }
+func (id IdentifyController) IEEE() [3]byte                { return [3]byte(id[idcIEEE:]) }
+func (id IdentifyController) SetIEEE(v [3]byte)            { copy(id[idcIEEE:], v[:]) }
+func (id IdentifyController) CMIC() uint8                  { return idcCMIC.get(id) }
+func (id IdentifyController) SetCMIC(v uint8)              { idcCMIC.set(id, v) }
+func (id IdentifyController) MDTS() uint8                  { return idcMDTS.get(id) }
+func (id IdentifyController) SetMDTS(v uint8)              { idcMDTS.set(id, v) }
+func (id IdentifyController) CNTLID() CNTLID               { return CNTLID(idcCNTLID.get(id)) }
+func (id IdentifyController) SetCNTLID(v CNTLID)           { idcCNTLID.set(id, uint16(v)) }
+func (id IdentifyController) Version() uint32              { return idcVER.get(id) }
+func (id IdentifyController) SetVersion(v uint32)          { idcVER.set(id, v) }
+func (id IdentifyController) RTD3R() uint32                { return idcRTD3R.get(id) }
+func (id IdentifyController) SetRTD3R(v uint32)            { idcRTD3R.set(id, v) }
+func (id IdentifyController) RTD3E() uint32                { return idcRTD3E.get(id) }
+func (id IdentifyController) SetRTD3E(v uint32)            { idcRTD3E.set(id, v) }
+func (id IdentifyController) OAES() uint32                 { return idcOAES.get(id) }
+func (id IdentifyController) SetOAES(v uint32)             { idcOAES.set(id, v) }
+func (id IdentifyController) CTRATT() uint32               { return idcCTRATT.get(id) }
+func (id IdentifyController) SetCTRATT(v uint32)           { idcCTRATT.set(id, v) }
+func (id IdentifyController) CNTRLTYPE() uint8             { return idcCNTRLTYPE.get(id) }
+func (id IdentifyController) SetCNTRLTYPE(v uint8)         { idcCNTRLTYPE.set(id, v) }
+func (id IdentifyController) OACS() uint16                 { return idcOACS.get(id) }
+func (id IdentifyController) SetOACS(v uint16)             { idcOACS.set(id, v) }
+func (id IdentifyController) ACL() uint8                   { return idcACL.get(id) }
+func (id IdentifyController) SetACL(v uint8)               { idcACL.set(id, v) }
+func (id IdentifyController) AERL() uint8                  { return idcAERL.get(id) }
+func (id IdentifyController) SetAERL(v uint8)              { idcAERL.set(id, v) }
+func (id IdentifyController) FRMW() uint8                  { return idcFRMW.get(id) }
+func (id IdentifyController) SetFRMW(v uint8)              { idcFRMW.set(id, v) }
+func (id IdentifyController) LPA() uint8                   { return idcLPA.get(id) }
+func (id IdentifyController) SetLPA(v uint8)               { idcLPA.set(id, v) }
+func (id IdentifyController) ELPE() uint8                  { return idcELPE.get(id) }
+func (id IdentifyController) SetELPE(v uint8)              { idcELPE.set(id, v) }
+func (id IdentifyController) NPSS() uint8                  { return idcNPSS.get(id) }
+func (id IdentifyController) SetNPSS(v uint8)              { idcNPSS.set(id, v) }
+func (id IdentifyController) AVSCC() uint8                 { return idcAVSCC.get(id) }
+func (id IdentifyController) SetAVSCC(v uint8)             { idcAVSCC.set(id, v) }
+func (id IdentifyController) APSTA() uint8                 { return idcAPSTA.get(id) }
+func (id IdentifyController) SetAPSTA(v uint8)             { idcAPSTA.set(id, v) }
+func (id IdentifyController) WCTEMP() uint16               { return idcWCTEMP.get(id) }
+func (id IdentifyController) SetWCTEMP(v uint16)           { idcWCTEMP.set(id, v) }
+func (id IdentifyController) CCTEMP() uint16               { return idcCCTEMP.get(id) }
+func (id IdentifyController) SetCCTEMP(v uint16)           { idcCCTEMP.set(id, v) }
+func (id IdentifyController) KAS() uint16                  { return idcKAS.get(id) }
+func (id IdentifyController) SetKAS(v uint16)              { idcKAS.set(id, v) }
+func (id IdentifyController) SQES() uint8                  { return idcSQES.get(id) }
+func (id IdentifyController) SetSQES(v uint8)              { idcSQES.set(id, v) }
+func (id IdentifyController) CQES() uint8                  { return idcCQES.get(id) }
+func (id IdentifyController) SetCQES(v uint8)              { idcCQES.set(id, v) }
+func (id IdentifyController) MAXCMD() uint16               { return idcMAXCMD.get(id) }
+func (id IdentifyController) SetMAXCMD(v uint16)           { idcMAXCMD.set(id, v) }
+func (id IdentifyController) NN() uint32                   { return idcNN.get(id) }
+func (id IdentifyController) SetNN(v uint32)               { idcNN.set(id, v) }
+func (id IdentifyController) ONCS() uint16                 { return idcONCS.get(id) }
+func (id IdentifyController) SetONCS(v uint16)             { idcONCS.set(id, v) }
+func (id IdentifyController) FUSES() uint16                { return idcFUSES.get(id) }
+func (id IdentifyController) SetFUSES(v uint16)            { idcFUSES.set(id, v) }
+func (id IdentifyController) FNA() uint8                   { return idcFNA.get(id) }
+func (id IdentifyController) SetFNA(v uint8)               { idcFNA.set(id, v) }
+func (id IdentifyController) VWC() uint8                   { return idcVWC.get(id) }
+func (id IdentifyController) SetVWC(v uint8)               { idcVWC.set(id, v) }
+func (id IdentifyController) AWUN() uint16                 { return idcAWUN.get(id) }
+func (id IdentifyController) SetAWUN(v uint16)             { idcAWUN.set(id, v) }
+func (id IdentifyController) AWUPF() uint16                { return idcAWUPF.get(id) }
+func (id IdentifyController) SetAWUPF(v uint16)            { idcAWUPF.set(id, v) }
+func (id IdentifyController) NVSCC() uint8                 { return idcNVSCC.get(id) }
+func (id IdentifyController) SetNVSCC(v uint8)             { idcNVSCC.set(id, v) }
+func (id IdentifyController) ACWU() uint16                 { return idcACWU.get(id) }
+func (id IdentifyController) SetACWU(v uint16)             { idcACWU.set(id, v) }
+func (id IdentifyController) SGLS() uint32                 { return idcSGLS.get(id) }
+func (id IdentifyController) SetSGLS(v uint32)             { idcSGLS.set(id, v) }
+func (id IdentifyController) MNAN() uint32                 { return idcMNAN.get(id) }
+func (id IdentifyController) SetMNAN(v uint32)             { idcMNAN.set(id, v) }
+func (id IdentifyController) SubNQN() string               { return idcSUBNQN.get(id) }
+func (id IdentifyController) SetSubNQN(s string)           { idcSUBNQN.set(id, s) }
+func (id IdentifyController) IOCCSZ() uint32               { return idcIOCCSZ.get(id) }
+func (id IdentifyController) SetIOCCSZ(v uint32)           { idcIOCCSZ.set(id, v) }
+func (id IdentifyController) IORCSZ() uint32               { return idcIORCSZ.get(id) }
+func (id IdentifyController) SetIORCSZ(v uint32)           { idcIORCSZ.set(id, v) }
+func (id IdentifyController) ICDOFF() uint16               { return idcICDOFF.get(id) }
+func (id IdentifyController) SetICDOFF(v uint16)           { idcICDOFF.set(id, v) }
+func (id IdentifyController) FCATT() uint8                 { return idcFCATT.get(id) }
+func (id IdentifyController) SetFCATT(v uint8)             { idcFCATT.set(id, v) }
+func (id IdentifyController) MSDBD() uint8                 { return idcMSDBD.get(id) }
+func (id IdentifyController) SetMSDBD(v uint8)             { idcMSDBD.set(id, v) }
+func (id IdentifyController) OFCS() uint16                 { return idcOFCS.get(id) }
+func (id IdentifyController) SetOFCS(v uint16)             { idcOFCS.set(id, v) }
+
+// PSD returns a view of Power State Descriptor i, i < MaxPowerStates.
+func (id IdentifyController) PSD(i int) PowerState {
+	o := idcPSD0 + i*PowerStateSize
+	return PowerState(id[o : o+PowerStateSize])
+}
+
+// Power State Descriptors (base 1.4 §5.15.2.1, Figure 249).
+const (
+	MaxPowerStates = 32
+	PowerStateSize = 32
+
+	psdMP le16 = 0 // Maximum Power, centiwatts
+)
+
+// PowerState is a view of one Power State Descriptor. Only MP is defined
+// here: MXPS (byte 3 bit 0) clear gives it in units of 0.01 W.
+type PowerState []byte
+
+func (p PowerState) MP() uint16     { return psdMP.get(p) }
+func (p PowerState) SetMP(v uint16) { psdMP.set(p, v) }
 
 // Identify Namespace field bits (base 1.4 §5.15.2).
 const (
@@ -358,140 +276,139 @@ const (
 // base 2.0, which uses bytes 192-383 that 1.4 reserved.
 const MaxLBAFormats = 64
 
-// LBAFormat is one LBA Format Data Structure (base 1.4 §5.15.2).
-type LBAFormat struct {
-	MS    uint16 // metadata bytes per block
-	LBADS uint8  // block size is 2^LBADS
-	RP    uint8  // relative performance, bits 1:0
+// IdentifyNamespace is a view of the Identify Namespace data structure for
+// the NVM command set (base 1.4 §5.15.2.2). Its length must be at least
+// IdentifyDataSize. Its accessors are as IdentifyController's.
+type IdentifyNamespace []byte
+
+// Identify Namespace fields, one constant each.
+const (
+	idnNSZE     le64 = 0
+	idnNCAP     le64 = 8
+	idnNUSE     le64 = 16
+	idnNSFEAT   u8   = 24
+	idnNLBAF    u8   = 25 // 0's based number of LBA formats
+	idnFLBAS    u8   = 26
+	idnMC       u8   = 27
+	idnDPC      u8   = 28
+	idnDPS      u8   = 29
+	idnNMIC     u8   = 30
+	idnRESCAP   u8   = 31
+	idnFPI      u8   = 32
+	idnDLFEAT   u8   = 33
+	idnNAWUN    le16 = 34
+	idnNAWUPF   le16 = 36
+	idnNACWU    le16 = 38
+	idnNABSN    le16 = 40
+	idnNABO     le16 = 42
+	idnNABSPF   le16 = 44
+	idnNOIOB    le16 = 46
+	idnNVMCAP   le64 = 48 // low half of 16 bytes
+	idnNPWG     le16 = 64
+	idnNPWA     le16 = 66
+	idnNPDG     le16 = 68
+	idnNPDA     le16 = 70
+	idnNOWS     le16 = 72
+	idnANAGRPID le32 = 92
+	idnNSATTR   u8   = 99
+	idnNVMSETID le16 = 100
+	idnENDGID   le16 = 102
+	idnNGUID         = 104 // 16 bytes
+	idnEUI64         = 120 // 8 bytes
+	idnLBAF0         = 128 // MaxLBAFormats formats of LBAFormatSize bytes
+)
+
+func (id IdentifyNamespace) NSZE() uint64         { return idnNSZE.get(id) }
+func (id IdentifyNamespace) SetNSZE(v uint64)     { idnNSZE.set(id, v) }
+func (id IdentifyNamespace) NCAP() uint64         { return idnNCAP.get(id) }
+func (id IdentifyNamespace) SetNCAP(v uint64)     { idnNCAP.set(id, v) }
+func (id IdentifyNamespace) NUSE() uint64         { return idnNUSE.get(id) }
+func (id IdentifyNamespace) SetNUSE(v uint64)     { idnNUSE.set(id, v) }
+func (id IdentifyNamespace) NSFEAT() uint8        { return idnNSFEAT.get(id) }
+func (id IdentifyNamespace) SetNSFEAT(v uint8)    { idnNSFEAT.set(id, v) }
+func (id IdentifyNamespace) NLBAF() uint8         { return idnNLBAF.get(id) }
+func (id IdentifyNamespace) SetNLBAF(v uint8)     { idnNLBAF.set(id, v) }
+func (id IdentifyNamespace) FLBAS() uint8         { return idnFLBAS.get(id) }
+func (id IdentifyNamespace) SetFLBAS(v uint8)     { idnFLBAS.set(id, v) }
+func (id IdentifyNamespace) MC() uint8            { return idnMC.get(id) }
+func (id IdentifyNamespace) SetMC(v uint8)        { idnMC.set(id, v) }
+func (id IdentifyNamespace) DPC() uint8           { return idnDPC.get(id) }
+func (id IdentifyNamespace) SetDPC(v uint8)       { idnDPC.set(id, v) }
+func (id IdentifyNamespace) DPS() uint8           { return idnDPS.get(id) }
+func (id IdentifyNamespace) SetDPS(v uint8)       { idnDPS.set(id, v) }
+func (id IdentifyNamespace) NMIC() uint8          { return idnNMIC.get(id) }
+func (id IdentifyNamespace) SetNMIC(v uint8)      { idnNMIC.set(id, v) }
+func (id IdentifyNamespace) RESCAP() uint8        { return idnRESCAP.get(id) }
+func (id IdentifyNamespace) SetRESCAP(v uint8)    { idnRESCAP.set(id, v) }
+func (id IdentifyNamespace) FPI() uint8           { return idnFPI.get(id) }
+func (id IdentifyNamespace) SetFPI(v uint8)       { idnFPI.set(id, v) }
+func (id IdentifyNamespace) DLFEAT() uint8        { return idnDLFEAT.get(id) }
+func (id IdentifyNamespace) SetDLFEAT(v uint8)    { idnDLFEAT.set(id, v) }
+func (id IdentifyNamespace) NAWUN() uint16        { return idnNAWUN.get(id) }
+func (id IdentifyNamespace) SetNAWUN(v uint16)    { idnNAWUN.set(id, v) }
+func (id IdentifyNamespace) NAWUPF() uint16       { return idnNAWUPF.get(id) }
+func (id IdentifyNamespace) SetNAWUPF(v uint16)   { idnNAWUPF.set(id, v) }
+func (id IdentifyNamespace) NACWU() uint16        { return idnNACWU.get(id) }
+func (id IdentifyNamespace) SetNACWU(v uint16)    { idnNACWU.set(id, v) }
+func (id IdentifyNamespace) NABSN() uint16        { return idnNABSN.get(id) }
+func (id IdentifyNamespace) SetNABSN(v uint16)    { idnNABSN.set(id, v) }
+func (id IdentifyNamespace) NABO() uint16         { return idnNABO.get(id) }
+func (id IdentifyNamespace) SetNABO(v uint16)     { idnNABO.set(id, v) }
+func (id IdentifyNamespace) NABSPF() uint16       { return idnNABSPF.get(id) }
+func (id IdentifyNamespace) SetNABSPF(v uint16)   { idnNABSPF.set(id, v) }
+func (id IdentifyNamespace) NOIOB() uint16        { return idnNOIOB.get(id) }
+func (id IdentifyNamespace) SetNOIOB(v uint16)    { idnNOIOB.set(id, v) }
+func (id IdentifyNamespace) NVMCAP() uint64       { return idnNVMCAP.get(id) }
+func (id IdentifyNamespace) SetNVMCAP(v uint64)   { idnNVMCAP.set(id, v) }
+func (id IdentifyNamespace) NPWG() uint16         { return idnNPWG.get(id) }
+func (id IdentifyNamespace) SetNPWG(v uint16)     { idnNPWG.set(id, v) }
+func (id IdentifyNamespace) NPWA() uint16         { return idnNPWA.get(id) }
+func (id IdentifyNamespace) SetNPWA(v uint16)     { idnNPWA.set(id, v) }
+func (id IdentifyNamespace) NPDG() uint16         { return idnNPDG.get(id) }
+func (id IdentifyNamespace) SetNPDG(v uint16)     { idnNPDG.set(id, v) }
+func (id IdentifyNamespace) NPDA() uint16         { return idnNPDA.get(id) }
+func (id IdentifyNamespace) SetNPDA(v uint16)     { idnNPDA.set(id, v) }
+func (id IdentifyNamespace) NOWS() uint16         { return idnNOWS.get(id) }
+func (id IdentifyNamespace) SetNOWS(v uint16)     { idnNOWS.set(id, v) }
+func (id IdentifyNamespace) ANAGRPID() uint32     { return idnANAGRPID.get(id) }
+func (id IdentifyNamespace) SetANAGRPID(v uint32) { idnANAGRPID.set(id, v) }
+func (id IdentifyNamespace) NSATTR() uint8        { return idnNSATTR.get(id) }
+func (id IdentifyNamespace) SetNSATTR(v uint8)    { idnNSATTR.set(id, v) }
+func (id IdentifyNamespace) NVMSETID() uint16     { return idnNVMSETID.get(id) }
+func (id IdentifyNamespace) SetNVMSETID(v uint16) { idnNVMSETID.set(id, v) }
+func (id IdentifyNamespace) ENDGID() uint16       { return idnENDGID.get(id) }
+func (id IdentifyNamespace) SetENDGID(v uint16)   { idnENDGID.set(id, v) }
+func (id IdentifyNamespace) NGUID() [16]byte      { return [16]byte(id[idnNGUID:]) }
+func (id IdentifyNamespace) SetNGUID(v [16]byte)  { copy(id[idnNGUID:], v[:]) }
+func (id IdentifyNamespace) EUI64() [8]byte       { return [8]byte(id[idnEUI64:]) }
+func (id IdentifyNamespace) SetEUI64(v [8]byte)   { copy(id[idnEUI64:], v[:]) }
+
+// LBAF returns a view of LBA Format i, i < MaxLBAFormats; NLBAF+1 of them
+// are valid.
+func (id IdentifyNamespace) LBAF(i int) LBAFormat {
+	o := idnLBAF0 + i*LBAFormatSize
+	return LBAFormat(id[o : o+LBAFormatSize])
 }
 
-// IdentifyNamespace is the Identify Namespace data structure for the NVM
-// command set (base 1.4 §5.15.2).
-type IdentifyNamespace struct {
-	NSZE, NCAP, NUSE uint64
-	NSFEAT           uint8
-	NLBAF            uint8 // 0's based; see MarshalTo
-	FLBAS            uint8
-	MC, DPC, DPS     uint8
-	NMIC, RESCAP     uint8
-	FPI, DLFEAT      uint8
-	NAWUN, NAWUPF    uint16
-	NACWU            uint16
-	NABSN, NABO      uint16
-	NABSPF           uint16
-	NOIOB            uint16
-	NVMCAP           uint64 // low 64 bits of the 128-bit field
-	NPWG, NPWA       uint16
-	NPDG, NPDA       uint16
-	NOWS             uint16
-	ANAGRPID         uint32
-	NSATTR           uint8
-	NVMSETID, ENDGID uint16
-	NGUID            [16]byte
-	EUI64            [8]byte
-	LBAFormats       []LBAFormat // up to MaxLBAFormats
-}
+// LBA Format Data Structure (base 1.4 §5.15.2.2, Figure 246).
+const (
+	LBAFormatSize = 4
 
-// MarshalTo zeroes b[:IdentifyDataSize] and writes id into it. NLBAF is
-// written as given, or as len(LBAFormats)-1 when it is zero.
-func (id *IdentifyNamespace) MarshalTo(b []byte) {
-	b = b[:IdentifyDataSize]
-	clear(b)
-	le := binary.LittleEndian
-	le.PutUint64(b[idnNSZE:], id.NSZE)
-	le.PutUint64(b[idnNCAP:], id.NCAP)
-	le.PutUint64(b[idnNUSE:], id.NUSE)
-	b[idnNSFEAT] = id.NSFEAT
-	nlbaf := id.NLBAF
-	if nlbaf == 0 && len(id.LBAFormats) > 1 {
-		nlbaf = uint8(min(len(id.LBAFormats), MaxLBAFormats) - 1)
-	}
-	b[idnNLBAF] = nlbaf
-	b[idnFLBAS] = id.FLBAS
-	b[idnMC] = id.MC
-	b[idnDPC] = id.DPC
-	b[idnDPS] = id.DPS
-	b[idnNMIC] = id.NMIC
-	b[idnRESCAP] = id.RESCAP
-	b[idnFPI] = id.FPI
-	b[idnDLFEAT] = id.DLFEAT
-	le.PutUint16(b[idnNAWUN:], id.NAWUN)
-	le.PutUint16(b[idnNAWUPF:], id.NAWUPF)
-	le.PutUint16(b[idnNACWU:], id.NACWU)
-	le.PutUint16(b[idnNABSN:], id.NABSN)
-	le.PutUint16(b[idnNABO:], id.NABO)
-	le.PutUint16(b[idnNABSPF:], id.NABSPF)
-	le.PutUint16(b[idnNOIOB:], id.NOIOB)
-	le.PutUint64(b[idnNVMCAP:], id.NVMCAP)
-	le.PutUint16(b[idnNPWG:], id.NPWG)
-	le.PutUint16(b[idnNPWA:], id.NPWA)
-	le.PutUint16(b[idnNPDG:], id.NPDG)
-	le.PutUint16(b[idnNPDA:], id.NPDA)
-	le.PutUint16(b[idnNOWS:], id.NOWS)
-	le.PutUint32(b[idnANAGRPID:], id.ANAGRPID)
-	b[idnNSATTR] = id.NSATTR
-	le.PutUint16(b[idnNVMSETID:], id.NVMSETID)
-	le.PutUint16(b[idnENDGID:], id.ENDGID)
-	copy(b[idnNGUID:], id.NGUID[:])
-	copy(b[idnEUI64:], id.EUI64[:])
-	for i, f := range id.LBAFormats {
-		if i == MaxLBAFormats {
-			break
-		}
-		o := idnLBAF0 + i*lbafSize
-		le.PutUint16(b[o:], f.MS)
-		b[o+2] = f.LBADS
-		b[o+3] = f.RP & 3
-	}
-}
+	lbafMS     le16 = 0 // metadata bytes per block
+	lbafLBADS  u8   = 2 // block size is 2^LBADS
+	lbafRP          = 3 // relative performance, bits 1:0; 7:2 reserved
+	lbafRPMask      = 3
+)
 
-// UnmarshalIdentifyNamespace decodes b[:IdentifyDataSize], with NLBAF+1 LBA
-// formats.
-func UnmarshalIdentifyNamespace(b []byte) IdentifyNamespace {
-	b = b[:IdentifyDataSize]
-	le := binary.LittleEndian
-	id := IdentifyNamespace{
-		NSZE:     le.Uint64(b[idnNSZE:]),
-		NCAP:     le.Uint64(b[idnNCAP:]),
-		NUSE:     le.Uint64(b[idnNUSE:]),
-		NSFEAT:   b[idnNSFEAT],
-		NLBAF:    b[idnNLBAF],
-		FLBAS:    b[idnFLBAS],
-		MC:       b[idnMC],
-		DPC:      b[idnDPC],
-		DPS:      b[idnDPS],
-		NMIC:     b[idnNMIC],
-		RESCAP:   b[idnRESCAP],
-		FPI:      b[idnFPI],
-		DLFEAT:   b[idnDLFEAT],
-		NAWUN:    le.Uint16(b[idnNAWUN:]),
-		NAWUPF:   le.Uint16(b[idnNAWUPF:]),
-		NACWU:    le.Uint16(b[idnNACWU:]),
-		NABSN:    le.Uint16(b[idnNABSN:]),
-		NABO:     le.Uint16(b[idnNABO:]),
-		NABSPF:   le.Uint16(b[idnNABSPF:]),
-		NOIOB:    le.Uint16(b[idnNOIOB:]),
-		NVMCAP:   le.Uint64(b[idnNVMCAP:]),
-		NPWG:     le.Uint16(b[idnNPWG:]),
-		NPWA:     le.Uint16(b[idnNPWA:]),
-		NPDG:     le.Uint16(b[idnNPDG:]),
-		NPDA:     le.Uint16(b[idnNPDA:]),
-		NOWS:     le.Uint16(b[idnNOWS:]),
-		ANAGRPID: le.Uint32(b[idnANAGRPID:]),
-		NSATTR:   b[idnNSATTR],
-		NVMSETID: le.Uint16(b[idnNVMSETID:]),
-		ENDGID:   le.Uint16(b[idnENDGID:]),
-		NGUID:    [16]byte(b[idnNGUID : idnNGUID+16]),
-		EUI64:    [8]byte(b[idnEUI64 : idnEUI64+8]),
-	}
-	n := min(int(id.NLBAF)+1, MaxLBAFormats)
-	id.LBAFormats = make([]LBAFormat, n)
-	for i := range id.LBAFormats {
-		o := idnLBAF0 + i*lbafSize
-		id.LBAFormats[i] = LBAFormat{MS: le.Uint16(b[o:]), LBADS: b[o+2], RP: b[o+3] & 3}
-	}
-	return id
-}
+// LBAFormat is a view of one LBA Format.
+type LBAFormat []byte
+
+func (f LBAFormat) MS() uint16       { return lbafMS.get(f) }
+func (f LBAFormat) SetMS(v uint16)   { lbafMS.set(f, v) }
+func (f LBAFormat) LBADS() uint8     { return lbafLBADS.get(f) }
+func (f LBAFormat) SetLBADS(v uint8) { lbafLBADS.set(f, v) }
+func (f LBAFormat) RP() uint8        { return f[lbafRP] & lbafRPMask }
+func (f LBAFormat) SetRP(v uint8)    { f[lbafRP] = v & lbafRPMask }
 
 // MaxNSListEntries is the number of NSIDs an Active Namespace ID list holds.
 const MaxNSListEntries = IdentifyDataSize / 4

@@ -4,30 +4,52 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 )
 
-func sampleIdentifyController() IdentifyController {
-	return IdentifyController{
-		VID: 0x1b36, SSVID: 0x1af4,
-		SerialNumber: "SN0001", ModelNumber: "nvmeof-tgt", FirmwareRevision: "0.1",
-		RAB: 6, IEEE: [3]byte{1, 2, 3}, CMIC: 2, MDTS: 5, CNTLID: 0x0102,
-		Version: Version1_3, RTD3R: 11, RTD3E: 12, OAES: 1 << 8, CTRATT: 1,
-		CNTRLTYPE: ControllerTypeIO, OACS: 0x0004, ACL: 3, AERL: 3, FRMW: 3, LPA: 4,
-		ELPE: 63, NPSS: 0, AVSCC: 1, APSTA: 0, WCTEMP: 0x157, CCTEMP: 0x175, KAS: 50,
-		SQES: 0x66, CQES: 0x44, MAXCMD: 128, NN: 1024, ONCS: 0x0c, FUSES: 0, FNA: 0, VWC: 1,
-		AWUN: 7, AWUPF: 8, NVSCC: 1, ACWU: 9, SGLS: 1 | 1<<2 | 1<<20, MNAN: 1024,
-		SubNQN: "nqn.2024-01.io.example:sub1", IOCCSZ: 260, IORCSZ: 1, ICDOFF: 0,
-		FCATT: 0, MSDBD: 1, OFCS: 1, PSD0MaxPower: 900,
-	}
-}
-
 func TestIdentifyControllerOffsets(t *testing.T) {
-	id := sampleIdentifyController()
-	b := bytes.Repeat([]byte{0xee}, IdentifyDataSize)
-	id.MarshalTo(b)
+	b := make([]byte, IdentifyDataSize)
+	id := IdentifyController(b)
+	id.SetVID(0x1b36)
+	id.SetSSVID(0x1af4)
+	id.SetSerialNumber("SN0001")
+	id.SetModelNumber("nvmeof-tgt")
+	id.SetFirmwareRevision("0.1")
+	id.SetRAB(6)
+	id.SetIEEE([3]byte{1, 2, 3})
+	id.SetCMIC(2)
+	id.SetMDTS(5)
+	id.SetCNTLID(0x0102)
+	id.SetVersion(Version1_3)
+	id.SetOAES(1 << 8)
+	id.SetCTRATT(1)
+	id.SetCNTRLTYPE(ControllerTypeIO)
+	id.SetOACS(0x0004)
+	id.SetAERL(3)
+	id.SetLPA(4)
+	id.SetELPE(63)
+	id.SetWCTEMP(0x157)
+	id.SetKAS(50)
+	id.SetSQES(0x66)
+	id.SetCQES(0x44)
+	id.SetMAXCMD(128)
+	id.SetNN(1024)
+	id.SetONCS(0x0c)
+	id.SetVWC(1)
+	id.SetACWU(9)
+	id.SetSGLS(1 | 1<<2 | 1<<20)
+	id.SetMNAN(1024)
+	id.SetSubNQN("nqn.2024-01.io.example:sub1")
+	id.SetIOCCSZ(260)
+	id.SetIORCSZ(1)
+	id.SetMSDBD(1)
+	id.SetOFCS(1)
+	id.PSD(0).SetMP(900)
+	id.PSD(MaxPowerStates - 1).SetMP(901)
 	le := binary.LittleEndian
 	for _, tt := range []struct {
 		name      string
@@ -65,6 +87,7 @@ func TestIdentifyControllerOffsets(t *testing.T) {
 		{"MSDBD@1803", uint64(b[1803]), 1},
 		{"OFCS@1804", uint64(le.Uint16(b[1804:])), 1},
 		{"PSD0.MP@2048", uint64(le.Uint16(b[2048:])), 900},
+		{"PSD31.MP@3040", uint64(le.Uint16(b[3040:])), 901},
 		{"reserved@100", uint64(b[100]), 0},
 		{"last byte", uint64(b[IdentifyDataSize-1]), 0},
 	} {
@@ -73,45 +96,84 @@ func TestIdentifyControllerOffsets(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct {
-		name string
-		off  int
-		want string
+		name      string
+		off       int
+		want      string
+		got, read string // the raw field and what the getter reads
 	}{
-		{"SN@4", 4, "SN0001" + strings.Repeat(" ", 14)},
-		{"MN@24", 24, "nvmeof-tgt" + strings.Repeat(" ", 30)},
-		{"FR@64", 64, "0.1     "},
-		{"SUBNQN@768", 768, "nqn.2024-01.io.example:sub1" + strings.Repeat("\x00", 256-27)},
+		{"SN@4", 4, "SN0001" + strings.Repeat(" ", 14), "SN0001", id.SerialNumber()},
+		{"MN@24", 24, "nvmeof-tgt" + strings.Repeat(" ", 30), "nvmeof-tgt", id.ModelNumber()},
+		{"FR@64", 64, "0.1     ", "0.1", id.FirmwareRevision()},
+		{"SUBNQN@768", 768, "nqn.2024-01.io.example:sub1" + strings.Repeat("\x00", 256-27), "nqn.2024-01.io.example:sub1", id.SubNQN()},
 	} {
-		if got := string(b[tt.off : tt.off+len(tt.want)]); got != tt.want {
-			t.Errorf("%s = %q, want %q", tt.name, got, tt.want)
+		if raw := string(b[tt.off : tt.off+len(tt.want)]); raw != tt.want {
+			t.Errorf("%s = %q, want %q", tt.name, raw, tt.want)
 		}
-	}
-	if got := UnmarshalIdentifyController(b); got != id {
-		t.Errorf("round trip:\n got %+v\nwant %+v", got, id)
+		if tt.read != tt.got {
+			t.Errorf("%s reads %q, want %q", tt.name, tt.read, tt.got)
+		}
 	}
 }
 
-func TestIdentifyControllerDefaultPower(t *testing.T) {
-	var id IdentifyController
-	b := make([]byte, IdentifyDataSize)
-	id.MarshalTo(b)
-	if binary.LittleEndian.Uint16(b[2048:]) != DefaultMaxPower || b[2051] != 0 {
-		t.Errorf("PSD0 = %x", b[2048:2052])
+func TestIdentifyControllerStrings(t *testing.T) {
+	id := IdentifyController(bytes.Repeat([]byte{0xee}, IdentifyDataSize))
+	for _, tt := range []struct {
+		name     string
+		set      string
+		raw      string // SN@4, 20 bytes
+		readBack string
+	}{
+		{"padded", "abc", "abc" + strings.Repeat(" ", 17), "abc"},
+		{"truncated", strings.Repeat("x", 25), strings.Repeat("x", 20), strings.Repeat("x", 20)},
+		{"trailing spaces lost", "ab  ", "ab" + strings.Repeat(" ", 18), "ab"},
+	} {
+		id.SetSerialNumber(tt.set)
+		if raw := string(id[4:24]); raw != tt.raw {
+			t.Errorf("%s: SN = %q, want %q", tt.name, raw, tt.raw)
+		}
+		if got := id.SerialNumber(); got != tt.readBack {
+			t.Errorf("%s: SerialNumber() = %q, want %q", tt.name, got, tt.readBack)
+		}
+	}
+	// Linux nvmet pads with NULs; both paddings read back the same.
+	copy(id[4:24], "nvmet\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+	if got := id.SerialNumber(); got != "nvmet" {
+		t.Errorf("NUL padded SN reads %q", got)
+	}
+	id.SetSubNQN(strings.Repeat("n", 300))
+	if got := id.SubNQN(); got != strings.Repeat("n", NQNFieldSize) || id[768+NQNFieldSize] != 0xee {
+		t.Errorf("SUBNQN truncation: %d bytes, byte after %#x", len(got), id[768+NQNFieldSize])
 	}
 }
 
 func TestIdentifyNamespace(t *testing.T) {
-	id := IdentifyNamespace{
-		NSZE: 0x100000, NCAP: 0x100000, NUSE: 0x80000,
-		NSFEAT: 1 << 2, FLBAS: 1, MC: 0, DPC: 0, DPS: 0, NMIC: 1, RESCAP: 0, FPI: 0, DLFEAT: 1 | 1<<3,
-		NAWUN: 1, NAWUPF: 2, NACWU: 3, NABSN: 4, NABO: 5, NABSPF: 6, NOIOB: 7, NVMCAP: 1 << 40,
-		NPWG: 8, NPWA: 9, NPDG: 10, NPDA: 11, NOWS: 12, ANAGRPID: 13, NSATTR: 1, NVMSETID: 14, ENDGID: 15,
-		NGUID:      [16]byte{0x10, 15: 0x1f},
-		EUI64:      [8]byte{0x20, 7: 0x27},
-		LBAFormats: []LBAFormat{{LBADS: 9}, {LBADS: 12, RP: 1}, {MS: 8, LBADS: 12, RP: 2}},
-	}
-	b := bytes.Repeat([]byte{0xee}, IdentifyDataSize)
-	id.MarshalTo(b)
+	b := make([]byte, IdentifyDataSize)
+	id := IdentifyNamespace(b)
+	id.SetNSZE(0x100000)
+	id.SetNCAP(0x100000)
+	id.SetNUSE(0x80000)
+	id.SetNSFEAT(1 << 2)
+	id.SetNLBAF(2)
+	id.SetFLBAS(1)
+	id.SetNMIC(1)
+	id.SetDLFEAT(1 | 1<<3)
+	id.SetNAWUN(1)
+	id.SetNOIOB(7)
+	id.SetNVMCAP(1 << 40)
+	id.SetNPWG(8)
+	id.SetNOWS(12)
+	id.SetANAGRPID(13)
+	id.SetNSATTR(1)
+	id.SetENDGID(15)
+	id.SetNGUID([16]byte{0x10, 15: 0x1f})
+	id.SetEUI64([8]byte{0x20, 7: 0x27})
+	id.LBAF(0).SetLBADS(9)
+	id.LBAF(1).SetLBADS(12)
+	id.LBAF(1).SetRP(1)
+	id.LBAF(2).SetMS(8)
+	id.LBAF(2).SetLBADS(12)
+	id.LBAF(2).SetRP(2 | 0xfc) // reserved bits 7:2 are not written
+	id.LBAF(MaxLBAFormats - 1).SetLBADS(13)
 	le := binary.LittleEndian
 	for _, tt := range []struct {
 		name      string
@@ -143,25 +205,19 @@ func TestIdentifyNamespace(t *testing.T) {
 		{"LBAF1@132", uint64(le.Uint32(b[132:])), 12<<16 | 1<<24},
 		{"LBAF2@136", uint64(le.Uint32(b[136:])), 8 | 12<<16 | 2<<24},
 		{"LBAF3@140", uint64(le.Uint32(b[140:])), 0},
+		{"LBAF63@380", uint64(le.Uint32(b[380:])), 13 << 16},
+		{"after LBAF63@384", uint64(b[384]), 0},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s = %#x, want %#x", tt.name, tt.got, tt.want)
 		}
 	}
-	want := id
-	want.NLBAF = 2
-	if got := UnmarshalIdentifyNamespace(b); !reflect.DeepEqual(got, want) {
-		t.Errorf("round trip:\n got %+v\nwant %+v", got, want)
+	if f := id.LBAF(2); f.MS() != 8 || f.LBADS() != 12 || f.RP() != 2 {
+		t.Errorf("LBAF2 reads MS %d LBADS %d RP %d", f.MS(), f.LBADS(), f.RP())
 	}
-
-	// One format: NLBAF 0.
-	one := IdentifyNamespace{NSZE: 8, LBAFormats: []LBAFormat{{LBADS: 12}}}
-	one.MarshalTo(b)
-	if b[25] != 0 || b[130] != 12 {
-		t.Errorf("single format: NLBAF %d LBADS %d", b[25], b[130])
-	}
-	if got := UnmarshalIdentifyNamespace(b); !reflect.DeepEqual(got, one) {
-		t.Errorf("round trip: %+v", got)
+	b[139] |= 0xfc
+	if id.LBAF(2).RP() != 2 {
+		t.Errorf("RP reads reserved bits: %#x", id.LBAF(2).RP())
 	}
 }
 
@@ -230,6 +286,223 @@ func TestNSDescriptors(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, ErrInvalidNSDescriptor) {
 			t.Errorf("%s: %v is not ErrInvalidNSDescriptor", tt.name, err)
+		}
+	}
+}
+
+// TestIdentifyGolden pins the bytes of fully populated Identify Controller
+// and Identify Namespace structures: every field non-zero and distinct, so a
+// field at the wrong offset or width changes the dump. The dumps were taken
+// from the struct encoders the views replaced.
+func TestIdentifyGolden(t *testing.T) {
+	b := make([]byte, IdentifyDataSize)
+	c := IdentifyController(b)
+	c.SetVID(0x1b36)
+	c.SetSSVID(0x1af4)
+	c.SetSerialNumber("SN0001")
+	c.SetModelNumber(strings.Repeat("M", 39) + "n")
+	c.SetFirmwareRevision("FR345678")
+	c.SetRAB(0x06)
+	c.SetIEEE([3]byte{0x07, 0x08, 0x09})
+	c.SetCMIC(0x0a)
+	c.SetMDTS(0x0b)
+	c.SetCNTLID(0x0c0d)
+	c.SetVersion(0x0e0f1011)
+	c.SetRTD3R(0x12131415)
+	c.SetRTD3E(0x16171819)
+	c.SetOAES(0x1a1b1c1d)
+	c.SetCTRATT(0x1e1f2021)
+	c.SetCNTRLTYPE(0x22)
+	c.SetOACS(0x2324)
+	c.SetACL(0x25)
+	c.SetAERL(0x26)
+	c.SetFRMW(0x27)
+	c.SetLPA(0x28)
+	c.SetELPE(0x29)
+	c.SetNPSS(0x2a)
+	c.SetAVSCC(0x2b)
+	c.SetAPSTA(0x2c)
+	c.SetWCTEMP(0x2d2e)
+	c.SetCCTEMP(0x2f30)
+	c.SetKAS(0x3132)
+	c.SetSQES(0x33)
+	c.SetCQES(0x34)
+	c.SetMAXCMD(0x3536)
+	c.SetNN(0x3738393a)
+	c.SetONCS(0x3b3c)
+	c.SetFUSES(0x3d3e)
+	c.SetFNA(0x3f)
+	c.SetVWC(0x40)
+	c.SetAWUN(0x4142)
+	c.SetAWUPF(0x4344)
+	c.SetNVSCC(0x45)
+	c.SetACWU(0x4647)
+	c.SetSGLS(0x48494a4b)
+	c.SetMNAN(0x4c4d4e4f)
+	c.SetSubNQN("nqn.2024-01.io.example:sub1")
+	c.SetIOCCSZ(0x50515253)
+	c.SetIORCSZ(0x54555657)
+	c.SetICDOFF(0x5859)
+	c.SetFCATT(0x5a)
+	c.SetMSDBD(0x5b)
+	c.SetOFCS(0x5c5d)
+	c.PSD(0).SetMP(0x5e5f)
+	checkGolden(t, "identify-controller.hex", b)
+
+	clear(b)
+	ns := IdentifyNamespace(b)
+	ns.SetNSZE(0x0102030405060708)
+	ns.SetNCAP(0x090a0b0c0d0e0f10)
+	ns.SetNUSE(0x1112131415161718)
+	ns.SetNSFEAT(0x19)
+	ns.SetNLBAF(MaxLBAFormats - 1)
+	ns.SetFLBAS(0x1a)
+	ns.SetMC(0x1b)
+	ns.SetDPC(0x1c)
+	ns.SetDPS(0x1d)
+	ns.SetNMIC(0x1e)
+	ns.SetRESCAP(0x1f)
+	ns.SetFPI(0x20)
+	ns.SetDLFEAT(0x21)
+	ns.SetNAWUN(0x2223)
+	ns.SetNAWUPF(0x2425)
+	ns.SetNACWU(0x2627)
+	ns.SetNABSN(0x2829)
+	ns.SetNABO(0x2a2b)
+	ns.SetNABSPF(0x2c2d)
+	ns.SetNOIOB(0x2e2f)
+	ns.SetNVMCAP(0x3031323334353637)
+	ns.SetNPWG(0x3839)
+	ns.SetNPWA(0x3a3b)
+	ns.SetNPDG(0x3c3d)
+	ns.SetNPDA(0x3e3f)
+	ns.SetNOWS(0x4041)
+	ns.SetANAGRPID(0x42434445)
+	ns.SetNSATTR(0x46)
+	ns.SetNVMSETID(0x4748)
+	ns.SetENDGID(0x494a)
+	ns.SetNGUID([16]byte{0x4b, 0x4c, 0x4d, 0x4e, 0x4f, 0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58, 0x59, 0x5a})
+	ns.SetEUI64([8]byte{0x5b, 0x5c, 0x5d, 0x5e, 0x5f, 0x60, 0x61, 0x62})
+	for i := range MaxLBAFormats {
+		f := ns.LBAF(i)
+		f.SetMS(0x100 + uint16(i))
+		f.SetLBADS(9 + uint8(i%8))
+		f.SetRP(uint8(i))
+	}
+	checkGolden(t, "identify-namespace.hex", b)
+}
+
+// identifyField is one accessor pair of an Identify view, found by
+// reflection so that a new pair is tested without listing it here.
+type identifyField struct {
+	name     string
+	get, set reflect.Value
+}
+
+// identifyFields returns the accessor pairs of the Identify Controller (with
+// every power state descriptor) or the Identify Namespace (with every LBA
+// format) over b.
+func identifyFields(b []byte, namespace bool) []identifyField {
+	type view struct {
+		prefix string
+		v      any
+	}
+	var views []view
+	if namespace {
+		id := IdentifyNamespace(b)
+		views = append(views, view{"", id})
+		for i := range MaxLBAFormats {
+			views = append(views, view{lbafNames[i], id.LBAF(i)})
+		}
+	} else {
+		id := IdentifyController(b)
+		views = append(views, view{"", id})
+		for i := range MaxPowerStates {
+			views = append(views, view{psdNames[i], id.PSD(i)})
+		}
+	}
+	var fields []identifyField
+	for _, v := range views {
+		rv := reflect.ValueOf(v.v)
+		for _, p := range accessorPairs()[rv.Type()] {
+			fields = append(fields, identifyField{v.prefix + p.name, rv.Method(p.get), rv.Method(p.set)})
+		}
+	}
+	return fields
+}
+
+type accessorPair struct {
+	name     string
+	get, set int // method indices
+}
+
+// accessorPairs finds, once, the accessor pairs of each Identify view type:
+// each method X with no argument and one result that has a SetX taking that
+// result, by method index.
+var accessorPairs = sync.OnceValue(func() map[reflect.Type][]accessorPair {
+	m := map[reflect.Type][]accessorPair{}
+	for _, v := range []any{IdentifyController(nil), PowerState(nil), IdentifyNamespace(nil), LBAFormat(nil)} {
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumMethod() {
+			get := rt.Method(i)
+			set, ok := rt.MethodByName("Set" + get.Name)
+			if ok && get.Type.NumIn() == 1 && get.Type.NumOut() == 1 &&
+				set.Type.NumIn() == 2 && set.Type.In(1) == get.Type.Out(0) {
+				m[rt] = append(m[rt], accessorPair{get.Name, i, set.Index})
+			}
+		}
+	}
+	return m
+})
+
+// psdNames and lbafNames name the power state descriptors and LBA formats.
+var psdNames, lbafNames = func() (psd, lbaf []string) {
+	for i := range MaxLBAFormats {
+		psd, lbaf = append(psd, fmt.Sprintf("PSD(%d).", i)), append(lbaf, fmt.Sprintf("LBAF(%d).", i))
+	}
+	return psd, lbaf
+}()
+
+// TestIdentifyFieldsDisjoint sets each field, alone, to all ones and checks
+// that no two fields share a byte: an offset typo in a new accessor pair
+// shows here.
+func TestIdentifyFieldsDisjoint(t *testing.T) {
+	for _, namespace := range []bool{false, true} {
+		b := make([]byte, IdentifyDataSize)
+		owner := make([]string, IdentifyDataSize)
+		fields := identifyFields(b, namespace)
+		if len(fields) < 30 {
+			t.Fatalf("found only %d accessor pairs", len(fields))
+		}
+		for _, f := range fields {
+			clear(b)
+			typ := f.get.Type().Out(0)
+			v := reflect.New(typ).Elem()
+			switch typ.Kind() {
+			case reflect.String:
+				v.SetString(strings.Repeat("~", IdentifyDataSize))
+			case reflect.Array:
+				for i := range v.Len() {
+					v.Index(i).SetUint(0xff)
+				}
+			default:
+				v.SetUint(^uint64(0))
+			}
+			f.set.Call([]reflect.Value{v})
+			n := 0
+			for i, x := range b {
+				if x == 0 {
+					continue
+				}
+				n++
+				if owner[i] != "" {
+					t.Errorf("%s and %s share byte %d", owner[i], f.name, i)
+				}
+				owner[i] = f.name
+			}
+			if n == 0 {
+				t.Errorf("%s writes nothing", f.name)
+			}
 		}
 	}
 }
