@@ -158,8 +158,18 @@ func (c *Controller) identify(id nvme.IdentifyController) {
 	c.identifyCommon(id)
 	id.SetCNTRLTYPE(nvme.ControllerTypeIO)
 	id.SetRAB(6)
-	id.SetCMIC(nvme.CMICMultiController) // more than one host may have a controller
-	id.SetOAES(nvme.OAESNSAttrNotices)
+	// More than one host may have a controller, and the controller reports
+	// ANA (base 2.0 §8.1.3): every state, ANAGRPID changeable while
+	// attached (ANACAP bit 6 clear: the host then re-reads the log). The
+	// Linux host refuses a controller with CMIC.ANA and MNAN 0.
+	id.SetCMIC(nvme.CMICMultiController | nvme.CMICANAReporting)
+	id.SetANACAP(nvme.ANACAPOptimized | nvme.ANACAPNonOptimized | nvme.ANACAPInaccessible |
+		nvme.ANACAPPersistentLoss | nvme.ANACAPChange)
+	id.SetANATT(uint8(min(255, (c.s.t.opts.ANATransitionTime+time.Second-1)/time.Second)))
+	id.SetANAGRPMAX(nvme.MaxANAGroups)
+	id.SetNANAGRPID(nvme.MaxANAGroups)
+	id.SetMNAN(uint32(c.s.nn()))
+	id.SetOAES(nvme.OAESNSAttrNotices | nvme.OAESANAChange)
 	id.SetACL(3)
 	id.SetFRMW(1<<nvme.FRMWSlotsShift | nvme.FRMWSlot1ReadOnly) // one slot, read-only
 	id.SetSQES(nvme.QueueEntrySizes(nvme.CommandSizeShift))
@@ -180,6 +190,7 @@ func (ns *Namespace) identify(id nvme.IdentifyNamespace) {
 	id.SetNCAP(nb)
 	id.SetNUSE(nb)
 	id.SetNMIC(nvme.NMICShared)
+	id.SetANAGRPID(ns.ANAGroup())
 	id.SetNGUID(ns.nguid)
 	id.LBAF(0).SetLBADS(uint8(ns.blockShift))
 	if ns.dev.DiscardZeroes() {
@@ -199,7 +210,7 @@ func handleGetLogPage(r *Request) nvme.Status {
 	case nvme.LogSupportedPages:
 		log = make([]byte, nvme.SupportedLogPagesSize)
 		nvme.PutSupportedLogPages(log, []uint8{nvme.LogSupportedPages, nvme.LogError, nvme.LogSMART,
-			nvme.LogFirmwareSlot, nvme.LogChangedNSList, nvme.LogCommandEffects})
+			nvme.LogFirmwareSlot, nvme.LogChangedNSList, nvme.LogCommandEffects, nvme.LogANA})
 	case nvme.LogError:
 		log = c.errorLog()
 	case nvme.LogSMART:
@@ -214,6 +225,9 @@ func handleGetLogPage(r *Request) nvme.Status {
 		nvme.PutChangedNSList(log, c.takeChangedNS(r.Cmd.LogPageRAE()))
 	case nvme.LogCommandEffects:
 		log = commandEffectsLog()
+	case nvme.LogANA:
+		log = c.anaLog(r.Cmd.LogPageLSP()&nvme.LSPANAReturnGroupsOnly != 0)
+		c.events.logRead(aenANA, r.Cmd.LogPageRAE())
 	default:
 		return nvme.StatusInvalidLogPage.WithDNR()
 	}

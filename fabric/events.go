@@ -19,6 +19,7 @@ type aenKind uint8
 const (
 	aenNSAttr    aenKind = 1 << iota // Namespace Attribute Changed, log page 04h
 	aenDiscovery                     // Discovery Log Page Change, log page 70h
+	aenANA                           // ANA Change, log page 0Ch
 )
 
 // asyncEvents is one controller's asynchronous event state under one lock,

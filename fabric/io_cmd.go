@@ -14,6 +14,9 @@ func (c *Controller) parseIO(r *Request) nvme.Status {
 		return nvme.StatusInvalidNamespace.WithDNR()
 	}
 	r.ns = ns
+	if st := c.ioPathStatus(ns); !st.IsSuccess() {
+		return st // not DNR: the host retries on another path
+	}
 	switch op := r.Cmd.Opcode(); op {
 	case nvme.OpRead, nvme.OpWrite:
 		if st := ns.checkRange(r); !st.IsSuccess() {

@@ -21,6 +21,9 @@ type NamespaceConfig struct {
 	UUID     [16]byte
 	NGUID    [16]byte
 	ReadOnly bool
+	// ANAGroup is the namespace's ANA group, 1..nvme.MaxANAGroups;
+	// 0: DefaultANAGroup.
+	ANAGroup uint32
 	// Workers is how many goroutines run the backend's blocking I/O; 0 runs
 	// it inline on the transport's goroutine (the memory backend).
 	Workers int
@@ -37,6 +40,7 @@ type Namespace struct {
 	// nblocks is the size in blocks, read on every I/O and changed by
 	// ResizeNamespace.
 	nblocks    atomic.Uint64
+	anaGroup   atomic.Uint32 // read on every I/O, changed by SetNamespaceANAGroup
 	work       chan *Request
 	queuer     blockdev.Queuer // the backend, when it can queue I/O on an IOContext
 	wg         sync.WaitGroup
@@ -73,6 +77,14 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 		nsid: nsid, dev: c.Device, uuid: c.UUID, nguid: c.NGUID, readOnly: c.ReadOnly,
 		blockShift: uint(bits.TrailingZeros32(bs)),
 	}
+	group := c.ANAGroup
+	if group == 0 {
+		group = DefaultANAGroup
+	}
+	if err := CheckANAGroup(group); err != nil {
+		return nil, fmt.Errorf("add namespace %d: %w", c.NSID, err)
+	}
+	ns.anaGroup.Store(group)
 	ns.queuer, _ = c.Device.(blockdev.Queuer)
 	ns.nblocks.Store(uint64(c.Device.Size()) >> ns.blockShift)
 	if ns.nblocks.Load() == 0 {

@@ -189,6 +189,11 @@ var statusNames = map[Status]string{
 	StatusCompareFailure:         "Compare Failure",
 	StatusAccessDenied:           "Access Denied",
 	StatusDeallocatedOrUnwritten: "Deallocated or Unwritten Logical Block",
+
+	StatusInternalPathError: "Internal Path Error",
+	StatusANAPersistentLoss: "Asymmetric Access Persistent Loss",
+	StatusANAInaccessible:   "Asymmetric Access Inaccessible",
+	StatusANATransition:     "Asymmetric Access Transition",
 }
 
 // String returns the status name, its type and code, and the DNR and More
