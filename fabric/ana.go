@@ -197,4 +197,3 @@ func (c *Controller) ioPathStatus(ns *Namespace) nvme.Status {
 	}
 	return c.port.ANAState(ns.ANAGroup()).IOStatus()
 }
-
