@@ -176,7 +176,7 @@ func (c *Controller) identify(id nvme.IdentifyController) {
 	id.SetCQES(nvme.QueueEntrySizes(nvme.CompletionSizeShift))
 	id.SetMAXCMD(uint16(c.port.MaxQueueDepth))
 	id.SetNN(uint32(c.s.nn()))
-	id.SetONCS(nvme.ONCSDSM | nvme.ONCSWriteZeroes)
+	id.SetONCS(nvme.ONCSDSM | nvme.ONCSWriteZeroes | nvme.ONCSReservations)
 	id.SetVWC(nvme.VWCPresent)
 	id.SetIOCCSZ((nvme.CommandSize + c.port.InCapsuleDataSize) / 16)
 	id.SetIORCSZ(nvme.CompletionSize / 16)
@@ -191,6 +191,11 @@ func (ns *Namespace) identify(id nvme.IdentifyNamespace) {
 	id.SetNUSE(nb)
 	id.SetNMIC(nvme.NMICShared)
 	id.SetANAGRPID(ns.ANAGroup())
+	rescap := uint8(nvme.RESCAPTypes | nvme.RESCAPIEKEY)
+	if ns.statePath != "" {
+		rescap |= nvme.RESCAPPTPL
+	}
+	id.SetRESCAP(rescap)
 	id.SetNGUID(ns.nguid)
 	id.LBAF(0).SetLBADS(uint8(ns.blockShift))
 	if ns.dev.DiscardZeroes() {
@@ -210,7 +215,7 @@ func handleGetLogPage(r *Request) nvme.Status {
 	case nvme.LogSupportedPages:
 		log = make([]byte, nvme.SupportedLogPagesSize)
 		nvme.PutSupportedLogPages(log, []uint8{nvme.LogSupportedPages, nvme.LogError, nvme.LogSMART,
-			nvme.LogFirmwareSlot, nvme.LogChangedNSList, nvme.LogCommandEffects, nvme.LogANA})
+			nvme.LogFirmwareSlot, nvme.LogChangedNSList, nvme.LogCommandEffects, nvme.LogANA, nvme.LogReservationNotification})
 	case nvme.LogError:
 		log = c.errorLog()
 	case nvme.LogSMART:
@@ -225,6 +230,9 @@ func handleGetLogPage(r *Request) nvme.Status {
 		nvme.PutChangedNSList(log, c.takeChangedNS(r.Cmd.LogPageRAE()))
 	case nvme.LogCommandEffects:
 		log = commandEffectsLog()
+	case nvme.LogReservationNotification:
+		log = make([]byte, nvme.ResvNotificationSize)
+		nvme.PutResvNotification(log, c.events.takeResvLog(r.Cmd.LogPageRAE()))
 	case nvme.LogANA:
 		log = c.anaLog(r.Cmd.LogPageLSP()&nvme.LSPANAReturnGroupsOnly != 0)
 		c.events.logRead(aenANA, r.Cmd.LogPageRAE())
@@ -295,6 +303,8 @@ var (
 		nvme.OpWrite:       nvme.EffectsCSUPP | nvme.EffectsLBCC,
 		nvme.OpWriteZeroes: nvme.EffectsCSUPP | nvme.EffectsLBCC,
 		nvme.OpDSM:         nvme.EffectsCSUPP | nvme.EffectsLBCC,
+		nvme.OpResvRegister: nvme.EffectsCSUPP, nvme.OpResvReport: nvme.EffectsCSUPP,
+		nvme.OpResvAcquire: nvme.EffectsCSUPP, nvme.OpResvRelease: nvme.EffectsCSUPP,
 	}
 )
 
@@ -350,6 +360,14 @@ func handleSetFeatures(r *Request) nvme.Status {
 		c.events.setAEC(v)
 	case nvme.FeatVolatileWriteCache:
 		c.wce.Store(v&1 != 0)
+	case nvme.FeatHostIdentifier:
+		// Over fabrics the host identifier is Connect's (nvmet answers
+		// the same).
+		return nvme.StatusCommandSequenceError.WithDNR()
+	case nvme.FeatReservationMask:
+		return c.setResvMask(r, v)
+	case nvme.FeatReservationPersist:
+		return setPTPL(r, v&1 != 0)
 	case nvme.FeatArbitration, nvme.FeatPowerManagement, nvme.FeatTemperatureThreshold,
 		nvme.FeatErrorRecovery, nvme.FeatWriteAtomicity:
 		c.mu.Lock()
@@ -385,6 +403,9 @@ func handleGetFeatures(r *Request) nvme.Status {
 			return nvme.StatusSuccess
 		case nvme.FeatHostIdentifier:
 			return nvme.StatusSuccess
+		case nvme.FeatReservationMask, nvme.FeatReservationPersist:
+			r.setResult(nvme.FeatCapChangeable | nvme.FeatCapPerNamespace)
+			return nvme.StatusSuccess
 		}
 		return r.invalidField(nvme.ErrLocCDW10)
 	}
@@ -417,6 +438,22 @@ func handleGetFeatures(r *Request) nvme.Status {
 			v = featureDefault(fid)
 		}
 		r.setResult(v)
+	case nvme.FeatReservationMask, nvme.FeatReservationPersist:
+		ns := c.s.namespace(r.Cmd.NSID())
+		if ns == nil {
+			r.errLoc = nvme.ErrLocNSID
+			return nvme.StatusInvalidNamespace.WithDNR()
+		}
+		switch {
+		case fid == nvme.FeatReservationPersist && current && ns.resv.load().PTPL:
+			r.setResult(1)
+		case fid == nvme.FeatReservationMask && current:
+			if m, ok := c.resvMasks[ns.nsid]; ok {
+				r.setResult(m)
+			} else {
+				r.setResult(c.resvMaskAll)
+			}
+		}
 	case nvme.FeatHostIdentifier:
 		// Only the 128-bit host identifier exists over fabrics (EXHID).
 		if !r.Cmd.HostIDExtended() {

@@ -45,6 +45,8 @@ func (c *Controller) parseIO(r *Request) nvme.Status {
 			return st
 		}
 		r.handle = handleWriteZeroes
+	case nvme.OpResvRegister, nvme.OpResvReport, nvme.OpResvAcquire, nvme.OpResvRelease:
+		return c.parseResv(r)
 	case nvme.OpDSM:
 		if ns.readOnly && r.Cmd.DSMDeallocate() {
 			return nvme.StatusNamespaceWriteProtected.WithDNR()

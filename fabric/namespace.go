@@ -47,6 +47,12 @@ type Namespace struct {
 	workers    int
 	lastErrLog atomic.Int64 // unix seconds of the last logged backend error
 
+	// resv is the namespace's reservations (resvcmd.go); statePath the
+	// file they persist in through power loss ("": no state directory).
+	resv      nsResv
+	statePath string
+	subnqn    string
+
 	stats nsCounters
 	// refs counts the commands executing on the namespace, so that it is
 	// closed only after they finish; removed refuses new ones.
@@ -85,6 +91,11 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 		return nil, fmt.Errorf("add namespace %d: %w", c.NSID, err)
 	}
 	ns.anaGroup.Store(group)
+	ns.subnqn = s.nqn
+	ns.statePath = resvStatePath(s.t.opts.StateDir, s.nqn, nsid)
+	if err := ns.restoreResv(); err != nil {
+		return nil, fmt.Errorf("add namespace %d: %w", c.NSID, err)
+	}
 	ns.queuer, _ = c.Device.(blockdev.Queuer)
 	ns.nblocks.Store(uint64(c.Device.Size()) >> ns.blockShift)
 	if ns.nblocks.Load() == 0 {

@@ -36,6 +36,10 @@ type Options struct {
 	// ANATransitionTime is ANATT, reported in Identify Controller
 	// (DefaultANATransitionTime; whole seconds, at most 255).
 	ANATransitionTime time.Duration
+	// StateDir is where state that outlives the process is kept:
+	// reservations that persist through power loss. "": none (hosts
+	// cannot set PTPL).
+	StateDir string
 	// FirmwareRevision is reported in Identify Controller.
 	FirmwareRevision string
 	// Logger receives the target's log; nil discards.

@@ -163,6 +163,7 @@ var statusNames = map[Status]string{
 	StatusCapacityExceeded:            "Capacity Exceeded",
 	StatusNamespaceNotReady:           "Namespace Not Ready",
 	StatusReservationConflict:         "Reservation Conflict",
+	StatusAbortPreempt:                "Command Aborted due to Preempt and Abort",
 
 	StatusCQInvalid:                   "Completion Queue Invalid",
 	StatusInvalidQID:                  "Invalid Queue Identifier",
