@@ -300,9 +300,9 @@ var (
 	}
 	ioEffects = map[uint8]uint32{
 		nvme.OpFlush: nvme.EffectsCSUPP, nvme.OpRead: nvme.EffectsCSUPP,
-		nvme.OpWrite:       nvme.EffectsCSUPP | nvme.EffectsLBCC,
-		nvme.OpWriteZeroes: nvme.EffectsCSUPP | nvme.EffectsLBCC,
-		nvme.OpDSM:         nvme.EffectsCSUPP | nvme.EffectsLBCC,
+		nvme.OpWrite:        nvme.EffectsCSUPP | nvme.EffectsLBCC,
+		nvme.OpWriteZeroes:  nvme.EffectsCSUPP | nvme.EffectsLBCC,
+		nvme.OpDSM:          nvme.EffectsCSUPP | nvme.EffectsLBCC,
 		nvme.OpResvRegister: nvme.EffectsCSUPP, nvme.OpResvReport: nvme.EffectsCSUPP,
 		nvme.OpResvAcquire: nvme.EffectsCSUPP, nvme.OpResvRelease: nvme.EffectsCSUPP,
 	}
