@@ -13,7 +13,7 @@ import (
 // transaction without a key.
 //
 // At most workers jobs run at once on the target and at most one per host
-// address; addresses take turns. A peer that floods the port with
+// address; addresses take turns; their threads have the lowest priority. A peer that floods the port with
 // Negotiates so queues behind itself, holding at most one worker, and an
 // address may have at most perAddr jobs waiting or running (each queue has at most
 // one: queueAuth.busy).
@@ -70,8 +70,10 @@ func (p *authPool) submit(addr string, fn func()) bool {
 	return true
 }
 
-// work runs jobs, one address's at a time, until none is ready.
+// work runs jobs, one address's at a time, until none is ready, on a
+// thread of the lowest priority (lowerPriority).
 func (p *authPool) work() {
+	lowerPriority()
 	p.mu.Lock()
 	for len(p.ready) > 0 {
 		addr := p.ready[0]

@@ -59,11 +59,11 @@ func TestEmptyHostNQN(t *testing.T) {
 		}
 		want := pattern(4096, 7)
 		copy(io.Data(), want)
-		if rsp, err := io.Do(io.IOCommand(nvme.OpWrite, 2, 1, 8, 7, 0, 4096), hTimeout); err != nil || !rsp.Status().IsSuccess() {
+		if rsp, err := io.Do(io.IOCommand(nvme.OpWrite, 2, 1, 8, 8, 0, 4096), hTimeout); err != nil || !rsp.Status().IsSuccess() {
 			t.Fatalf("write: %v %s", err, statusOf(rsp))
 		}
 		clear(io.Data()[:4096])
-		if rsp, err := io.Do(io.IOCommand(nvme.OpRead, 3, 1, 8, 7, 0, 4096), hTimeout); err != nil || !rsp.Status().IsSuccess() {
+		if rsp, err := io.Do(io.IOCommand(nvme.OpRead, 3, 1, 8, 8, 0, 4096), hTimeout); err != nil || !rsp.Status().IsSuccess() {
 			t.Fatalf("read: %v %s", err, statusOf(rsp))
 		}
 		if !bytes.Equal(io.Data()[:4096], want) {
