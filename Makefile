@@ -11,8 +11,11 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 
 # make install: the binary under PREFIX, the unit (its ExecStart rewritten to
-# BINDIR), the configuration in /etc/nvmeof-tgt (config.yaml only if absent;
-# the example always) and shell completions. DESTDIR stages it all.
+# BINDIR), the configuration in /etc/nvmeof-tgt (config.yaml, from
+# deploy/config.yaml, only if absent: it starts on any machine with an RDMA
+# device and says what to edit; mode 0600, which serve requires once it holds
+# a secret; config.example.yaml, every key, always) and
+# shell completions. DESTDIR stages it all.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/system
@@ -64,14 +67,18 @@ install: build
 	@if [ -e $(DESTDIR)$(CONFDIR)/config.yaml ]; then \
 		echo "install: keeping $(DESTDIR)$(CONFDIR)/config.yaml"; \
 	else \
-		install -m 0644 deploy/config.example.yaml $(DESTDIR)$(CONFDIR)/config.yaml; \
+		install -m 0600 deploy/config.yaml $(DESTDIR)$(CONFDIR)/config.yaml; \
 	fi
 	$(BIN) completion bash >$(DESTDIR)$(DATADIR)/bash-completion/completions/nvmeof-tgt
 	$(BIN) completion zsh >$(DESTDIR)$(DATADIR)/zsh/site-functions/_nvmeof-tgt
 	$(BIN) completion fish >$(DESTDIR)$(DATADIR)/fish/vendor_completions.d/nvmeof-tgt.fish
 
+# config is a leaf: the file format, with none of the parts it configures.
+LEAF_FORBIDDEN := nvmeof-tgt/(fabric|rdma|blockdev|control|cmd)
 vet: build-deps
 	$(GO) vet ./...
+	@if $(GO) list -deps ./config | grep -E '$(LEAF_FORBIDDEN)'; then echo "config must not import the packages above"; exit 1; fi
+	CGO_ENABLED=0 $(GO) build ./config
 	$(GO) vet -tags e2e ./tests/...
 	$(GO) vet -tags e2e,bench ./tests/...
 	$(GO) vet -tags faultinject ./rdma/... ./cmd/...

@@ -163,3 +163,16 @@ func (d *blockDevice) Resize(size int64) error {
 	d.size.Store(size &^ mask)
 	return nil
 }
+
+// BackingSize implements Resizer: the device's size, as the kernel has it.
+func (d *blockDevice) BackingSize() (int64, error) {
+	defer d.mu.rlock(0).RUnlock()
+	if d.fd < 0 {
+		return 0, fmt.Errorf("get size of %s: %w", d.path, ErrClosed)
+	}
+	devSize, err := blkSize64(d.fd)
+	if err != nil {
+		return 0, fmt.Errorf("get size of %s: %w", d.path, err)
+	}
+	return devSize &^ (int64(d.bs) - 1), nil
+}

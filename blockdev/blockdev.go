@@ -8,9 +8,9 @@ package blockdev
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 )
 
 // Device is a random-access block store. Offsets and lengths passed by callers
@@ -94,16 +94,16 @@ var (
 )
 
 // DefaultBlockSize is used when Options.BlockSize is 0.
-const DefaultBlockSize = 512
+const DefaultBlockSize = limits.BlockSize
 
 // Kind names a backend.
 type Kind string
 
 // Backends, as KindOf infers them from a path.
 const (
-	KindMemory Kind = "memory"
-	KindFile   Kind = "file"
-	KindBlock  Kind = "block"
+	KindMemory Kind = limits.BackendMemory
+	KindFile   Kind = limits.BackendFile
+	KindBlock  Kind = limits.BackendBlock
 )
 
 // KindOf infers the backend for path: memory for an empty path, block for a
@@ -111,19 +111,8 @@ const (
 // not exist yet (OpenFile creates it). A stat failure other than
 // fs.ErrNotExist is returned along with KindFile.
 func KindOf(path string) (Kind, error) {
-	if path == "" {
-		return KindMemory, nil
-	}
-	st, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return KindFile, nil
-	case err != nil:
-		return KindFile, err
-	case st.Mode()&fs.ModeDevice != 0 && st.Mode()&fs.ModeCharDevice == 0:
-		return KindBlock, nil
-	}
-	return KindFile, nil
+	k, err := limits.BackendOf(path)
+	return Kind(k), err
 }
 
 // Open dispatches on Options.Path as KindOf infers it: empty selects
@@ -145,9 +134,7 @@ func Open(o Options) (Device, error) {
 
 // ValidBlockSize reports whether files and memory support the logical
 // block size bs.
-func ValidBlockSize(bs uint32) bool {
-	return bs == 512 || bs == 4096
-}
+func ValidBlockSize(bs uint32) bool { return limits.ValidBlockSize(bs) }
 
 // checkBlockSize validates a block size for files and memory.
 func checkBlockSize(bs uint32) (uint32, error) {
@@ -185,7 +172,13 @@ func logger(l *slog.Logger) *slog.Logger {
 type Resizer interface {
 	// Resize makes the usable size size bytes, rounded down to the block
 	// size. A file grows to it (a smaller size only stops using the end of
-	// the file); a block device takes its size again from the kernel, so
-	// 0 means the whole device, and a size past the device is refused.
+	// the file); a block device takes its size again from the kernel, and
+	// a size past the device is refused. 0 means the backing's own size
+	// now, as BackingSize reads it: a file's length, the whole device.
 	Resize(size int64) error
+	// BackingSize reads the size of what backs the device now, rounded
+	// down to the block size: the file's length (which others may have
+	// changed), the block device's size (after lvextend, say). Size does
+	// not follow it until Resize.
+	BackingSize() (int64, error)
 }

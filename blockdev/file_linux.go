@@ -38,12 +38,16 @@ func OpenFile(o Options) (Device, error) {
 	}
 	want := o.Size &^ mask
 
-	// Check before opening so that a failed open leaves no empty file.
+	// Check before creating so that a failed open leaves no empty file.
 	st, statErr := os.Stat(o.Path)
 	if statErr == nil && !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("open %s: not a regular file: %w", o.Path, ErrInvalidArgument)
 	}
+	created := false
 	if errors.Is(statErr, fs.ErrNotExist) {
+		if isSymlink(o.Path) {
+			return nil, danglingLink(o.Path)
+		}
 		if o.ReadOnly {
 			return nil, fmt.Errorf("open %s: read-only: %w", o.Path, statErr)
 		}
@@ -53,20 +57,31 @@ func OpenFile(o Options) (Device, error) {
 		if _, err := os.Stat(filepath.Dir(o.Path)); err != nil {
 			return nil, fmt.Errorf("create %s: parent directory: %w", o.Path, err)
 		}
+		if err := createFile(o.Path); err != nil {
+			return nil, err
+		}
+		created = true
 	}
 
-	flags := unix.O_CLOEXEC | unix.O_RDWR | unix.O_CREAT
+	flags := unix.O_CLOEXEC | unix.O_RDWR
 	if o.ReadOnly {
 		flags = unix.O_CLOEXEC | unix.O_RDONLY
 	}
+	if created {
+		// The file just made, not a link put in its place since.
+		flags |= unix.O_NOFOLLOW
+	}
 	fd, direct, reason, err := openMaybeDirect(o.Path, flags, !o.Buffered)
 	if err != nil {
+		if created {
+			_ = os.Remove(o.Path)
+		}
 		return nil, err
 	}
 	f := &fileDevice{fdDev: fdDev{fd: fd, path: o.Path, bs: bs, readOnly: o.ReadOnly, direct: direct}}
 	if err := f.setup(o, want, log); err != nil {
 		_ = unix.Close(f.fd)
-		if errors.Is(statErr, fs.ErrNotExist) {
+		if created {
 			_ = os.Remove(o.Path) // do not leave a half-made file behind
 		}
 		return nil, err
@@ -78,7 +93,7 @@ func OpenFile(o Options) (Device, error) {
 		if reason != "" {
 			// Reopen rather than clear O_DIRECT with fcntl, which some
 			// filesystems accept and then fail on I/O.
-			fd, err := sysOpen(o.Path, flags&^unix.O_CREAT, 0)
+			fd, err := sysOpen(o.Path, flags, 0)
 			if err != nil {
 				_ = unix.Close(f.fd)
 				return nil, fmt.Errorf("reopen %s buffered: %w", o.Path, err)
@@ -94,6 +109,31 @@ func OpenFile(o Options) (Device, error) {
 		f.probePunch()
 	}
 	return f, nil
+}
+
+// createFile makes the missing regular file path, empty. Never through
+// a symlink: a dangling one would have the file made at its target,
+// anywhere on the system. O_EXCL fails on any name that exists, a link
+// included, and O_NOFOLLOW refuses a link in the last component too.
+func createFile(path string) error {
+	fd, err := sysOpen(path, unix.O_CLOEXEC|unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	switch {
+	case err == nil:
+		return unix.Close(fd)
+	case (err == unix.EEXIST || err == unix.ELOOP) && isSymlink(path):
+		return danglingLink(path) // made since it was looked at
+	}
+	return fmt.Errorf("create %s: %w", path, err)
+}
+
+func isSymlink(path string) bool {
+	st, err := os.Lstat(path)
+	return err == nil && st.Mode()&fs.ModeSymlink != 0
+}
+
+func danglingLink(path string) error {
+	return fmt.Errorf("open %s: path is a symlink whose target does not exist; create the file or point the namespace at it: %w",
+		path, ErrInvalidArgument)
 }
 
 // openMaybeDirect opens path, with O_DIRECT when direct is set and the
@@ -248,13 +288,17 @@ func (f *fileDevice) Resize(size int64) error {
 	if f.fd < 0 {
 		return fmt.Errorf("resize %s: %w", f.path, ErrClosed)
 	}
-	size &^= int64(f.bs) - 1
-	if size <= 0 {
-		return fmt.Errorf("resize %s to %d: %w", f.path, size, ErrInvalidArgument)
-	}
 	var st unix.Stat_t
 	if err := unix.Fstat(f.fd, &st); err != nil {
 		return fmt.Errorf("stat %s: %w", f.path, err)
+	}
+	want := size
+	if size == 0 {
+		size = st.Size // the file as it is now, grown or cut by others
+	}
+	size &^= int64(f.bs) - 1
+	if size <= 0 {
+		return fmt.Errorf("resize %s to %d (file is %d bytes): %w", f.path, want, st.Size, ErrInvalidArgument)
 	}
 	if st.Size < size {
 		if f.readOnly {
@@ -266,4 +310,17 @@ func (f *fileDevice) Resize(size int64) error {
 	}
 	f.size.Store(size)
 	return nil
+}
+
+// BackingSize implements Resizer: the file's length.
+func (f *fileDevice) BackingSize() (int64, error) {
+	defer f.mu.rlock(0).RUnlock()
+	if f.fd < 0 {
+		return 0, fmt.Errorf("stat %s: %w", f.path, ErrClosed)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(f.fd, &st); err != nil {
+		return 0, fmt.Errorf("stat %s: %w", f.path, err)
+	}
+	return st.Size &^ (int64(f.bs) - 1), nil
 }

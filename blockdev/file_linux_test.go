@@ -363,3 +363,76 @@ func TestOSErrorsMatchable(t *testing.T) {
 	wantErr(t, "WriteZeroes", d.WriteZeroes(0, 4096), unix.EBADF)
 	wantErr(t, "Discard", d.Discard(0, 4096), unix.EBADF)
 }
+
+// TestOpenSymlinks: a missing file is created only as itself, never
+// through a symlink, whose target could be anywhere; an existing target
+// behind a link is used (/dev/vg0/lv is one).
+func TestOpenSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	elsewhere := t.TempDir()
+	existing := filepath.Join(elsewhere, "existing.img")
+	if err := os.WriteFile(existing, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := func(name, target string) string {
+		p := filepath.Join(dir, name)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	dangling := link("dangling", filepath.Join(elsewhere, "made-by-the-link.img"))
+	danglingRel := link("dangling-rel", "made-by-the-rel-link.img")
+	toExisting := link("to-existing", existing)
+	chain := link("chain", toExisting)
+
+	for _, tc := range []struct {
+		name, path, created string
+	}{
+		{"dangling absolute", dangling, filepath.Join(elsewhere, "made-by-the-link.img")},
+		{"dangling relative", danglingRel, filepath.Join(dir, "made-by-the-rel-link.img")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, open := range []func(Options) (Device, error){OpenFile, Open} {
+				d, err := open(Options{Path: tc.path, Size: 1 << 20})
+				if err == nil {
+					d.Close()
+					t.Fatal("a dangling symlink was opened")
+				}
+				wantErr(t, "open", err, ErrInvalidArgument)
+				if !strings.Contains(err.Error(), "symlink whose target does not exist") || !strings.Contains(err.Error(), tc.path) {
+					t.Fatalf("error %q does not say the path is a dangling symlink", err)
+				}
+				if _, err := os.Lstat(tc.created); err == nil {
+					t.Fatalf("%s was created through the link", tc.created)
+				}
+				if st, err := os.Lstat(tc.path); err != nil || st.Mode()&fs.ModeSymlink == 0 {
+					t.Fatalf("the link itself changed: %v", err)
+				}
+			}
+		})
+	}
+	for _, p := range []string{toExisting, chain} {
+		t.Run("link to an existing file "+filepath.Base(p), func(t *testing.T) {
+			d, err := OpenFile(Options{Path: p, Buffered: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			if d.Size() != 1<<20 {
+				t.Fatalf("size %d", d.Size())
+			}
+		})
+	}
+	t.Run("created as a regular file", func(t *testing.T) {
+		p := filepath.Join(dir, "new.img")
+		d, err := OpenFile(Options{Path: p, Size: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+		if st, err := os.Lstat(p); err != nil || !st.Mode().IsRegular() || st.Size() != 1<<20 {
+			t.Fatalf("%s: %v %v", p, st, err)
+		}
+	})
+}

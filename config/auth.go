@@ -2,11 +2,13 @@ package config
 
 import (
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"reflect"
 	"strings"
+	"syscall"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme/dhchap"
 )
 
@@ -108,7 +110,7 @@ func (c *Config) HasInlineSecrets() bool {
 	return false
 }
 
-// checkHostSecrets is Validate's part: forms and combinations, without
+// check is Validate's part of a host entry: forms and combinations, without
 // reading files. Messages never hold a secret.
 func (h Host) check(p *problems, k string) {
 	both := func(inline, file, key string) {
@@ -131,25 +133,21 @@ func (h Host) check(p *problems, k string) {
 	}
 }
 
-// HostAuth reads the entry's secrets, from files where given.
-func (h Host) HostAuth() (fabric.HostAuth, error) {
-	var a fabric.HostAuth
-	var err error
-	if a.Key, err = readSecret(h.DHCHAPKey, h.DHCHAPKeyFile); err != nil {
-		return a, fmt.Errorf("host %s dhchap_key: %w", h.NQN, err)
+// Secrets reads the entry's secrets, from files where given: zero
+// secrets where it has none.
+func (h Host) Secrets() (key, ctrlKey dhchap.Secret, err error) {
+	if key, err = readSecret(h.DHCHAPKey, h.DHCHAPKeyFile); err != nil {
+		return key, ctrlKey, fmt.Errorf("host %s dhchap_key: %w", h.NQN, err)
 	}
-	if a.CtrlKey, err = readSecret(h.DHCHAPCtrlKey, h.DHCHAPCtrlKeyFile); err != nil {
-		return a, fmt.Errorf("host %s dhchap_ctrl_key: %w", h.NQN, err)
+	if ctrlKey, err = readSecret(h.DHCHAPCtrlKey, h.DHCHAPCtrlKeyFile); err != nil {
+		return key, ctrlKey, fmt.Errorf("host %s dhchap_ctrl_key: %w", h.NQN, err)
 	}
-	return a, nil
+	return key, ctrlKey, nil
 }
 
 func readSecret(inline, file string) (dhchap.Secret, error) {
 	if file != "" {
-		if err := CheckPrivate(file); err != nil {
-			return dhchap.Secret{}, err
-		}
-		b, err := os.ReadFile(file)
+		b, err := readPrivate(file)
 		if err != nil {
 			return dhchap.Secret{}, err
 		}
@@ -167,28 +165,57 @@ func readSecret(inline, file string) (dhchap.Secret, error) {
 }
 
 // CheckPrivate refuses a file holding secrets that group or others may
-// read or write.
+// read or write, or that another user owns (and so may rewrite): the
+// owner must be the target's effective user or root.
 func CheckPrivate(path string) error {
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
+	return checkPrivate(path, st)
+}
+
+// readPrivate reads a file holding secrets, checked as CheckPrivate does
+// on the file opened, so that what is checked is what is read.
+func readPrivate(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPrivate(path, st); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
+}
+
+func checkPrivate(path string, st fs.FileInfo) error {
 	if m := st.Mode().Perm(); m&0o077 != 0 {
 		return fmt.Errorf("%s holds secrets and is mode %04o: allow the owner only (chmod 600)", path, m)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if euid := uint32(os.Geteuid()); sys.Uid != euid && sys.Uid != 0 {
+			return fmt.Errorf("%s holds secrets and is owned by uid %d, not by the target's user (uid %d) or root: chown it", path, sys.Uid, euid)
+		}
 	}
 	return nil
 }
 
-// AuthPolicy is the subsystem's allowed hashes and DH groups; the zero
-// policy (fabric.DefaultAuthPolicy) when it names none.
-func (s Subsystem) AuthPolicy() (fabric.AuthPolicy, error) {
-	var p fabric.AuthPolicy
+// AuthNames reads the subsystem's allowed hashes and DH groups, most
+// preferred first; none: every one.
+func (s Subsystem) AuthNames() ([]dhchap.Hash, []dhchap.Group, error) {
+	var hs []dhchap.Hash
+	var gs []dhchap.Group
 	for _, n := range s.DHCHAPHashes {
 		h, err := dhchap.ParseHash(n)
 		if err != nil {
-			return p, err
+			return nil, nil, err
 		}
-		p.Hashes = append(p.Hashes, h)
+		hs = append(hs, h)
 	}
 	for _, n := range s.DHCHAPDHGroups {
 		if n == "" {
@@ -196,25 +223,9 @@ func (s Subsystem) AuthPolicy() (fabric.AuthPolicy, error) {
 		}
 		g, err := dhchap.ParseGroup(n)
 		if err != nil {
-			return p, err
+			return nil, nil, err
 		}
-		p.Groups = append(p.Groups, g)
+		gs = append(gs, g)
 	}
-	return p, nil
-}
-
-// HostAuths reads the secrets of the hosts that have any, by NQN.
-func HostAuths(hosts []Host) (map[string]fabric.HostAuth, error) {
-	out := map[string]fabric.HostAuth{}
-	for _, h := range hosts {
-		if !h.HasSecret() {
-			continue
-		}
-		a, err := h.HostAuth()
-		if err != nil {
-			return nil, err
-		}
-		out[h.NQN] = a
-	}
-	return out, nil
+	return hs, gs, nil
 }

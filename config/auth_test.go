@@ -40,17 +40,19 @@ func TestHostEntries(t *testing.T) {
 	if got := strings.Join(HostNQNs(s.Hosts), " "); got != "nqn.2026-11.io.example:plain nqn.2026-11.io.example:uni nqn.2026-11.io.example:bidi" {
 		t.Fatalf("hosts %s", got)
 	}
-	auths, err := HostAuths(s.Hosts)
-	if err != nil {
-		t.Fatal(err)
+	uniKey, uniCtrl, err := s.Hosts[1].Secrets()
+	if err != nil || uniKey.IsZero() || !uniCtrl.IsZero() {
+		t.Fatalf("uni: %v %v %v", uniKey, uniCtrl, err)
 	}
-	if len(auths) != 2 || !auths["nqn.2026-11.io.example:uni"].Required() || !auths["nqn.2026-11.io.example:uni"].CtrlKey.IsZero() ||
-		auths["nqn.2026-11.io.example:bidi"].CtrlKey.Hash != dhchap.SHA256 {
-		t.Fatalf("auths %v", auths)
+	if _, bidiCtrl, err := s.Hosts[2].Secrets(); err != nil || bidiCtrl.Hash != dhchap.SHA256 {
+		t.Fatalf("bidi: %v %v", bidiCtrl, err)
 	}
-	p, err := s.AuthPolicy()
-	if err != nil || len(p.Hashes) != 2 || p.Hashes[0] != dhchap.SHA512 || len(p.Groups) != 2 || p.Groups[0] != dhchap.FFDHE4096 || p.Groups[1] != dhchap.Null {
-		t.Fatalf("policy %+v %v", p, err)
+	if key, ctrl, err := s.Hosts[0].Secrets(); err != nil || !key.IsZero() || !ctrl.IsZero() {
+		t.Fatalf("plain: %v %v %v", key, ctrl, err)
+	}
+	hs, gs, err := s.AuthNames()
+	if err != nil || len(hs) != 2 || hs[0] != dhchap.SHA512 || len(gs) != 2 || gs[0] != dhchap.FFDHE4096 || gs[1] != dhchap.Null {
+		t.Fatalf("policy %v %v %v", hs, gs, err)
 	}
 	if len(c.Discovery.Hosts) != 1 || !c.HasInlineSecrets() {
 		t.Fatal("discovery hosts")
@@ -118,18 +120,26 @@ func TestSecretFiles(t *testing.T) {
 	os.WriteFile(open, []byte(testKey+"\n"), 0o640)
 	garbage := filepath.Join(dir, "bad.key")
 	os.WriteFile(garbage, []byte("DHHC-1:01:nope:\n"), 0o600)
+	// Another user's file, private to them: they could rewrite the
+	// secrets the target trusts.
+	theirs := filepath.Join(dir, "theirs.key")
+	os.WriteFile(theirs, []byte(testKey+"\n"), 0o600)
+	if err := os.Chown(theirs, otherUID, otherUID); err != nil {
+		t.Fatalf("chown to %d (the tests run as root): %v", otherUID, err)
+	}
 	cases := []struct {
 		file, err string
 	}{
 		{good, ""},
 		{open, "mode 0640: allow the owner only"},
 		{garbage, "invalid DH-HMAC-CHAP secret"},
+		{theirs, "owned by uid 65534"},
 		{filepath.Join(dir, "missing"), "no such file"},
 	}
 	for _, c := range cases {
-		a, err := Host{NQN: "nqn.2026-11.io.example:h", DHCHAPKeyFile: c.file}.HostAuth()
+		key, _, err := Host{NQN: "nqn.2026-11.io.example:h", DHCHAPKeyFile: c.file}.Secrets()
 		switch {
-		case c.err == "" && (err != nil || !a.Required()):
+		case c.err == "" && (err != nil || key.IsZero()):
 			t.Errorf("%s: %v", c.file, err)
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%s: err %v, want %q", c.file, err, c.err)
@@ -142,4 +152,14 @@ func TestSecretFiles(t *testing.T) {
 	if err := CheckPrivate(good); err != nil {
 		t.Error(err)
 	}
+	if err := CheckPrivate(theirs); err == nil || !strings.Contains(err.Error(), "chown") {
+		t.Errorf("CheckPrivate of another user's file: %v", err)
+	}
+	cfg = &Config{Subsystems: []Subsystem{{Hosts: []Host{{NQN: "h", DHCHAPKey: testKey, DHCHAPCtrlKeyFile: theirs}}}}}
+	if err := cfg.CheckPaths(); err == nil || !strings.Contains(err.Error(), "dhchap_ctrl_key") || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Errorf("CheckPaths of another user's controller key file: %v", err)
+	}
 }
+
+// otherUID owns files the target must not trust: nobody.
+const otherUID = 65534

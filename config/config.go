@@ -11,15 +11,14 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"time"
 
 	"github.com/spf13/viper"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
-	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
-	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 )
 
 // Config is the whole target configuration.
@@ -53,20 +52,20 @@ type Subsystem struct {
 	// use, most preferred first; empty: every one (fabric.DefaultAuthPolicy).
 	DHCHAPHashes   []string `mapstructure:"dhchap_hashes"`
 	DHCHAPDHGroups []string `mapstructure:"dhchap_dhgroups"`
-	// Serial defaults to fabric.DefaultSerial(NQN): the first 20 hex
+	// Serial defaults to limits.Serial(NQN): the first 20 hex
 	// digits of sha256(NQN), stable across restarts and distinct between
 	// subsystems.
 	Serial string `mapstructure:"serial"`
-	// Model defaults to fabric.DefaultModel, "nvmeof-tgt".
+	// Model defaults to limits.Model, "nvmeof-tgt".
 	Model      string      `mapstructure:"model"`
 	Namespaces []Namespace `mapstructure:"namespaces"`
 }
 
 // Backend names, those of blockdev.KindOf.
 const (
-	BackendFile   = string(blockdev.KindFile)
-	BackendBlock  = string(blockdev.KindBlock)
-	BackendMemory = string(blockdev.KindMemory)
+	BackendFile   = limits.BackendFile
+	BackendBlock  = limits.BackendBlock
+	BackendMemory = limits.BackendMemory
 )
 
 // Namespace is one namespace of a subsystem and its backing store.
@@ -83,22 +82,34 @@ type Namespace struct {
 	Size Bytes `mapstructure:"size"`
 	// BlockSize is 512 or 4096, 512 when unset. A block device uses its own
 	// logical block size, so for block it stays 0 unless configured.
-	BlockSize  uint32 `mapstructure:"block_size"`
-	UUID       string `mapstructure:"uuid"`
-	ReadOnly   bool   `mapstructure:"read_only"`
-	BufferedIO bool   `mapstructure:"buffered_io"`
+	BlockSize uint32 `mapstructure:"block_size"`
+	// UUID defaults to one derived from the subsystem NQN and NSID.
+	UUID string `mapstructure:"uuid"`
+	// NGUID is 32 hex digits (as nvme id-ns prints it) or the 8-4-4-4-12
+	// form nvmet's configfs prints; NGUIDNone reports none, as nvmet does
+	// by default. Left empty it is derived from the UUID (ResolvedNGUID).
+	NGUID HexID `mapstructure:"nguid"`
+	// EUI64 is 16 hex digits; left empty the namespace has none.
+	EUI64      HexID `mapstructure:"eui64"`
+	ReadOnly   bool  `mapstructure:"read_only"`
+	BufferedIO bool  `mapstructure:"buffered_io"`
 }
+
+// HexID is an identifier written in hex (a namespace's nguid, eui64). It
+// must be a string in the file: YAML reads unquoted digits as a number,
+// dropping leading zeros, so the decoder refuses anything else.
+type HexID string
 
 // Values of the auto/on/off keys (rdma.send_with_invalidate, rdma.io_uring).
 const (
-	ModeAuto = rdma.ModeAuto
-	ModeOn   = rdma.ModeOn
-	ModeOff  = rdma.ModeOff
+	ModeAuto = limits.ModeAuto
+	ModeOn   = limits.ModeOn
+	ModeOff  = limits.ModeOff
 )
 
 // RDMA sizes the RDMA transport. Defaults and bounds are the rdma
 // package's (rdma.Default*, rdma.*Min, rdma.*Max) and fabric's
-// (fabric.DefaultMDTS, DefaultMaxQueueDepth, DefaultMaxIOQueues);
+// (limits.MDTS, DefaultMaxQueueDepth, DefaultMaxIOQueues);
 // deploy/config.example.yaml lists their values.
 type RDMA struct {
 	InCapsuleDataSize  Bytes         `mapstructure:"in_capsule_data_size"` // multiple of 16
@@ -118,11 +129,11 @@ type RDMA struct {
 // Controller bounds per-controller behaviour.
 type Controller struct {
 	// KeepAliveTimeoutMax caps the KATO a host may ask for in Connect.
-	// Default fabric.DefaultKATOMax, at least 1s.
+	// Default limits.KATOMax, at least 1s.
 	KeepAliveTimeoutMax time.Duration `mapstructure:"kato_max"`
 	// MaxConnectionsPerHost caps the queues (connections, admin and I/O,
 	// over all its controllers) one host NQN may have; a Connect past it
-	// is refused. Default fabric.DefaultMaxConnectionsPerHost.
+	// is refused. Default limits.MaxConnectionsPerHost.
 	MaxConnectionsPerHost int `mapstructure:"max_connections_per_host"`
 }
 
@@ -155,8 +166,8 @@ type Log struct {
 // lists.
 const (
 	defaultPort      = 4420
-	defaultModel     = fabric.DefaultModel
-	defaultBlockSize = blockdev.DefaultBlockSize
+	defaultModel     = limits.Model
+	defaultBlockSize = limits.BlockSize
 )
 
 // scalarDefaults holds every key outside the ports and subsystems lists.
@@ -167,20 +178,20 @@ var scalarDefaults = []struct {
 	key string
 	val any
 }{
-	{"rdma.in_capsule_data_size", Bytes(rdma.DefaultInCapsuleDataSize)},
-	{"rdma.max_queue_depth", fabric.DefaultMaxQueueDepth},
-	{"rdma.max_io_queues", fabric.DefaultMaxIOQueues},
-	{"rdma.max_queues", rdma.DefaultMaxQueues},
-	{"rdma.mdts", Bytes(fabric.DefaultMDTS)},
-	{"rdma.io_unit_size", Bytes(rdma.DefaultIOUnitSize)},
-	{"rdma.buffer_pool_size", Bytes(rdma.DefaultBufferPoolSize)},
-	{"rdma.pollers", rdma.DefaultPollers},
-	{"rdma.poll_idle", rdma.DefaultPollIdle},
-	{"rdma.poll_nap", rdma.DefaultPollNap},
-	{"rdma.send_with_invalidate", rdma.DefaultMode},
-	{"rdma.io_uring", rdma.DefaultMode},
-	{"controller.kato_max", fabric.DefaultKATOMax},
-	{"controller.max_connections_per_host", fabric.DefaultMaxConnectionsPerHost},
+	{"rdma.in_capsule_data_size", Bytes(limits.RDMAInCapsuleDataSize)},
+	{"rdma.max_queue_depth", limits.MaxQueueDepth},
+	{"rdma.max_io_queues", limits.MaxIOQueues},
+	{"rdma.max_queues", limits.RDMAMaxQueues},
+	{"rdma.mdts", Bytes(limits.MDTS)},
+	{"rdma.io_unit_size", Bytes(limits.RDMAIOUnitSize)},
+	{"rdma.buffer_pool_size", Bytes(limits.RDMABufferPoolSize)},
+	{"rdma.pollers", limits.RDMAPollers},
+	{"rdma.poll_idle", limits.RDMAPollIdle},
+	{"rdma.poll_nap", limits.RDMAPollNap},
+	{"rdma.send_with_invalidate", limits.RDMAMode},
+	{"rdma.io_uring", limits.RDMAMode},
+	{"controller.kato_max", limits.KATOMax},
+	{"controller.max_connections_per_host", limits.MaxConnectionsPerHost},
 	{"metrics.listen", "127.0.0.1:9771"},
 	{"metrics.pprof", false},
 	{"api.socket", DefaultAPISocket},
@@ -233,18 +244,26 @@ func load(v *viper.Viper) (c *Config, decode, semantic []error) {
 // LoadFile loads a YAML file, whatever its extension, with environment
 // overrides (see EnvPrefix).
 func LoadFile(path string) (*Config, error) {
-	v, err := readFile(path)
+	c, _, err := LoadFileContent(path)
+	return c, err
+}
+
+// LoadFileContent is LoadFile that also returns the content it loaded, read
+// once: a caller that rewrites the file can tell whether it changed since.
+func LoadFileContent(path string) (*Config, []byte, error) {
+	v, data, err := readFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return Load(v)
+	c, err := Load(v)
+	return c, data, err
 }
 
 // CheckFile is what `nvmeof-tgt config validate` runs: LoadFile and
 // CheckPaths at once. It returns every problem of both, joined, and the
 // warnings (see Warnings) of what could be read.
 func CheckFile(path string) ([]*FieldError, error) {
-	v, err := readFile(path)
+	v, _, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -253,13 +272,16 @@ func CheckFile(path string) ([]*FieldError, error) {
 	return c.Warnings(), errors.Join(blameEnv(dropShadowed(decode, semantic))...)
 }
 
-func readFile(path string) (*viper.Viper, error) {
-	v := newViper()
-	v.SetConfigFile(path)
-	if err := v.ReadInConfig(); err != nil {
-		return nil, fmt.Errorf("read config %s: %w", path, err)
+func readFile(path string) (*viper.Viper, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read config %s: %w", path, err)
 	}
-	return v, nil
+	v := newViper()
+	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+		return nil, nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return v, data, nil
 }
 
 // LoadDefault loads the embedded default configuration with environment
@@ -288,6 +310,7 @@ func newViper() *viper.Viper {
 var (
 	bytesType    = reflect.TypeFor[Bytes]()
 	durationType = reflect.TypeFor[time.Duration]()
+	hexIDType    = reflect.TypeFor[HexID]()
 )
 
 // decodeHook converts YAML and environment values: sizes from strings or
@@ -299,6 +322,8 @@ func decodeHook(from, to reflect.Type, data any) (any, error) {
 		return toBytes(data)
 	case to == durationType:
 		return toDuration(data)
+	case to == hexIDType && from.Kind() != reflect.String:
+		return nil, fmt.Errorf("%v: write it in quotes, as a string of hex digits (YAML reads unquoted digits as a number)", data)
 	case to == hostType && from.Kind() == reflect.String:
 		return Host{NQN: reflect.ValueOf(data).String()}, nil
 	case from.Kind() == reflect.String && to.Kind() == reflect.Slice:
@@ -371,7 +396,7 @@ func (c *Config) ApplyDefaults() {
 	for i := range c.Subsystems {
 		s := &c.Subsystems[i]
 		if s.Serial == "" {
-			s.Serial = fabric.DefaultSerial(s.NQN)
+			s.Serial = limits.Serial(s.NQN)
 		}
 		if s.Model == "" {
 			s.Model = defaultModel
@@ -390,10 +415,10 @@ func (c *Config) ApplyDefaults() {
 	c.Log.Format = strings.ToLower(c.Log.Format)
 }
 
-// inferBackend picks a backend for a namespace that names none, as
-// blockdev.Open would. A path that cannot be stated yet is a file:
-// Validate reports why it cannot be used.
+// inferBackend picks a backend for a namespace that names none
+// (limits.BackendOf, as the backends infer it too). A path that cannot be
+// stated yet is a file: Validate reports why it cannot be used.
 func inferBackend(path string) string {
-	k, _ := blockdev.KindOf(path)
-	return string(k)
+	k, _ := limits.BackendOf(path)
+	return k
 }

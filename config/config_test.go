@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 )
 
 // exampleYAML is the example from the design brief.
@@ -95,7 +95,7 @@ func TestLoadExample(t *testing.T) {
 	wantSubs := []Subsystem{{
 		NQN:          "nqn.2026-11.io.example:disk1",
 		AllowAnyHost: true,
-		Serial:       fabric.DefaultSerial("nqn.2026-11.io.example:disk1"),
+		Serial:       limits.Serial("nqn.2026-11.io.example:disk1"),
 		Model:        "nvmeof-tgt",
 		Namespaces: []Namespace{
 			{NSID: 1, Backend: "file", Path: "/var/lib/nvmeof-tgt/disk1.img", Size: 1 * GiB, BlockSize: 512},
@@ -260,6 +260,23 @@ func TestLoadDefault(t *testing.T) {
 // every key with its default, in step with the code: it loads, it shows
 // every key the code knows and none it does not, every scalar key is set
 // to the default the code uses, and every "default X" comment agrees.
+// TestInstalledFile: the configuration `make install` puts in place when
+// there is none starts as it is on any machine: it passes what serve
+// checks before it needs an RDMA device (tests/install_test.sh checks the
+// installed copy with `config validate`).
+func TestInstalledFile(t *testing.T) {
+	c, err := LoadFile(filepath.Join("..", "deploy", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckPaths(); err != nil {
+		t.Error(err)
+	}
+	if c.HasInlineSecrets() {
+		t.Error("the installed configuration holds secrets")
+	}
+}
+
 func TestExampleFile(t *testing.T) {
 	path := filepath.Join("..", "deploy", "config.example.yaml")
 	if _, err := os.Stat(path); err != nil {
@@ -410,6 +427,11 @@ func TestLoadRejects(t *testing.T) {
 		{name: "bad duration", yaml: minimalYAML + "rdma: {poll_idle: soon}\n", want: []string{"rdma.poll_idle"}},
 		{name: "not an int", yaml: minimalYAML + "rdma: {pollers: many}\n", want: []string{"rdma.pollers"}},
 		{name: "not yaml", yaml: "ports: [\n", want: []string{"read config"}},
+		// Unquoted, YAML reads digits as a number and drops leading zeros.
+		{name: "eui64 unquoted", yaml: minimalYAML + "    namespaces: [{nsid: 1, size: 1MiB, eui64: 0011223344556677}]\n",
+			want: []string{"subsystems[0].namespaces[0].eui64", "quote"}},
+		{name: "nguid unquoted", yaml: minimalYAML + "    namespaces: [{nsid: 1, size: 1MiB, nguid: 12345678901234567890123456789012}]\n",
+			want: []string{"subsystems[0].namespaces[0].nguid", "quote"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

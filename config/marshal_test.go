@@ -28,6 +28,8 @@ subsystems:
     namespaces:
       - {nsid: 7, backend: memory, size: 3MiB, block_size: 4096, read_only: true}
       - {nsid: 8, path: /tmp/x.img, size: 1024, buffered_io: true, uuid: 4f0e2c1a-0000-4000-8000-000000000009}
+      - {nsid: 9, backend: memory, size: 1MiB, nguid: "00112233445566778899001122334455", eui64: "0011223344556677"}
+      - {nsid: 10, backend: memory, size: 1MiB, nguid: none}
   - {nqn: "nqn.2026-11.io.example:b", allow_any_host: true}
 rdma:
   poll_nap: 0s

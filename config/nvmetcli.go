@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,40 +10,47 @@ import (
 	"maps"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
-	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 )
 
 // ImportNvmetcli converts the JSON that `nvmetcli save` writes (the
 // configuration of Linux's nvmet: top-level hosts, ports and subsystems)
 // into this target's YAML, with the ports and subsystems sections only.
-// Each setting that cannot be carried is named in notes, one line each,
-// starting with its nvmetcli path. The error is for JSON that cannot be
-// read at all; the YAML may still fail Validate (say, with no RDMA port
-// left), which the notes then explain.
+// Each setting that cannot be carried is named in the notes, one line
+// each, starting with its nvmetcli path. The error is for JSON that cannot
+// be read at all, or (ErrKeysNotCarried) for hosts that would lose their
+// DH-HMAC-CHAP keys; the YAML may still fail Validate (say, with no RDMA
+// port left), which the notes then explain.
 //
 // What is carried: RDMA ports (address, service); each subsystem's NQN,
-// allow_any_host, allowed_hosts, serial and model; each enabled
-// namespace's NSID, device path (its backend inferred on this machine, as
-// blockdev.KindOf does) and UUID. File namespaces get block_size 4096:
-// nvmet gives a file the block size of its filesystem capped at 4KiB,
-// which is 4KiB on ext4, xfs and tmpfs, and the host's partition table
-// depends on it. A disabled namespace (enable 0) is skipped, not served.
-func ImportNvmetcli(data []byte) (yaml []byte, notes []string, err error) {
+// allow_any_host, allowed_hosts with their DH-HMAC-CHAP keys (o says
+// where the keys go) and their preferred hash and DH group, serial and
+// model; each enabled namespace's NSID, device path (its backend inferred
+// on this machine, as blockdev.KindOf does), UUID and NGUID (none when
+// nvmet had none). File namespaces get block_size 4096: nvmet gives a file
+// the block size of its filesystem capped at 4KiB, which is 4KiB on ext4,
+// xfs and tmpfs, and the host's partition table depends on it. A disabled
+// namespace (enable 0) is skipped, not served.
+func ImportNvmetcli(data []byte, o ImportOptions) (*Import, error) {
 	var root map[string]any
 	if err := json.Unmarshal(data, &root); err != nil {
-		return nil, nil, fmt.Errorf("nvmetcli JSON: %w", err)
+		return nil, fmt.Errorf("nvmetcli JSON: %w", err)
 	}
 	if root == nil {
-		return nil, nil, errors.New("nvmetcli JSON: want an object with hosts, ports and subsystems")
+		return nil, errors.New("nvmetcli JSON: want an object with hosts, ports and subsystems")
 	}
-	im := &importer{}
+	if o.KeyDir != "" && !filepath.IsAbs(o.KeyDir) {
+		// The YAML names the files, and serve wants absolute paths.
+		return nil, fmt.Errorf("key directory %q is not absolute", o.KeyDir)
+	}
+	im := &importer{o: o, hostKeys: map[string]*hostKeys{}, keyFileNames: map[string]bool{}}
 	for _, k := range sortedKeys(root) {
 		switch k {
 		case "hosts":
@@ -54,16 +62,28 @@ func ImportNvmetcli(data []byte) (yaml []byte, notes []string, err error) {
 		}
 	}
 	im.subsystems(root["subsystems"])
+	im.unusedKeys()
+	if len(im.keyErrs) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrKeysNotCarried, strings.Join(im.keyErrs, "; "))
+	}
 	im.ports(root["ports"])
-	return im.yaml(), im.notes, nil
+	return &Import{YAML: im.yaml(), Notes: im.notes, KeyFiles: im.keyFiles, InlineSecrets: im.inline}, nil
 }
 
 type importer struct {
 	c     Config
+	o     ImportOptions
 	links [][]string // per carried port, the NQNs nvmetcli links to it
 	keys  []string   // per carried port, its nvmetcli path
 	where []string   // per carried port, its ID and address
 	notes []string
+
+	hostKeys     map[string]*hostKeys // by host NQN, from the hosts list
+	hostOrder    []*hostKeys          // in the hosts list's order
+	keyFiles     []KeyFile
+	keyFileNames map[string]bool // base names taken in KeyDir
+	keyErrs      []string        // hosts whose keys cannot be carried
+	inline       bool            // the YAML holds a secret
 }
 
 func (im *importer) note(path, format string, args ...any) {
@@ -97,15 +117,6 @@ func (im *importer) noteRest(path string, m map[string]any, known map[string]boo
 	}
 }
 
-func (im *importer) hosts(v any) {
-	for i, h := range asList(v) {
-		// A host entry only names the host; subsystems' allowed_hosts
-		// carry who may connect. Anything more (DH-HMAC-CHAP keys) is not
-		// supported here.
-		im.noteRest(fmt.Sprintf("hosts[%d]", i), asMap(h), map[string]bool{"nqn": true}, nil)
-	}
-}
-
 // Subsystem attributes at nvmet's defaults, which need no note.
 var subsystemDefaults = map[string][]string{
 	"cntlid_min": {"1"},
@@ -131,19 +142,23 @@ func (im *importer) subsystems(v any) {
 		s.Serial, _ = scalar(attr["serial"])
 		s.Model, _ = scalar(attr["model"])
 		im.noteRest(path+".attr", attr, map[string]bool{"allow_any_host": true, "serial": true, "model": true}, subsystemDefaults)
+		var allowed []string
 		for _, h := range asList(m["allowed_hosts"]) {
 			if hs, ok := scalar(h); ok {
-				s.Hosts = append(s.Hosts, Host{NQN: hs})
+				allowed = append(allowed, hs)
 			}
 		}
-		switch {
-		case s.AllowAnyHost && len(s.Hosts) > 0:
-			// nvmet ignores the list then; this target refuses both.
-			im.note(path+".allowed_hosts", "%s: not carried: allow_any_host is 1, so nvmet lets any host in too", strings.Join(HostNQNs(s.Hosts), ", "))
-			s.Hosts = nil
-		case !s.AllowAnyHost && len(s.Hosts) == 0:
-			im.note(path, "%s: skipped: allow_any_host is 0 and no host is allowed, so no host can connect", nqn)
-			continue
+		if s.AllowAnyHost && len(allowed) > 0 {
+			// nvmet ignores the list then, and authenticates no one; this
+			// target refuses both.
+			im.note(path+".allowed_hosts", "%s: not carried: allow_any_host is 1, so nvmet lets any host in too", strings.Join(allowed, ", "))
+		}
+		if !s.AllowAnyHost {
+			im.allowHosts(path, &s, allowed)
+			if len(s.Hosts) == 0 {
+				im.note(path, "%s: skipped: allow_any_host is 0 and no host is allowed, so no host can connect", nqn)
+				continue
+			}
 		}
 		for j, nv := range asList(m["namespaces"]) {
 			if n, ok := im.namespace(fmt.Sprintf("%s.namespaces[%d]", path, j), asMap(nv)); ok {
@@ -178,22 +193,22 @@ func (im *importer) namespace(path string, m map[string]any) (Namespace, bool) {
 		im.note(path, "nsid %d has no device.path: skipped", nsid)
 		return Namespace{}, false
 	}
-	kind, err := blockdev.KindOf(n.Path)
+	kind, err := limits.BackendOf(n.Path)
 	if _, serr := os.Stat(n.Path); errors.Is(serr, fs.ErrNotExist) {
 		// Converting on another machine than the target: a missing path
 		// under /dev is a device, not a file for serve to create there.
 		if strings.HasPrefix(n.Path, "/dev/") {
-			kind = blockdev.KindBlock
+			kind = limits.BackendBlock
 		}
 		im.note(path+".device.path", "%s does not exist on this machine: taken as %s", n.Path, kind)
-		if kind == blockdev.KindFile {
+		if kind == limits.BackendFile {
 			im.note(path+".device.path", "%s: serve creates a missing file only when given a size", n.Path)
 		}
 	} else if err != nil {
 		im.note(path+".device.path", "%s: %v: taken as %s", n.Path, err, kind)
 	}
-	n.Backend = string(kind)
-	if kind == blockdev.KindFile {
+	n.Backend = kind
+	if kind == limits.BackendFile {
 		n.BlockSize = 4096 // nvmet's for a file on ext4, xfs, tmpfs
 	}
 	if u, _ := scalar(dev["uuid"]); u != "" {
@@ -203,14 +218,38 @@ func (im *importer) namespace(path string, m map[string]any) (Namespace, bool) {
 			im.note(path+".device.uuid", "%q: not carried: not a UUID", u)
 		}
 	}
-	if g, _ := scalar(dev["nguid"]); g != "" && strings.Trim(g, "0-") != "" {
-		im.note(path+".device.nguid", "%s: not carried: this target derives the NGUID from the UUID", g)
-	}
-	im.noteRest(path+".device", dev, map[string]bool{"path": true, "uuid": true, "nguid": true}, map[string][]string{"p2pmem": {"0"}})
+	n.NGUID, n.EUI64 = im.ids(path+".device", dev)
+	im.noteRest(path+".device", dev, map[string]bool{"path": true, "uuid": true, "nguid": true, "eui64": true}, map[string][]string{"p2pmem": {"0"}})
 	im.noteRest(path+".ana", asMap(m["ana"]), nil, map[string][]string{"grpid": {"1"}})
 	im.noteRest(path+".resv", asMap(m["resv"]), nil, map[string][]string{"enable": {"0"}})
 	im.noteRest(path, m, map[string]bool{"nsid": true, "enable": true, "device": true, "ana": true, "resv": true}, namespaceDefaults)
 	return n, true
+}
+
+// ids carries a namespace's NGUID and EUI64 as hosts saw them. nvmet
+// reports an NGUID only when given one (device_nguid; zero otherwise), so
+// a zero or missing one is carried as none, not left to be derived. nvmet
+// has no EUI64 attribute; one in the JSON is carried all the same.
+func (im *importer) ids(path string, dev map[string]any) (nguid, eui64 HexID) {
+	nguid = NGUIDNone
+	if s, _ := scalar(dev["nguid"]); s != "" {
+		switch g, err := ParseNGUID(s); {
+		case err != nil:
+			im.note(path+".nguid", "%q: not carried: %v; this target derives one from the UUID", s, err)
+			nguid = ""
+		case g != [16]byte{}:
+			nguid = HexID(hex.EncodeToString(g[:]))
+		}
+	}
+	if s, _ := scalar(dev["eui64"]); s != "" {
+		switch e, err := ParseEUI64(s); {
+		case err != nil:
+			im.note(path+".eui64", "%q: not carried: %v", s, err)
+		case e != [8]byte{}:
+			eui64 = HexID(hex.EncodeToString(e[:]))
+		}
+	}
+	return nguid, eui64
 }
 
 func (im *importer) ports(v any) {
@@ -253,7 +292,7 @@ func (im *importer) ports(v any) {
 			map[string][]string{"treq": {"not specified", "not required"}, "tsas": {"none", "not specified"}})
 		param := asMap(m["param"])
 		if s, ok := scalar(param["inline_data_size"]); ok {
-			im.note(path+".param.inline_data_size", "%s: not carried: rdma.in_capsule_data_size (default %s) is one setting for every port", s, Bytes(rdma.DefaultInCapsuleDataSize))
+			im.note(path+".param.inline_data_size", "%s: not carried: rdma.in_capsule_data_size (default %s) is one setting for every port", s, Bytes(limits.RDMAInCapsuleDataSize))
 		}
 		im.noteRest(path+".param", param, map[string]bool{"inline_data_size": true}, map[string][]string{"pi_enable": {"0"}})
 		for j, g := range asList(m["ana_groups"]) {
@@ -314,8 +353,14 @@ func (im *importer) yaml() []byte {
 		if len(s.Hosts) > 0 {
 			b.WriteString("    hosts:\n")
 			for _, h := range s.Hosts {
-				fmt.Fprintf(&b, "      - %s\n", q(h.NQN))
+				fmt.Fprintf(&b, "      - %s\n", hostYAML(h))
 			}
+		}
+		if len(s.DHCHAPHashes) > 0 {
+			fmt.Fprintf(&b, "    dhchap_hashes: [%s]\n", quoteAll(s.DHCHAPHashes))
+		}
+		if len(s.DHCHAPDHGroups) > 0 {
+			fmt.Fprintf(&b, "    dhchap_dhgroups: [%s]\n", quoteAll(s.DHCHAPDHGroups))
 		}
 		if s.Serial != "" {
 			fmt.Fprintf(&b, "    serial: %s\n", q(s.Serial))
@@ -334,6 +379,14 @@ func (im *importer) yaml() []byte {
 			}
 			if n.UUID != "" {
 				fmt.Fprintf(&b, "        uuid: %s\n", n.UUID)
+			}
+			if n.NGUID == NGUIDNone {
+				fmt.Fprintf(&b, "        nguid: %s\n", n.NGUID)
+			} else if n.NGUID != "" {
+				fmt.Fprintf(&b, "        nguid: %s\n", q(string(n.NGUID)))
+			}
+			if n.EUI64 != "" {
+				fmt.Fprintf(&b, "        eui64: %s\n", q(string(n.EUI64)))
 			}
 		}
 	}

@@ -6,12 +6,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // CheckPaths checks what Validate leaves to the machine the target runs
-// on: a file namespace's path is a regular file, or is missing in an
-// existing directory with a size to create it with; a block namespace's
-// path is a block device. serve and `config validate` run it after
+// on: a file namespace's path is a regular file, or is missing (and not a
+// dangling symlink) in an existing directory with a size to create it
+// with; a block namespace's path is a block device. serve and `config validate` run it after
 // Validate; paths Validate refuses (empty, relative) are skipped.
 func (c *Config) CheckPaths() error {
 	var p problems
@@ -20,17 +21,104 @@ func (c *Config) CheckPaths() error {
 			n.checkPath(&p, fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j))
 		}
 		for j, h := range s.Hosts {
-			if _, err := h.HostAuth(); err != nil {
+			if _, _, err := h.Secrets(); err != nil {
 				p.add(fmt.Sprintf("subsystems[%d].hosts[%d]", i, j), "%v", err)
 			}
 		}
 	}
 	for j, h := range c.Discovery.Hosts {
-		if _, err := h.HostAuth(); err != nil {
+		if _, _, err := h.Secrets(); err != nil {
 			p.add(fmt.Sprintf("discovery.hosts[%d]", j), "%v", err)
 		}
 	}
+	c.checkBackings(&p)
 	return errors.Join(p...)
+}
+
+// CheckBackings refuses a file or block device behind two namespaces, in
+// one subsystem or two, whatever their block sizes: each host would
+// overwrite the other's data unknowingly (SPDK likewise refuses a bdev
+// claimed twice). Namespaces that are all read-only may share one. A file
+// or device is known by what it is, after symlinks: a regular file by
+// device and inode, a block device by its device number (whichever node
+// names it), and a file still to be created by its directory and name.
+// CheckPaths runs it; the control package runs it on every change, where a
+// namespace replaced on the same path is in the new configuration once.
+func (c *Config) CheckBackings() error {
+	var p problems
+	c.checkBackings(&p)
+	return errors.Join(p...)
+}
+
+// nsRef names a namespace for a clash message.
+type nsRef struct {
+	nqn  string
+	nsid uint32
+	path string
+}
+
+func (c *Config) checkBackings(p *problems) {
+	type users struct {
+		first, writer *nsRef
+	}
+	seen := map[backing]*users{}
+	for i, s := range c.Subsystems {
+		for j, n := range s.Namespaces {
+			if n.Backend == BackendMemory || n.Path == "" || !filepath.IsAbs(n.Path) {
+				continue
+			}
+			b := backingOf(n.Path)
+			ref := &nsRef{nqn: s.NQN, nsid: n.NSID, path: n.Path}
+			u := seen[b]
+			if u == nil {
+				u = &users{first: ref}
+				seen[b] = u
+			}
+			other := u.first
+			if n.ReadOnly {
+				other = u.writer // readers share with readers
+			}
+			if other != nil && other != ref {
+				msg := fmt.Sprintf("%s is also the backing of namespace %d of %s", n.Path, other.nsid, other.nqn)
+				if other.path != n.Path {
+					msg += fmt.Sprintf(" (as %s)", other.path)
+				}
+				p.add(fmt.Sprintf("subsystems[%d].namespaces[%d].path", i, j), "%s", msg)
+			}
+			if !n.ReadOnly && u.writer == nil {
+				u.writer = ref
+			}
+		}
+	}
+}
+
+// backing identifies the file or device behind a path.
+type backing struct {
+	kind     byte // 'f' regular file, 'b' block device, 'n' a name to create, 'p' a path that cannot be looked at
+	dev, ino uint64
+	name     string
+}
+
+func backingOf(path string) backing {
+	path = filepath.Clean(path)
+	st, err := os.Stat(path)
+	if err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			if st.Mode()&fs.ModeDevice != 0 && st.Mode()&fs.ModeCharDevice == 0 {
+				return backing{kind: 'b', dev: uint64(sys.Rdev)}
+			}
+			return backing{kind: 'f', dev: uint64(sys.Dev), ino: sys.Ino}
+		}
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		// To be created: two names of one directory are one file.
+		if dst, derr := os.Stat(filepath.Dir(path)); derr == nil {
+			if sys, ok := dst.Sys().(*syscall.Stat_t); ok {
+				return backing{kind: 'n', dev: uint64(sys.Dev), ino: sys.Ino, name: filepath.Base(path)}
+			}
+		}
+	}
+	return backing{kind: 'p', name: path}
 }
 
 func (n Namespace) checkPath(p *problems, k string) {
@@ -38,6 +126,13 @@ func (n Namespace) checkPath(p *problems, k string) {
 		return
 	}
 	st, err := os.Stat(n.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if lst, lerr := os.Lstat(n.Path); lerr == nil && lst.Mode()&fs.ModeSymlink != 0 {
+			// The target never creates a file through a link (blockdev.OpenFile).
+			p.add(k+".path", "%s is a symlink whose target does not exist; create the file or point the namespace at it", n.Path)
+			return
+		}
+	}
 	switch n.Backend {
 	case BackendFile:
 		switch {

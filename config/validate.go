@@ -12,9 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
-	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 )
 
 // FieldError is one problem found by Validate. Validate joins all of them
@@ -97,7 +96,11 @@ func (c *Config) validateSubsystems(p *problems) {
 		p.add("subsystems", "at least one subsystem is required")
 	}
 	nqns := make(map[string]int)
-	uuids := make(map[uuid.UUID]string) // unique across all subsystems
+	// Identifiers are unique across all subsystems: the Linux host refuses
+	// a namespace whose IDs another subsystem's namespace has too.
+	uuids := make(map[uuid.UUID]string)
+	nguids := make(map[[16]byte]idOwner)
+	eui64s := make(map[[8]byte]string)
 	for i, s := range c.Subsystems {
 		k := fmt.Sprintf("subsystems[%d]", i)
 		if err := nvme.CheckSubsystemNQN(s.NQN); err != nil {
@@ -120,7 +123,7 @@ func (c *Config) validateSubsystems(p *problems) {
 			}
 			h.check(p, hk)
 		}
-		if _, err := s.AuthPolicy(); err != nil {
+		if _, _, err := s.AuthNames(); err != nil {
 			p.add(k+".dhchap", "%v", err)
 		}
 		switch {
@@ -150,6 +153,7 @@ func (c *Config) validateSubsystems(p *problems) {
 				nsids[n.NSID] = j
 			}
 			n.validate(p, nk)
+			n.uniqueIDs(p, nk, s.NQN, nguids, eui64s)
 			if dupNSID && n.UUID == "" {
 				continue // its derived UUID repeats too: one problem is enough
 			}
@@ -180,7 +184,7 @@ func (c *Config) validateSubsystems(p *problems) {
 func (n Namespace) validate(p *problems, k string) {
 	bs, bsOK := n.BlockSize, true
 	switch {
-	case blockdev.ValidBlockSize(bs):
+	case limits.ValidBlockSize(bs):
 	case bs == 0 && n.Backend == BackendBlock:
 		bs = 512 // the device's own block size is at least 512
 	default:
@@ -206,6 +210,53 @@ func (n Namespace) validate(p *problems, k string) {
 	if bsOK && n.Size%Bytes(bs) != 0 {
 		p.add(k+".size", "%s is not a multiple of the block size %d", n.Size, bs)
 	}
+
+	// All zeroes means "none" in Identify Namespace (base 1.4 §5.15.2).
+	if n.NGUID != "" && n.NGUID != NGUIDNone {
+		if g, err := ParseNGUID(string(n.NGUID)); err != nil {
+			p.add(k+".nguid", "%q: %v, or none", n.NGUID, err)
+		} else if g == ([16]byte{}) {
+			p.add(k+".nguid", "all zero, which means no NGUID: write none, or leave the key out for one derived from the UUID")
+		}
+	}
+	if n.EUI64 != "" {
+		if e, err := ParseEUI64(string(n.EUI64)); err != nil {
+			p.add(k+".eui64", "%q: %v", n.EUI64, err)
+		} else if e == ([8]byte{}) {
+			p.add(k+".eui64", "all zero, which means no EUI64: leave the key out")
+		}
+	}
+}
+
+// idOwner is the namespace that has an NGUID, and whether it was
+// configured rather than derived.
+type idOwner struct {
+	key        string
+	configured bool
+}
+
+// uniqueIDs records the namespace's NGUID and EUI64 and reports one that
+// another namespace has. Two derived NGUIDs collide only when their UUIDs
+// do, which is reported there.
+func (n Namespace) uniqueIDs(p *problems, k, subnqn string, nguids map[[16]byte]idOwner, eui64s map[[8]byte]string) {
+	if g := n.ResolvedNGUID(subnqn); g != ([16]byte{}) {
+		me := idOwner{k, n.NGUID != ""}
+		switch other, dup := nguids[g]; {
+		case !dup:
+			nguids[g] = me
+		case me.configured:
+			p.add(k+".nguid", "%x is also the NGUID of %s", g, other.key)
+		case other.configured:
+			p.add(other.key+".nguid", "%x is also the NGUID of %s, derived from its UUID", g, k)
+		}
+	}
+	if e := n.ResolvedEUI64(); e != ([8]byte{}) {
+		if other, dup := eui64s[e]; dup {
+			p.add(k+".eui64", "%x is also the EUI64 of %s", e, other)
+		} else {
+			eui64s[e] = k
+		}
+	}
 }
 
 // checkPath reports whether a file or block namespace's path is usable.
@@ -226,23 +277,23 @@ func checkPath(p *problems, k, path string) bool {
 func (r RDMA) validate(p *problems) {
 	// Identify Controller reports the capsule size (IOCCSZ) in 16-byte
 	// units, so only multiples of 16 can be advertised.
-	if r.InCapsuleDataSize > rdma.InCapsuleDataSizeMax || r.InCapsuleDataSize%16 != 0 {
-		p.add("rdma.in_capsule_data_size", "%s: want a multiple of 16 in 0..%s", r.InCapsuleDataSize, Bytes(rdma.InCapsuleDataSizeMax))
+	if r.InCapsuleDataSize > limits.RDMAInCapsuleDataSizeMax || r.InCapsuleDataSize%16 != 0 {
+		p.add("rdma.in_capsule_data_size", "%s: want a multiple of 16 in 0..%s", r.InCapsuleDataSize, Bytes(limits.RDMAInCapsuleDataSizeMax))
 	}
-	checkRange(p, "rdma.max_queue_depth", r.MaxQueueDepth, rdma.QueueDepthMin, rdma.QueueDepthMax)
-	checkRange(p, "rdma.max_io_queues", r.MaxIOQueues, rdma.IOQueuesMin, rdma.IOQueuesMax)
-	checkRange(p, "rdma.max_queues", r.MaxQueues, rdma.QueuesMin, rdma.QueuesMax)
-	checkRange(p, "rdma.pollers", r.Pollers, rdma.PollersMin, rdma.PollersMax)
+	checkRange(p, "rdma.max_queue_depth", r.MaxQueueDepth, limits.RDMAQueueDepthMin, limits.RDMAQueueDepthMax)
+	checkRange(p, "rdma.max_io_queues", r.MaxIOQueues, limits.RDMAIOQueuesMin, limits.RDMAIOQueuesMax)
+	checkRange(p, "rdma.max_queues", r.MaxQueues, limits.RDMAQueuesMin, limits.RDMAQueuesMax)
+	checkRange(p, "rdma.pollers", r.Pollers, limits.RDMAPollersMin, limits.RDMAPollersMax)
 
 	// MDTS is reported as a power of two in units of the 4KiB minimum
 	// memory page size (Identify Controller byte 77).
-	mdtsOK := r.MDTS.isPow2() && r.MDTS >= rdma.MDTSMin && r.MDTS <= rdma.MDTSMax
+	mdtsOK := r.MDTS.isPow2() && r.MDTS >= limits.RDMAMDTSMin && r.MDTS <= limits.RDMAMDTSMax
 	if !mdtsOK {
-		p.add("rdma.mdts", "%s: want a power of two in %s..%s", r.MDTS, Bytes(rdma.MDTSMin), Bytes(rdma.MDTSMax))
+		p.add("rdma.mdts", "%s: want a power of two in %s..%s", r.MDTS, Bytes(limits.RDMAMDTSMin), Bytes(limits.RDMAMDTSMax))
 	}
 	switch {
-	case !r.IOUnitSize.isPow2() || r.IOUnitSize < rdma.IOUnitSizeMin:
-		p.add("rdma.io_unit_size", "%s: want a power of two of at least %s", r.IOUnitSize, Bytes(rdma.IOUnitSizeMin))
+	case !r.IOUnitSize.isPow2() || r.IOUnitSize < limits.RDMAIOUnitSizeMin:
+		p.add("rdma.io_unit_size", "%s: want a power of two of at least %s", r.IOUnitSize, Bytes(limits.RDMAIOUnitSizeMin))
 	case mdtsOK && r.IOUnitSize > r.MDTS:
 		p.add("rdma.io_unit_size", "%s is larger than rdma.mdts %s", r.IOUnitSize, r.MDTS)
 	}
@@ -250,11 +301,11 @@ func (r RDMA) validate(p *problems) {
 		// One maximal transfer must fit, or it could never be served.
 		p.add("rdma.buffer_pool_size", "%s is smaller than rdma.mdts %s", r.BufferPoolSize, r.MDTS)
 	}
-	if r.PollIdle < 0 || r.PollIdle > rdma.PollIdleMax {
-		p.add("rdma.poll_idle", "%s: want 0..%s", r.PollIdle, rdma.PollIdleMax)
+	if r.PollIdle < 0 || r.PollIdle > limits.RDMAPollIdleMax {
+		p.add("rdma.poll_idle", "%s: want 0..%s", r.PollIdle, limits.RDMAPollIdleMax)
 	}
-	if r.PollNap < 0 || r.PollNap > rdma.PollNapMax {
-		p.add("rdma.poll_nap", "%s: want 0..%s", r.PollNap, rdma.PollNapMax)
+	if r.PollNap < 0 || r.PollNap > limits.RDMAPollNapMax {
+		p.add("rdma.poll_nap", "%s: want 0..%s", r.PollNap, limits.RDMAPollNapMax)
 	}
 	checkMode(p, "rdma.send_with_invalidate", r.SendWithInvalidate)
 	checkMode(p, "rdma.io_uring", r.IOUring)
@@ -282,7 +333,7 @@ func (c Controller) validate(p *problems) {
 		p.add("controller.kato_max", "%s: want 1s..%s", c.KeepAliveTimeoutMax, limit)
 	}
 	// More than a device has queues for would cap nothing.
-	checkRange(p, "controller.max_connections_per_host", c.MaxConnectionsPerHost, 1, rdma.QueuesMax)
+	checkRange(p, "controller.max_connections_per_host", c.MaxConnectionsPerHost, 1, limits.RDMAQueuesMax)
 }
 
 func (m Metrics) validate(p *problems) {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -117,6 +118,38 @@ func TestValidateRejects(t *testing.T) {
 		{"uuid duplicates a derived one", func(c *Config) {
 			ns(c, 1).UUID = ns(c, 0).ResolvedUUID(c.Subsystems[0].NQN).String()
 		}, "subsystems[0].namespaces[1].uuid", ""},
+		{"nguid short", func(c *Config) { ns(c, 1).NGUID = "6e3f1a2b4c5d4e6f8a9b0c1d2e3f4a5" }, "subsystems[0].namespaces[1].nguid", "32 hex digits"},
+		{"nguid not hex", func(c *Config) { ns(c, 1).NGUID = "6e3f1a2b4c5d4e6f8a9b0c1d2e3f4a5x" }, "subsystems[0].namespaces[1].nguid", ""},
+		{"nguid zero", func(c *Config) { ns(c, 1).NGUID = "00000000-0000-0000-0000-000000000000" }, "subsystems[0].namespaces[1].nguid", "none"},
+		{"nguid duplicate in subsystem", func(c *Config) {
+			ns(c, 0).NGUID = "6e3f1a2b4c5d4e6f8a9b0c1d2e3f4a5b"
+			ns(c, 1).NGUID = "6e3f1a2b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
+		}, "subsystems[0].namespaces[1].nguid", "namespaces[0]"},
+		{"nguid duplicate across subsystems", func(c *Config) {
+			ns(c, 1).NGUID = "6e3f1a2b4c5d4e6f8a9b0c1d2e3f4a5b"
+			c.Subsystems = append(c.Subsystems, Subsystem{
+				NQN: "nqn.2026-11.io.example:disk2", AllowAnyHost: true, Serial: "2", Model: "m",
+				Namespaces: []Namespace{{NSID: 1, Backend: "memory", Size: MiB, BlockSize: 512, NGUID: ns(c, 1).NGUID}},
+			})
+		}, "subsystems[1].namespaces[0].nguid", "subsystems[0].namespaces[1]"},
+		{"nguid duplicates a derived one", func(c *Config) {
+			g := ns(c, 0).ResolvedNGUID(c.Subsystems[0].NQN)
+			ns(c, 1).NGUID = HexID(hex.EncodeToString(g[:]))
+		}, "subsystems[0].namespaces[1].nguid", "namespaces[0]"},
+		{"eui64 short", func(c *Config) { ns(c, 1).EUI64 = "00112233445566" }, "subsystems[0].namespaces[1].eui64", "16 hex digits"},
+		{"eui64 dashes", func(c *Config) { ns(c, 1).EUI64 = "00-11-22-33-44-55-66-77" }, "subsystems[0].namespaces[1].eui64", ""},
+		{"eui64 zero", func(c *Config) { ns(c, 1).EUI64 = "0000000000000000" }, "subsystems[0].namespaces[1].eui64", "all zero"},
+		{"eui64 duplicate in subsystem", func(c *Config) {
+			ns(c, 0).EUI64 = "0011223344556677"
+			ns(c, 1).EUI64 = "0011223344556677"
+		}, "subsystems[0].namespaces[1].eui64", "namespaces[0]"},
+		{"eui64 duplicate across subsystems", func(c *Config) {
+			ns(c, 1).EUI64 = "0011223344556677"
+			c.Subsystems = append(c.Subsystems, Subsystem{
+				NQN: "nqn.2026-11.io.example:disk2", AllowAnyHost: true, Serial: "2", Model: "m",
+				Namespaces: []Namespace{{NSID: 1, Backend: "memory", Size: MiB, BlockSize: 512, EUI64: "0011223344556677"}},
+			})
+		}, "subsystems[1].namespaces[0].eui64", "subsystems[0].namespaces[1]"},
 
 		// RDMA.
 		{"icd too big", func(c *Config) { c.RDMA.InCapsuleDataSize = 16*KiB + 16 }, "rdma.in_capsule_data_size", ""},
@@ -205,6 +238,12 @@ func TestValidateAccepts(t *testing.T) {
 			*ns(c, 0) = Namespace{NSID: 1, Backend: "block", Path: "/dev/nvme0n1"}
 		}},
 		{"block size 4096", func(c *Config) { ns(c, 1).BlockSize = 4096 }},
+		{"nguid and eui64", func(c *Config) {
+			ns(c, 0).NGUID = "6e3f1a2b4c5d4e6f8a9b0c1d2e3f4a5b"
+			ns(c, 0).EUI64 = "0011223344556677"
+			ns(c, 1).NGUID = "6E3F1A2B-4C5D-4E6F-8A9B-0C1D2E3F4A5C"
+		}},
+		{"nguid none twice", func(c *Config) { ns(c, 0).NGUID, ns(c, 1).NGUID = NGUIDNone, NGUIDNone }},
 		{"icd zero", func(c *Config) { c.RDMA.InCapsuleDataSize = 0 }},
 		{"icd max", func(c *Config) { c.RDMA.InCapsuleDataSize = 16 * KiB }},
 		{"mdts bounds", func(c *Config) { c.RDMA.MDTS, c.RDMA.IOUnitSize = 4*KiB, 4*KiB }},

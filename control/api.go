@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,55 +31,141 @@ import (
 // namespaces, is a few KiB.
 const maxBody = 1 << 20
 
-// Edit errors the handlers map to 404 and 409. Update wraps them with
-// ErrInvalid, so statusOf looks for them first.
 var (
 	errNoHost = errors.New("no such host")
 	errExists = errors.New("already exists")
 )
 
+// refusal is a change refused because the target is not as the request
+// expected: what it names is missing (404) or exists already (409). The
+// request itself was fine, so the refusal carries its own status and
+// message through the ErrInvalid that Update wraps it in.
+type refusal struct {
+	code int
+	err  error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+func notFound(err error) error { return &refusal{http.StatusNotFound, err} }
+func conflict(err error) error { return &refusal{http.StatusConflict, err} }
+
+// The API's routes (docs/api.md). Handler registers each and Client calls
+// each, so that every path is written once. A {name} is one path segment.
+const (
+	pathStatus     = "/v1/status"
+	pathConfig     = "/v1/config"
+	pathReload     = "/v1/reload"
+	pathSubsystems = "/v1/subsystems"
+	pathSubsystem  = pathSubsystems + "/{nqn}"
+	pathNamespaces = pathSubsystem + "/namespaces"
+	pathNamespace  = pathNamespaces + "/{nsid}"
+	pathResize     = pathNamespace + "/resize"
+	pathHosts      = pathSubsystem + "/hosts"
+	pathHost       = pathHosts + "/{host}"
+	pathPorts      = "/v1/ports"
+	pathPort       = pathPorts + "/{transport}/{address}/{port}"
+)
+
+// route is a method on a path.
+type route struct{ method, path string }
+
+var (
+	routeStatus          = route{http.MethodGet, pathStatus}
+	routeConfig          = route{http.MethodGet, pathConfig}
+	routeReload          = route{http.MethodPost, pathReload}
+	routeSubsystems      = route{http.MethodGet, pathSubsystems}
+	routeAddSubsystem    = route{http.MethodPost, pathSubsystems}
+	routeSubsystem       = route{http.MethodGet, pathSubsystem}
+	routeRemoveSubsystem = route{http.MethodDelete, pathSubsystem}
+	routeNamespaces      = route{http.MethodGet, pathNamespaces}
+	routeAddNamespace    = route{http.MethodPost, pathNamespaces}
+	routeRemoveNamespace = route{http.MethodDelete, pathNamespace}
+	routeResizeNamespace = route{http.MethodPost, pathResize}
+	routeHosts           = route{http.MethodGet, pathHosts}
+	routeAddHost         = route{http.MethodPost, pathHosts}
+	routeSetHost         = route{http.MethodPut, pathHost}
+	routeRemoveHost      = route{http.MethodDelete, pathHost}
+	routePorts           = route{http.MethodGet, pathPorts}
+	routeAddPort         = route{http.MethodPost, pathPorts}
+	routeRemovePort      = route{http.MethodDelete, pathPort}
+)
+
+// pattern is the route as http.ServeMux takes it.
+func (r route) pattern() string { return r.method + " " + r.path }
+
+// url fills the route's {names}, in order, with args, each escaped as one
+// segment. "." and ".." are escaped too, so that nothing on the way
+// cleans them into another path: the server refuses them (checkPath).
+func (r route) url(args ...string) string {
+	segs := strings.Split(r.path, "/")
+	n := 0
+	for i, s := range segs {
+		if strings.HasPrefix(s, "{") {
+			if n == len(args) {
+				panic("route " + r.path + ": too few arguments")
+			}
+			segs[i] = url.PathEscape(args[n])
+			if args[n] == "." || args[n] == ".." {
+				segs[i] = strings.ReplaceAll(args[n], ".", "%2E")
+			}
+			n++
+		}
+	}
+	if n != len(args) {
+		panic("route " + r.path + ": too many arguments")
+	}
+	return strings.Join(segs, "/")
+}
+
 // Handler serves the management API.
 func (m *Manager) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(routeStatus.pattern(), func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, m.Status())
 	})
-	mux.HandleFunc("GET /v1/config", m.getConfig)
-	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
-		res, err := m.Reload()
+	mux.HandleFunc(routeConfig.pattern(), m.getConfig)
+	mux.HandleFunc(routeReload.pattern(), func(w http.ResponseWriter, r *http.Request) {
+		res, err := m.Reload(apiCaller(r))
 		writeResult(w, http.StatusOK, res, err)
 	})
 
-	mux.HandleFunc("GET /v1/subsystems", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(routeSubsystems.pattern(), func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, m.Status().Subsystems)
 	})
-	mux.HandleFunc("POST /v1/subsystems", m.addSubsystemHTTP)
-	mux.HandleFunc("GET /v1/subsystems/{nqn}", m.getSubsystem)
-	mux.HandleFunc("DELETE /v1/subsystems/{nqn}", m.removeSubsystemHTTP)
+	mux.HandleFunc(routeAddSubsystem.pattern(), m.addSubsystemHTTP)
+	mux.HandleFunc(routeSubsystem.pattern(), m.getSubsystem)
+	mux.HandleFunc(routeRemoveSubsystem.pattern(), m.removeSubsystemHTTP)
 
-	mux.HandleFunc("GET /v1/subsystems/{nqn}/namespaces", m.listNamespaces)
-	mux.HandleFunc("POST /v1/subsystems/{nqn}/namespaces", m.addNamespaceHTTP)
-	mux.HandleFunc("DELETE /v1/subsystems/{nqn}/namespaces/{nsid}", m.removeNamespaceHTTP)
-	mux.HandleFunc("POST /v1/subsystems/{nqn}/namespaces/{nsid}/resize", m.resizeNamespaceHTTP)
+	mux.HandleFunc(routeNamespaces.pattern(), m.listNamespaces)
+	mux.HandleFunc(routeAddNamespace.pattern(), m.addNamespaceHTTP)
+	mux.HandleFunc(routeRemoveNamespace.pattern(), m.removeNamespaceHTTP)
+	mux.HandleFunc(routeResizeNamespace.pattern(), m.resizeNamespaceHTTP)
 
-	mux.HandleFunc("GET /v1/subsystems/{nqn}/hosts", m.listHosts)
-	mux.HandleFunc("POST /v1/subsystems/{nqn}/hosts", m.addHostHTTP)
-	mux.HandleFunc("PUT /v1/subsystems/{nqn}/hosts/{host}", m.setHostHTTP)
-	mux.HandleFunc("DELETE /v1/subsystems/{nqn}/hosts/{host}", m.removeHostHTTP)
+	mux.HandleFunc(routeHosts.pattern(), m.listHosts)
+	mux.HandleFunc(routeAddHost.pattern(), m.addHostHTTP)
+	mux.HandleFunc(routeSetHost.pattern(), m.setHostHTTP)
+	mux.HandleFunc(routeRemoveHost.pattern(), m.removeHostHTTP)
 
-	mux.HandleFunc("GET /v1/ports", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(routePorts.pattern(), func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, m.Status().Ports)
 	})
-	mux.HandleFunc("POST /v1/ports", m.addPortHTTP)
-	mux.HandleFunc("DELETE /v1/ports/{transport}/{address}/{port}", m.removePortHTTP)
+	mux.HandleFunc(routeAddPort.pattern(), m.addPortHTTP)
+	mux.HandleFunc(routeRemovePort.pattern(), m.removePortHTTP)
 	return jsonErrors{mux}
 }
 
-// jsonErrors turns the mux's own plain-text 404 and 405 into the JSON
-// error body every other failure has, keeping the 405's Allow header.
+// jsonErrors refuses a path that is not canonical, and turns the mux's
+// own plain-text 404 and 405 into the JSON error body every other failure
+// has, keeping the 405's Allow header.
 type jsonErrors struct{ mux *http.ServeMux }
 
 func (j jsonErrors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := checkPath(r.URL.EscapedPath()); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
 	h, pattern := j.mux.Handler(r)
 	if pattern != "" {
 		j.mux.ServeHTTP(w, r) // which sets the path values
@@ -89,6 +176,26 @@ func (j jsonErrors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if cw.code != 0 {
 		writeError(w, cw.code, errors.New(strings.ToLower(http.StatusText(cw.code))))
 	}
+}
+
+// checkPath refuses a path with an empty, "." or ".." segment, escaped or
+// not. The mux would clean it and redirect (307) to another resource: a
+// client that followed DELETE /v1/subsystems/A/hosts/.. removed A.
+func checkPath(escaped string) error {
+	segs := strings.Split(strings.TrimPrefix(escaped, "/"), "/")
+	for i, seg := range segs {
+		s, err := url.PathUnescape(seg)
+		switch {
+		case err != nil:
+			return fmt.Errorf("path %q: %w", escaped, err)
+		case s == "" && i == len(segs)-1:
+			// "/" or a trailing '/': the mux answers 404, as for any
+			// other path with no route.
+		case s == "" || s == "." || s == "..":
+			return fmt.Errorf("path %q: an empty, \".\" or \"..\" segment names no resource", escaped)
+		}
+	}
+	return nil
 }
 
 // codeWriter passes a response through unless it is an error, whose code
@@ -153,7 +260,8 @@ func (n NamespaceRequest) config() config.Namespace {
 }
 
 // ResizeRequest is the body of POST /v1/subsystems/{nqn}/namespaces/{nsid}/resize.
-// Size is required; 0 means the whole device, for a block namespace.
+// Size is required; 0 means the backend's size now (a file's length, a
+// block device's whole size), read again on every request.
 type ResizeRequest struct {
 	Size  *Size `json:"size"`
 	Force bool  `json:"force,omitempty"`
@@ -233,15 +341,15 @@ func (m *Manager) addSubsystemHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, n := range req.Namespaces {
 		sc.Namespaces = append(sc.Namespaces, n.config())
 	}
-	res, err := m.Update(func(c *config.Config) error {
+	res, err := m.Update(apiCaller(r), func(c *config.Config) error {
 		if findSubsystem(c, sc.NQN) != nil {
-			return fmt.Errorf("subsystem %s: %w", sc.NQN, errExists)
+			return conflict(fmt.Errorf("subsystem %s: %w", sc.NQN, errExists))
 		}
 		c.Subsystems = append(c.Subsystems, sc)
 		return nil
 	}, false)
 	if err == nil {
-		w.Header().Set("Location", "/v1/subsystems/"+url.PathEscape(sc.NQN))
+		w.Header().Set("Location", routeSubsystem.url(sc.NQN))
 	}
 	writeResult(w, http.StatusCreated, res, err)
 }
@@ -295,14 +403,18 @@ func (m *Manager) listHosts(w http.ResponseWriter, r *http.Request) {
 
 // editSubsystem changes the subsystem named by the path, which must exist.
 func (m *Manager) editSubsystem(r *http.Request, force bool, edit func(c *config.Config, s *config.Subsystem) error) (Result, error) {
+	return m.editSubsystemWith(r, changeOpts{force: force}, edit)
+}
+
+func (m *Manager) editSubsystemWith(r *http.Request, opts changeOpts, edit func(c *config.Config, s *config.Subsystem) error) (Result, error) {
 	nqn := r.PathValue("nqn")
-	return m.Update(func(c *config.Config) error {
+	return m.updateWith(apiCaller(r), func(c *config.Config) error {
 		s := findSubsystem(c, nqn)
 		if s == nil {
-			return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
+			return notFound(fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem))
 		}
 		return edit(c, s)
-	}, force)
+	}, opts)
 }
 
 func (m *Manager) removeSubsystemHTTP(w http.ResponseWriter, r *http.Request) {
@@ -321,7 +433,7 @@ func (m *Manager) addNamespaceHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
 		if findNamespace(s, req.NSID) != nil {
-			return fmt.Errorf("namespace %d of %s: %w", req.NSID, s.NQN, errExists)
+			return conflict(fmt.Errorf("namespace %d of %s: %w", req.NSID, s.NQN, errExists))
 		}
 		s.Namespaces = append(s.Namespaces, req.config())
 		return nil
@@ -346,7 +458,7 @@ func (m *Manager) removeNamespaceHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
 		if findNamespace(s, id) == nil {
-			return fmt.Errorf("namespace %d of %s: %w", id, s.NQN, fabric.ErrNoNamespace)
+			return notFound(fmt.Errorf("namespace %d of %s: %w", id, s.NQN, fabric.ErrNoNamespace))
 		}
 		s.Namespaces = slices.DeleteFunc(s.Namespaces, func(n config.Namespace) bool { return n.NSID == id })
 		return nil
@@ -367,10 +479,15 @@ func (m *Manager) resizeNamespaceHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: size is required", ErrInvalid))
 		return
 	}
-	res, err := m.editSubsystem(r, req.Force, func(c *config.Config, s *config.Subsystem) error {
+	// The backend's size is read again even when the configuration's
+	// stays 0: the file or volume may have grown since.
+	opts := changeOpts{force: req.Force, reread: func(nqn string, n config.Namespace) bool {
+		return nqn == r.PathValue("nqn") && n.NSID == id
+	}}
+	res, err := m.editSubsystemWith(r, opts, func(c *config.Config, s *config.Subsystem) error {
 		n := findNamespace(s, id)
 		if n == nil {
-			return fmt.Errorf("namespace %d of %s: %w", id, s.NQN, fabric.ErrNoNamespace)
+			return notFound(fmt.Errorf("namespace %d of %s: %w", id, s.NQN, fabric.ErrNoNamespace))
 		}
 		n.Size = config.Bytes(*req.Size)
 		return nil
@@ -385,7 +502,7 @@ func (m *Manager) addHostHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
 		if config.FindHost(s.Hosts, req.NQN) != nil {
-			return fmt.Errorf("host %s on %s: %w", req.NQN, s.NQN, errExists)
+			return conflict(fmt.Errorf("host %s on %s: %w", req.NQN, s.NQN, errExists))
 		}
 		s.Hosts = append(s.Hosts, req.config())
 		return nil
@@ -405,7 +522,7 @@ func (m *Manager) setHostHTTP(w http.ResponseWriter, r *http.Request) {
 	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
 		h := config.FindHost(s.Hosts, req.NQN)
 		if h == nil {
-			return fmt.Errorf("host %s on %s: %w", req.NQN, s.NQN, errNoHost)
+			return notFound(fmt.Errorf("host %s on %s: %w", req.NQN, s.NQN, errNoHost))
 		}
 		*h = req.config()
 		return nil
@@ -425,7 +542,7 @@ func (m *Manager) removeHostHTTP(w http.ResponseWriter, r *http.Request) {
 	host := r.PathValue("host")
 	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
 		if config.FindHost(s.Hosts, host) == nil {
-			return fmt.Errorf("host %s on %s: %w", host, s.NQN, errNoHost)
+			return notFound(fmt.Errorf("host %s on %s: %w", host, s.NQN, errNoHost))
 		}
 		s.Hosts = slices.DeleteFunc(s.Hosts, func(h config.Host) bool { return h.NQN == host })
 		return nil
@@ -455,9 +572,9 @@ func (m *Manager) addPortHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.Port == 0 {
 		p.Port = 4420 // as config.ApplyDefaults, before looking for a duplicate
 	}
-	res, err := m.Update(func(c *config.Config) error {
+	res, err := m.Update(apiCaller(r), func(c *config.Config) error {
 		if slices.ContainsFunc(c.Ports, func(q config.Port) bool { return samePort(p, q) }) {
-			return fmt.Errorf("port %s: %w", portName(p), errExists)
+			return conflict(fmt.Errorf("port %s: %w", portName(p), errExists))
 		}
 		c.Ports = append(c.Ports, p)
 		return nil
@@ -472,10 +589,10 @@ func (m *Manager) removePortHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := config.Port{Transport: r.PathValue("transport"), Address: r.PathValue("address"), Port: pn}
-	res, err := m.Update(func(c *config.Config) error {
+	res, err := m.Update(apiCaller(r), func(c *config.Config) error {
 		i := slices.IndexFunc(c.Ports, func(q config.Port) bool { return samePort(p, q) })
 		if i < 0 {
-			return fmt.Errorf("port %s: %w", portName(p), fabric.ErrNoPort)
+			return notFound(fmt.Errorf("port %s: %w", portName(p), fabric.ErrNoPort))
 		}
 		c.Ports = slices.Delete(c.Ports, i, i+1)
 		return nil
@@ -508,15 +625,14 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return false
 }
 
-// statusOf maps an error from Update or Reload to an HTTP status. The
-// not-found and exists errors come first: Update wraps them with
-// ErrInvalid.
+// statusOf maps an error from Update or Reload to an HTTP status. A
+// refusal comes first: Update wraps it with ErrInvalid.
 func statusOf(err error) int {
+	var r *refusal
 	switch {
-	case errors.Is(err, fabric.ErrNoSubsystem), errors.Is(err, fabric.ErrNoNamespace),
-		errors.Is(err, fabric.ErrNoPort), errors.Is(err, errNoHost):
-		return http.StatusNotFound
-	case errors.Is(err, errExists):
+	case errors.As(err, &r):
+		return r.code
+	case errors.Is(err, ErrEdited):
 		return http.StatusConflict
 	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNoFile),
 		errors.Is(err, blockdev.ErrInvalidArgument): // a block namespace resized past its device
@@ -529,12 +645,11 @@ func statusOf(err error) int {
 // before it.
 func writeResult(w http.ResponseWriter, code int, res Result, err error) {
 	if err != nil {
-		code, msg := statusOf(err), oneLine(err)
-		if code == http.StatusNotFound || code == http.StatusConflict {
-			// The request was fine; the target is not as it expected.
-			msg = strings.TrimPrefix(msg, ErrInvalid.Error()+": ")
+		msg := err
+		if r := (*refusal)(nil); errors.As(err, &r) {
+			msg = r // its own message, not ErrInvalid's
 		}
-		writeJSON(w, code, ErrorResponse{Error: msg, Applied: res.Applied})
+		writeJSON(w, statusOf(err), ErrorResponse{Error: oneLine(msg), Applied: res.Applied})
 		return
 	}
 	writeJSON(w, code, res)
@@ -552,36 +667,36 @@ func oneLine(err error) string {
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	EncodeJSON(w, v)
 }
 
 // ListenAPI listens on the Unix socket path for the management API, mode
 // 0600 so that only root (the daemon's user) may change the target. It
-// creates the socket's directory, replaces a socket left by a target that
-// died, and refuses to take over one that another target answers on.
+// creates the socket's directory, refuses one that others may write,
+// replaces a socket left by a target that died, and refuses to take over
+// one that another target answers on.
 func ListenAPI(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("api socket: %w", err)
+	}
+	if err := checkSocketDir(dir); err != nil {
+		return nil, err
 	}
 	if err := removeStale(path); err != nil {
 		return nil, err
 	}
-	// Bind under a temporary name and rename into place once it is 0600,
-	// so that there is no moment where path accepts anyone the umask
-	// lets in.
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+strconv.Itoa(os.Getpid()))
+	// Bind under a temporary name and rename into place, so that path
+	// is replaced whole; the socket is 0600 from the bind on.
+	tmp := filepath.Join(dir, "."+filepath.Base(path)+"."+strconv.Itoa(os.Getpid()))
 	os.Remove(tmp)
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	l, err := bindPrivate(tmp)
 	if err != nil {
 		return nil, fmt.Errorf("api socket: %w", err)
 	}
 	l.SetUnlinkOnClose(false)
-	if err := os.Chmod(tmp, 0o600); err != nil {
-		l.Close()
-		os.Remove(tmp)
-		return nil, fmt.Errorf("api socket: %w", err)
+	if afterBind != nil {
+		afterBind(tmp)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		l.Close()
@@ -595,6 +710,46 @@ func ListenAPI(path string) (net.Listener, error) {
 	}
 	return &apiListener{UnixListener: l, path: path, st: st}, nil
 }
+
+// umaskMu serializes bindPrivate's changes of the umask.
+var umaskMu sync.Mutex
+
+// bindPrivate binds a Unix socket at path with mode 0600: bind(2) makes
+// it 0777 less the umask, so the umask is 0177 for that call alone; a
+// chmod after the bind would leave a moment where others may connect. The
+// umask is the process's: a file another goroutine makes in that moment
+// is at most 0600 too, never more open.
+func bindPrivate(path string) (*net.UnixListener, error) {
+	umaskMu.Lock()
+	defer umaskMu.Unlock()
+	old := syscall.Umask(0o177)
+	defer syscall.Umask(old)
+	return net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+}
+
+// checkSocketDir refuses a socket directory that anyone but this user and
+// root may write, the sticky /tmp included: they could put a socket of
+// their own in the target's place, and the CLI would send it changes and
+// DH-HMAC-CHAP secrets.
+func checkSocketDir(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("api socket: %w", err)
+	}
+	if perm := st.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("api socket directory %s is writable by group or others (%v): another user could replace the socket; "+
+			"use a directory only its owner may write (chmod go-w), or set api.socket", dir, perm)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
+		return fmt.Errorf("api socket directory %s is owned by uid %d, not by this user or root: that user could replace the socket; "+
+			"set api.socket to a directory of this user's or root's", dir, sys.Uid)
+	}
+	return nil
+}
+
+// afterBind, when set by a test, is called with the socket's path just
+// after it is bound.
+var afterBind func(path string)
 
 // removeStale removes path if it is a socket nothing answers on.
 func removeStale(path string) error {

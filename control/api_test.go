@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
@@ -187,7 +188,15 @@ func TestAPI(t *testing.T) {
 				}
 			}},
 		{name: "resize memory", method: "POST", path: subs + subA + "/namespaces/1/resize", body: `{"size": "4MiB"}`, want: 400, wantErr: "memory"},
-		{name: "resize file to 0", method: "POST", path: subs + subA + "/namespaces/2/resize", body: `{"size": 0}`, want: 400, wantErr: "block namespaces only"},
+		{name: "resize file to 0", setup: func(b *bench) { b.truncate(2 << 20) },
+			method: "POST", path: subs + subA + "/namespaces/2/resize", body: `{"size": 0}`, want: 200,
+			check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {
+				if got := b.liveSize(2); got != 2<<20 {
+					t.Fatalf("size %d, want the file's 2MiB", got)
+				}
+			}},
+		{name: "resize file to 0 after it was cut", setup: func(b *bench) { b.truncate(512 << 10) },
+			method: "POST", path: subs + subA + "/namespaces/2/resize", body: `{"size": 0}`, want: 400, wantErr: "hosts see 1MiB: namespace would shrink"},
 		{name: "resize without size", method: "POST", path: subs + subA + "/namespaces/2/resize", body: `{"force": true}`, want: 400, wantErr: "size is required"},
 		{name: "resize missing namespace", method: "POST", path: subs + subA + "/namespaces/9/resize", body: `{"size": "4MiB"}`, want: 404},
 		{name: "resize with a bad NSID", method: "POST", path: subs + subA + "/namespaces/-1/resize", body: `{"size": "4MiB"}`, want: 400},
@@ -291,6 +300,9 @@ func TestAPI(t *testing.T) {
 				if e.Error == "" || strings.Contains(e.Error, "\n") || !strings.Contains(e.Error, tc.wantErr) {
 					t.Fatalf("error %q, want one line with %q", e.Error, tc.wantErr)
 				}
+				if (tc.want == 404 || tc.want == 409) && strings.HasPrefix(e.Error, ErrInvalid.Error()) {
+					t.Fatalf("error %q: the request was valid", e.Error)
+				}
 				if after, _ := os.ReadFile(b.path); string(after) != string(before) || len(e.Applied) != 0 {
 					t.Fatalf("a refused request changed the file or applied %v", e.Applied)
 				}
@@ -314,27 +326,54 @@ func TestAPI(t *testing.T) {
 	}
 }
 
-// TestAPIPathNQN: an NQN is one path segment even with '/' in it, escaped
-// as %2F.
-func TestAPIPathNQN(t *testing.T) {
-	b := newBench(t, baseYAML)
-	h := b.m.Handler()
-	nqn := "nqn.2026-11.io.example:pool/vol:1"
-	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn": "`+nqn+`", "allow_any_host": true}`); rec.Code != 201 {
-		t.Fatalf("add: %d %s", rec.Code, rec.Body)
+// TestAPIPathGuard: a name is one path segment, and a path with an empty,
+// "." or ".." segment is refused, not cleaned and redirected: a client
+// that followed the mux's redirect for DELETE .../hosts/.. removed the
+// subsystem. A '/' in a name is escaped as %2F and stays in its segment.
+func TestAPIPathGuard(t *testing.T) {
+	subs := "/v1/subsystems/"
+	tests := []struct {
+		method, path, body string
+		want               int
+	}{
+		{"DELETE", subs + subA + "/hosts/..", "", 400},
+		{"DELETE", subs + subA + "/hosts/.", "", 400},
+		{"DELETE", subs + subA + "/hosts/%2E%2E", "", 400},
+		{"DELETE", subs + subA + "/hosts/%2e.", "", 400},
+		{"PUT", subs + subA + "/hosts/..", "{}", 400},
+		{"DELETE", subs + subA + "/namespaces/1/..", "", 400},
+		{"DELETE", subs + subA + "/namespaces/../..", "", 400},
+		{"DELETE", subs + "x/../" + subA, "", 400},
+		{"DELETE", subs + "./" + subA, "", 400},
+		{"DELETE", subs + "/" + subA, "", 400},
+		{"GET", "/v1//status", "", 400},
+		{"GET", "/v1/./status", "", 400},
+		{"DELETE", "/v1/ports/loop/127.0.0.1/4420/..", "", 400},
+		{"DELETE", subs + subA + "/hosts/" + url.PathEscape(hst1+"/../.."), "", 404},
+		{"DELETE", subs + url.PathEscape(subA+"/hosts/"+hst1), "", 404},
+		{"POST", subs + subA + "/hosts", `{"nqn": ".."}`, 400},
+		{"POST", subs + subA + "/hosts", `{"nqn": "nqn.2026-11.io.example:a/b"}`, 400},
+		{"POST", "/v1/subsystems", `{"nqn": "nqn.2026-11.io.example:pool/vol", "allow_any_host": true}`, 400},
+		{"POST", "/v1/subsystems", `{"nqn": "..", "allow_any_host": true}`, 400},
+		{"GET", "/", "", 404},
+		{"GET", "/v1/status/", "", 404},
 	}
-	path := "/v1/subsystems/" + url.PathEscape(nqn)
-	if rec := do(t, h, "POST", path+"/namespaces", `{"nsid": 1, "size": "1MiB", "backend": "memory"}`); rec.Code != 201 {
-		t.Fatalf("add namespace: %d %s", rec.Code, rec.Body)
-	}
-	if got := b.namespaces(nqn); !slices.Equal(got, []uint32{1}) {
-		t.Fatalf("namespaces %v", got)
-	}
-	if rec := do(t, h, "DELETE", path, ""); rec.Code != 200 {
-		t.Fatalf("remove: %d %s", rec.Code, rec.Body)
-	}
-	if b.tgt.Subsystem(nqn) != nil {
-		t.Fatal("still there")
+	for _, tc := range tests {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			b := newBench(t, baseYAML)
+			rec := do(t, b.m.Handler(), tc.method, tc.path, tc.body)
+			if rec.Code != tc.want {
+				t.Fatalf("%d %s (Location %q), want %d", rec.Code, rec.Body, rec.Header().Get("Location"), tc.want)
+			}
+			if e := decodeAs[ErrorResponse](t, rec); e.Error == "" {
+				t.Fatalf("no error in %s", rec.Body)
+			}
+			r := b.m.Running()
+			if len(r.Subsystems) != 2 || len(r.Ports) != 1 || !slices.Equal(config.HostNQNs(r.Subsystems[0].Hosts), []string{hst1, hst2}) ||
+				!slices.Equal(b.namespaces(subA), []uint32{1, 2}) {
+				t.Fatalf("changed: %+v", r)
+			}
+		})
 	}
 }
 
@@ -464,19 +503,110 @@ func TestListenAPI(t *testing.T) {
 	}
 }
 
-// TestStatusOf: the not-found and exists errors win over the ErrInvalid
-// that Update wraps them in.
+// TestListenAPIMode: the socket is 0600 from the moment it is bound, even
+// under its temporary name and a umask of 0, so that no one else can
+// connect in between.
+func TestListenAPIMode(t *testing.T) {
+	defer syscall.Umask(syscall.Umask(0))
+	var modes []os.FileMode
+	afterBind = func(path string) {
+		st, err := os.Lstat(path)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		modes = append(modes, st.Mode().Perm())
+	}
+	defer func() { afterBind = nil }()
+	path := filepath.Join(shortDir(t), "run", "t.sock")
+	l, err := ListenAPI(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	st, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(modes, []os.FileMode{0o600}) || st.Mode().Perm() != 0o600 {
+		t.Fatalf("modes %v when bound, %v at the end; want 0600", modes, st.Mode().Perm())
+	}
+	// The umask is the caller's again.
+	if m := syscall.Umask(0); m != 0 {
+		t.Fatalf("umask %#o after ListenAPI", m)
+	}
+}
+
+// TestListenAPIDirectory: a socket directory that someone else may write
+// is refused: they could replace the socket with their own, which the CLI
+// would then send changes (and secrets) to.
+func TestListenAPIDirectory(t *testing.T) {
+	tests := []struct {
+		name    string
+		mode    os.FileMode
+		uid     int
+		wantErr string
+	}{
+		{name: "0755", mode: 0o755},
+		{name: "0700", mode: 0o700},
+		{name: "world writable", mode: 0o777, wantErr: "writable by group or others"},
+		{name: "group writable", mode: 0o775, wantErr: "writable by group or others"},
+		{name: "sticky, as /tmp", mode: 0o777 | os.ModeSticky, wantErr: "writable by group or others"},
+		{name: "another user's", mode: 0o755, uid: 4242, wantErr: "owned by uid 4242"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(shortDir(t), "run")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			if tc.uid != 0 {
+				if os.Geteuid() != 0 {
+					t.Skip("chown needs root")
+				}
+				if err := os.Chown(dir, tc.uid, tc.uid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path := filepath.Join(dir, "t.sock")
+			l, err := ListenAPI(path)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.Close()
+				return
+			}
+			if err == nil {
+				l.Close()
+				t.Fatalf("ListenAPI in a %v directory: no error", tc.mode)
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("%v, want %q", err, tc.wantErr)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Fatalf("left in the directory: %v", entries)
+			}
+		})
+	}
+}
+
+// TestStatusOf: a refusal's status wins over the ErrInvalid that Update
+// wraps it in.
 func TestStatusOf(t *testing.T) {
 	inv := func(err error) error { return fmt.Errorf("%w: %w", ErrInvalid, err) }
 	tests := []struct {
 		err  error
 		want int
 	}{
-		{inv(fmt.Errorf("subsystem x: %w", fabric.ErrNoSubsystem)), 404},
-		{inv(fabric.ErrNoNamespace), 404},
-		{inv(fabric.ErrNoPort), 404},
-		{inv(errNoHost), 404},
-		{inv(errExists), 409},
+		{inv(notFound(fmt.Errorf("subsystem x: %w", fabric.ErrNoSubsystem))), 404},
+		{inv(notFound(fabric.ErrNoNamespace)), 404},
+		{inv(notFound(errNoHost)), 404},
+		{inv(conflict(errExists)), 409},
+		{fmt.Errorf("remove namespace 1: %w", fabric.ErrNoNamespace), 500}, // not the request's fault
 		{inv(ErrShrink), 400},
 		{inv(errors.New("bad")), 400},
 		{ErrNoFile, 400},

@@ -1,10 +1,12 @@
 package control
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
@@ -17,6 +19,11 @@ type Options struct {
 	// it, and changes made through the API are written back to it. Empty
 	// (the embedded default) keeps changes in memory only.
 	Path string
+	// Loaded is the content of Path the configuration was loaded from
+	// (config.LoadFileContent): API changes are refused while the file
+	// holds anything else, an edit by hand that reload applies. Nil: New
+	// reads Path.
+	Loaded []byte
 	// Transport returns the transport for a port's transport name.
 	Transport func(name string) (fabric.Transport, error)
 	// Logger receives the log; nil discards it.
@@ -34,6 +41,11 @@ type Manager struct {
 	mu      sync.Mutex
 	running *config.Config
 	ports   map[config.Port]uint16 // fabric port ID of each running port
+	// file is the configuration the file holds as the target last loaded
+	// or wrote it, and sum the SHA-256 of that content: persist keeps the
+	// file's restart-only keys, and refuses a file edited since.
+	file *config.Config
+	sum  [sha256.Size]byte
 }
 
 // Result says what a change did.
@@ -55,11 +67,20 @@ func New(tgt *fabric.Target, cfg *config.Config, o Options) (*Manager, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	m := &Manager{tgt: tgt, path: o.Path, transport: o.Transport, log: o.Logger, ports: map[config.Port]uint16{}}
+	m := &Manager{tgt: tgt, path: o.Path, transport: o.Transport, log: o.Logger, ports: map[config.Port]uint16{}, file: cfg.Clone()}
+	if o.Path != "" {
+		if o.Loaded == nil {
+			var err error
+			if o.Loaded, err = os.ReadFile(o.Path); err != nil {
+				return nil, err
+			}
+		}
+		m.sum = sha256.Sum256(o.Loaded)
+	}
 	empty := cfg.Clone()
 	empty.Ports, empty.Subsystems = nil, nil
 	m.running = empty
-	steps, _, err := m.plan(empty, cfg, false)
+	steps, _, err := m.plan(empty, cfg, changeOpts{})
 	if err != nil {
 		return nil, err
 	}
@@ -83,12 +104,40 @@ func (m *Manager) Path() string { return m.path }
 // or the file was wrong.
 var ErrInvalid = errors.New("invalid change")
 
-// Update changes the running configuration: edit gets a copy to change,
-// which is then validated whole, applied as a diff, and persisted. force
-// allows namespaces to shrink.
-func (m *Manager) Update(edit func(*config.Config) error, force bool) (Result, error) {
+// Update changes the running configuration for c: edit gets a copy to
+// change, which is then validated whole, applied as a diff, and persisted.
+// force allows namespaces to shrink. A configuration file edited since the
+// target last loaded or wrote it refuses the change (ErrEdited).
+func (m *Manager) Update(c Caller, edit func(*config.Config) error, force bool) (Result, error) {
+	return m.updateWith(c, edit, changeOpts{force: force})
+}
+
+// changeOpts say how a change treats what its configuration cannot show.
+type changeOpts struct {
+	// force allows namespaces to shrink.
+	force bool
+	// reread, when set, picks file and block namespaces whose backend's
+	// size is read again though their configuration did not change: a
+	// file or volume grown from outside shows nowhere else.
+	reread func(nqn string, n config.Namespace) bool
+}
+
+// updateWith is Update with opts, for c.
+func (m *Manager) updateWith(c Caller, edit func(*config.Config) error, opts changeOpts) (Result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	res, err := m.update(edit, opts)
+	m.audit(c, "change", res, err)
+	return res, err
+}
+
+func (m *Manager) update(edit func(*config.Config) error, opts changeOpts) (Result, error) {
+	if m.path != "" {
+		// Before anything changes: persist would refuse it after.
+		if _, err := m.unedited(); err != nil {
+			return Result{}, err
+		}
+	}
 	next := m.running.Clone()
 	if err := edit(next); err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -97,7 +146,7 @@ func (m *Manager) Update(edit func(*config.Config) error, force bool) (Result, e
 	if err := next.Validate(); err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	res, err := m.change(next, force)
+	res, err := m.change(next, opts)
 	if res.Applied != nil {
 		if perr := m.persist(); perr != nil {
 			m.log.Error("the change is live but was not saved", "err", perr)
@@ -112,33 +161,58 @@ func (m *Manager) Update(edit func(*config.Config) error, force bool) (Result, e
 // ErrNoFile means there is no configuration file to reload.
 var ErrNoFile = errors.New("no configuration file: the target was started with the embedded default")
 
-// Reload reads the configuration file again and applies it as a diff. A
-// file that does not load or validate is rejected whole, and nothing
-// changes. Keys that cannot change live are reported in Result.Restart.
-func (m *Manager) Reload() (Result, error) {
+// Reload reads the configuration file again, for c, and applies it as a
+// diff. A file that does not load or validate is rejected whole, and
+// nothing changes. Keys that cannot change live are reported in
+// Result.Restart. File and block namespaces of size 0 (the backend's own
+// size) take the backend's size again, as `ns resize NQN NSID 0` does: one
+// grown from outside grows for hosts; one cut shorter than hosts see
+// refuses the reload (ErrShrink), which only a forced resize gets past.
+func (m *Manager) Reload(c Caller) (Result, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	res, err := m.reload()
+	m.audit(c, "reload", res, err)
+	return res, err
+}
+
+// reload reads the file under m.mu, as changes are made: an API change
+// either is in the running configuration reload compares the file with,
+// or comes after the reload, never between its read and its apply.
+func (m *Manager) reload() (Result, error) {
 	if m.path == "" {
 		return Result{}, ErrNoFile
 	}
-	next, err := config.LoadFile(m.path)
+	next, data, err := config.LoadFileContent(m.path)
 	if err == nil && next.HasInlineSecrets() {
 		err = config.CheckPrivate(m.path)
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	res, err := m.change(next, false)
+	afterRead()
+	res, err := m.change(next, changeOpts{reread: followsBackend})
 	for _, k := range res.Restart {
 		m.log.Warn("configuration key changed: it takes effect at the next start", "key", k)
+	}
+	if err == nil {
+		// Only a file applied whole is loaded: until then API changes
+		// are refused, as they would overwrite it.
+		m.file, m.sum = next, sha256.Sum256(data)
 	}
 	return res, err
 }
 
+// followsBackend picks the namespaces whose size is their backend's.
+func followsBackend(_ string, n config.Namespace) bool { return n.Size == 0 }
+
+// afterRead, in tests, runs once reload has read the file.
+var afterRead = func() {}
+
 // change applies the diff from the running configuration to next. m.mu is
 // held.
-func (m *Manager) change(next *config.Config, force bool) (Result, error) {
-	steps, restart, err := m.plan(m.running, next, force)
+func (m *Manager) change(next *config.Config, opts changeOpts) (Result, error) {
+	steps, restart, err := m.plan(m.running, next, opts)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

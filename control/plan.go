@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -30,7 +32,13 @@ var ErrShrink = errors.New("namespace would shrink")
 // next, and the keys whose change needs a restart. Removals come first,
 // then changes in place, then additions, ports last, so that a host told
 // of a new subsystem can connect to it.
-func (m *Manager) plan(old, next *config.Config, force bool) (steps []step, restart []string, err error) {
+func (m *Manager) plan(old, next *config.Config, opts changeOpts) (steps []step, restart []string, err error) {
+	// A file or device serves one namespace. Checked on the whole next
+	// configuration: a namespace replaced on its own path is in it once,
+	// and the old one is removed before the new one is added.
+	if err := next.CheckBackings(); err != nil {
+		return nil, nil, err
+	}
 	restart = staticChanges(old, next)
 	var removes, changes, adds []step
 	for _, os := range old.Subsystems {
@@ -50,7 +58,7 @@ func (m *Manager) plan(old, next *config.Config, force bool) (steps []step, rest
 		if os.Model != ns.Model {
 			restart = append(restart, subKey(ns.NQN, "model"))
 		}
-		r, c, a, err := m.planSubsystem(*os, ns, force)
+		r, c, a, err := m.planSubsystem(*os, ns, opts)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -88,7 +96,7 @@ func (m *Manager) planDiscovery(old, next []config.Host) []step {
 }
 
 // planSubsystem compares one subsystem's hosts and namespaces.
-func (m *Manager) planSubsystem(os, ns config.Subsystem, force bool) (removes, changes, adds []step, err error) {
+func (m *Manager) planSubsystem(os, ns config.Subsystem, opts changeOpts) (removes, changes, adds []step, err error) {
 	nqn := ns.NQN
 	for _, h := range os.Hosts {
 		if config.FindHost(ns.Hosts, h.NQN) == nil {
@@ -112,26 +120,23 @@ func (m *Manager) planSubsystem(os, ns config.Subsystem, force bool) (removes, c
 		switch {
 		case nn == nil:
 			removes = append(removes, m.removeNamespace(nqn, on.NSID))
-		case *nn == on:
-		case sameBackend(on, *nn):
-			// Only the size differs.
-			if on.Backend == config.BackendMemory {
-				return nil, nil, nil, fmt.Errorf("namespace %d of %s: a memory namespace cannot change size; remove it and add it again", on.NSID, nqn)
-			}
-			// For a file, 0 would mean "the file's current size", never a
-			// resize; only a block device has a size of its own to follow.
-			if nn.Size == 0 && on.Backend != config.BackendBlock {
-				return nil, nil, nil, fmt.Errorf("namespace %d of %s: size 0 (the whole device) applies to block namespaces only", on.NSID, nqn)
-			}
-			if nn.Size < on.Size && nn.Size != 0 && !force {
-				return nil, nil, nil, fmt.Errorf("namespace %d of %s: %v to %v: %w (force to allow it)", on.NSID, nqn, on.Size, nn.Size, ErrShrink)
-			}
-			changes = append(changes, m.resizeNamespace(nqn, *nn))
-		default:
+		case !sameBackend(on, *nn):
 			// Another backend, path or identity: the host sees the old
 			// namespace go and the new one come.
 			removes = append(removes, m.removeNamespace(nqn, on.NSID))
 			adds = append(adds, m.addNamespace(nqn, *nn))
+		case on.Backend == config.BackendMemory:
+			if nn.Size != on.Size {
+				return nil, nil, nil, fmt.Errorf("namespace %d of %s: a memory namespace cannot change size; remove it and add it again", on.NSID, nqn)
+			}
+		default:
+			st, err := m.planResize(nqn, on, *nn, opts)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			if st != nil {
+				changes = append(changes, *st)
+			}
 		}
 	}
 	for _, nn := range ns.Namespaces {
@@ -150,6 +155,61 @@ func (m *Manager) planSubsystem(os, ns config.Subsystem, force bool) (removes, c
 	return removes, changes, adds, nil
 }
 
+// planResize resizes a file or block namespace whose size changed in the
+// configuration, or whose backend opts.reread picks: size 0 takes the
+// backend's size now (a file's length, the whole device), after the
+// operator grew the file or volume. The size is compared with what hosts
+// see, not with the configuration's (0 says nothing of it): less is
+// refused with ErrShrink unless forced, and nothing to change is no step.
+func (m *Manager) planResize(nqn string, on, nn config.Namespace, opts changeOpts) (*step, error) {
+	changed := nn != on
+	if !changed && (opts.reread == nil || !opts.reread(nqn, nn)) {
+		return nil, nil
+	}
+	fns := m.liveNamespace(nqn, nn.NSID)
+	if fns == nil {
+		return nil, fmt.Errorf("namespace %d of %s: %w", nn.NSID, nqn, fabric.ErrNoNamespace)
+	}
+	info := fns.Info()
+	backing, err := fns.BackingSize()
+	if err != nil {
+		return nil, fmt.Errorf("namespace %d of %s: %w", nn.NSID, nqn, err)
+	}
+	target := int64(nn.Size) &^ (int64(info.BlockSize) - 1)
+	if nn.Size == 0 {
+		target = backing
+	}
+	switch {
+	case target <= 0:
+		return nil, fmt.Errorf("namespace %d of %s: %s is smaller than one %d-byte block", nn.NSID, nqn, nn.Path, info.BlockSize)
+	case nn.Backend == config.BackendBlock && target > backing:
+		return nil, fmt.Errorf("namespace %d of %s: %v is past the end of %s (%v): %w", nn.NSID, nqn, nn.Size, nn.Path, config.Bytes(backing), blockdev.ErrInvalidArgument)
+	case target < info.Size && !opts.force && nn.Size == 0:
+		return nil, fmt.Errorf("namespace %d of %s: %s is now %v, hosts see %v: %w (force to allow it)",
+			nn.NSID, nqn, nn.Path, config.Bytes(backing), config.Bytes(info.Size), ErrShrink)
+	case target < info.Size && !opts.force:
+		return nil, fmt.Errorf("namespace %d of %s: %v to %v: %w (force to allow it)", nn.NSID, nqn, config.Bytes(info.Size), nn.Size, ErrShrink)
+	case target == info.Size && !changed:
+		return nil, nil
+	}
+	st := m.resizeNamespace(nqn, nn, target)
+	return &st, nil
+}
+
+// liveNamespace is the target's namespace nsid of subsystem nqn, or nil.
+func (m *Manager) liveNamespace(nqn string, nsid uint32) *fabric.Namespace {
+	s := m.tgt.Subsystem(nqn)
+	if s == nil {
+		return nil
+	}
+	for _, ns := range s.Namespaces() {
+		if ns.NSID() == nvme.NSID(nsid) {
+			return ns
+		}
+	}
+	return nil
+}
+
 // sameBackend reports whether a and b differ at most in size.
 func sameBackend(a, b config.Namespace) bool {
 	a.Size = b.Size
@@ -164,8 +224,8 @@ func staticChanges(old, next *config.Config) []string {
 	ov, nv := reflect.ValueOf(old).Elem(), reflect.ValueOf(next).Elem()
 	for i := 0; i < ov.NumField(); i++ {
 		sec := ov.Type().Field(i)
-		if sec.Type.Kind() != reflect.Struct || sec.Type == reflect.TypeOf(config.Discovery{}) {
-			continue // ports, subsystems and discovery change live
+		if !isStatic(sec) {
+			continue
 		}
 		for j := 0; j < sec.Type.NumField(); j++ {
 			if !reflect.DeepEqual(ov.Field(i).Field(j).Interface(), nv.Field(i).Field(j).Interface()) {
@@ -174,6 +234,32 @@ func staticChanges(old, next *config.Config) []string {
 		}
 	}
 	return keys
+}
+
+// isStatic reports whether a section of the configuration is set up at
+// start only: ports, subsystems and discovery change live.
+func isStatic(sec reflect.StructField) bool {
+	return sec.Type.Kind() == reflect.Struct && sec.Type != reflect.TypeOf(config.Discovery{})
+}
+
+// withRestartKeys is c with the keys that take effect only at the next
+// start (staticChanges' sections, a subsystem's serial and model, as plan
+// names them) as file has them. persist writes it: the file keeps what it
+// last said for them, while the target runs with what it started with.
+func withRestartKeys(c, file *config.Config) *config.Config {
+	out := c.Clone()
+	ov, fv := reflect.ValueOf(out).Elem(), reflect.ValueOf(file).Elem()
+	for i := 0; i < ov.NumField(); i++ {
+		if isStatic(ov.Type().Field(i)) {
+			ov.Field(i).Set(fv.Field(i))
+		}
+	}
+	for i := range out.Subsystems {
+		if fs := findSubsystem(file, out.Subsystems[i].NQN); fs != nil {
+			out.Subsystems[i].Serial, out.Subsystems[i].Model = fs.Serial, fs.Model
+		}
+	}
+	return out
 }
 
 func tagOf(f reflect.StructField) string {

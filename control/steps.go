@@ -15,45 +15,45 @@ import (
 // m.running; m.mu is held.
 
 func (m *Manager) addSubsystem(sc config.Subsystem) step {
-	var opened []fabric.NamespaceConfig
+	var opened []backend
 	var keys map[string]fabric.HostAuth
 	var policy fabric.AuthPolicy
 	return step{
 		what: "add subsystem " + sc.NQN,
 		prepare: func() (err error) {
-			if keys, err = config.HostAuths(sc.Hosts); err != nil {
+			if keys, err = hostAuths(sc.Hosts); err != nil {
 				return fmt.Errorf("subsystem %s: %w", sc.NQN, err)
 			}
-			if policy, err = sc.AuthPolicy(); err != nil {
+			if policy, err = authPolicy(sc); err != nil {
 				return fmt.Errorf("subsystem %s: %w", sc.NQN, err)
 			}
 			for _, nc := range sc.Namespaces {
-				fc, err := openNamespace(sc.NQN, nc, m.log)
+				b, err := openNamespace(sc.NQN, nc, m.log)
 				if err != nil {
-					m.closeAll(opened)
+					releaseAll(opened)
 					opened = nil
 					return fmt.Errorf("subsystem %s namespace %d: %w", sc.NQN, nc.NSID, err)
 				}
-				opened = append(opened, fc)
+				opened = append(opened, b)
 			}
 			return nil
 		},
-		abort: func() { m.closeAll(opened) },
+		abort: func() { releaseAll(opened) },
 		do: func(m *Manager) error {
 			s, err := m.tgt.AddSubsystem(fabric.SubsystemConfig{
 				NQN: sc.NQN, Serial: sc.Serial, Model: sc.Model, AllowAnyHost: sc.AllowAnyHost, Hosts: config.HostNQNs(sc.Hosts),
 				HostAuth: keys, Auth: policy,
 			})
 			if err != nil {
-				m.closeAll(opened)
+				releaseAll(opened)
 				return err
 			}
 			rs := sc
 			rs.Namespaces = nil
 			m.running.Subsystems = append(m.running.Subsystems, rs)
-			for i, fc := range opened {
-				if err := m.attach(s, sc.Namespaces[i], fc); err != nil {
-					m.closeAll(opened[i+1:])
+			for i, b := range opened {
+				if err := m.attach(s, sc.Namespaces[i], b); err != nil {
+					releaseAll(opened[i+1:])
 					return err
 				}
 			}
@@ -63,9 +63,10 @@ func (m *Manager) addSubsystem(sc config.Subsystem) step {
 }
 
 // attach adds an opened namespace to s and to the running configuration.
-func (m *Manager) attach(s *fabric.Subsystem, nc config.Namespace, fc fabric.NamespaceConfig) error {
+func (m *Manager) attach(s *fabric.Subsystem, nc config.Namespace, b backend) error {
+	fc := b.NamespaceConfig
 	if _, err := s.AddNamespace(fc); err != nil {
-		fc.Device.Close()
+		b.release()
 		return err
 	}
 	rs := findSubsystem(m.running, s.NQN())
@@ -84,9 +85,9 @@ func (m *Manager) liveSubsystem(nqn string) (*fabric.Subsystem, error) {
 	return nil, fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
 }
 
-func (m *Manager) closeAll(fcs []fabric.NamespaceConfig) {
-	for _, fc := range fcs {
-		fc.Device.Close()
+func releaseAll(bs []backend) {
+	for _, b := range bs {
+		b.release()
 	}
 }
 
@@ -99,24 +100,24 @@ func (m *Manager) removeSubsystem(nqn string) step {
 }
 
 func (m *Manager) addNamespace(nqn string, nc config.Namespace) step {
-	var fc fabric.NamespaceConfig
+	var b backend
 	return step{
 		what: fmt.Sprintf("add namespace %d to %s", nc.NSID, nqn),
 		prepare: func() (err error) {
-			fc, err = openNamespace(nqn, nc, m.log)
+			b, err = openNamespace(nqn, nc, m.log)
 			if err != nil {
 				return fmt.Errorf("subsystem %s namespace %d: %w", nqn, nc.NSID, err)
 			}
 			return nil
 		},
-		abort: func() { fc.Device.Close() },
+		abort: func() { b.release() },
 		do: func(m *Manager) error {
 			s := m.tgt.Subsystem(nqn)
 			if s == nil {
-				fc.Device.Close()
+				b.release()
 				return fmt.Errorf("subsystem %s: %w", nqn, fabric.ErrNoSubsystem)
 			}
-			return m.attach(s, nc, fc)
+			return m.attach(s, nc, b)
 		},
 	}
 }
@@ -137,17 +138,23 @@ func (m *Manager) removeNamespace(nqn string, nsid uint32) step {
 	}}
 }
 
-func (m *Manager) resizeNamespace(nqn string, nc config.Namespace) step {
-	return step{what: fmt.Sprintf("resize namespace %d of %s to %v", nc.NSID, nqn, nc.Size), do: func(m *Manager) error {
+// resizeNamespace makes namespace nc.NSID size bytes for hosts, which
+// plan worked out from nc.Size (0: the backend's size then).
+func (m *Manager) resizeNamespace(nqn string, nc config.Namespace, size int64) step {
+	what := fmt.Sprintf("resize namespace %d of %s to %v", nc.NSID, nqn, config.Bytes(size))
+	if nc.Size == 0 {
+		what += ", the size of " + nc.Path
+	}
+	return step{what: what, do: func(m *Manager) error {
 		s, err := m.liveSubsystem(nqn)
 		if err != nil {
 			return err
 		}
-		if err := s.ResizeNamespace(nvme.NSID(nc.NSID), int64(nc.Size)); err != nil {
+		if err := s.ResizeNamespace(nvme.NSID(nc.NSID), size); err != nil {
 			return err
 		}
 		*findNamespace(findSubsystem(m.running, nqn), nc.NSID) = nc
-		m.log.Info("namespace resized", "subnqn", nqn, "nsid", nc.NSID, "size", nc.Size)
+		m.log.Info("namespace resized", "subnqn", nqn, "nsid", nc.NSID, "bytes", size, "size", nc.Size)
 		return nil
 	}}
 }
@@ -156,7 +163,7 @@ func (m *Manager) addHost(nqn string, host config.Host) step {
 	var keys fabric.HostAuth
 	return step{
 		what:    fmt.Sprintf("allow host %s on %s", host.NQN, nqn),
-		prepare: func() (err error) { keys, err = host.HostAuth(); return err },
+		prepare: func() (err error) { keys, err = hostAuth(host); return err },
 		do: func(m *Manager) error {
 			s, err := m.liveSubsystem(nqn)
 			if err != nil {
@@ -178,7 +185,7 @@ func (m *Manager) setHostAuth(nqn string, host config.Host) step {
 	var keys fabric.HostAuth
 	return step{
 		what:    fmt.Sprintf("set the DH-HMAC-CHAP secrets of host %s on %s", host.NQN, nqn),
-		prepare: func() (err error) { keys, err = host.HostAuth(); return err },
+		prepare: func() (err error) { keys, err = hostAuth(host); return err },
 		do: func(m *Manager) error {
 			s, err := m.liveSubsystem(nqn)
 			if err != nil {
@@ -208,7 +215,7 @@ func (m *Manager) setAuthPolicy(sc config.Subsystem) step {
 	var p fabric.AuthPolicy
 	return step{
 		what:    fmt.Sprintf("set dhchap_hashes %v and dhchap_dhgroups %v on %s", sc.DHCHAPHashes, sc.DHCHAPDHGroups, sc.NQN),
-		prepare: func() (err error) { p, err = sc.AuthPolicy(); return err },
+		prepare: func() (err error) { p, err = authPolicy(sc); return err },
 		do: func(m *Manager) error {
 			s, err := m.liveSubsystem(sc.NQN)
 			if err != nil {

@@ -114,8 +114,7 @@ func handleIdentify(r *Request) nvme.Status {
 			r.errLoc = nvme.ErrLocNSID
 			return nvme.StatusInvalidNamespace.WithDNR()
 		}
-		csi := uint8(0)
-		nvme.PutNSDescriptors(buf[:], nvme.NSDescriptors{NGUID: &ns.nguid, UUID: &ns.uuid, CSI: &csi})
+		nvme.PutNSDescriptors(buf[:], ns.descriptors())
 	default:
 		return r.invalidField(nvme.ErrLocCDW10)
 	}
@@ -197,11 +196,27 @@ func (ns *Namespace) identify(id nvme.IdentifyNamespace) {
 	}
 	id.SetRESCAP(rescap)
 	id.SetNGUID(ns.nguid)
+	id.SetEUI64(ns.eui64)
 	id.LBAF(0).SetLBADS(uint8(ns.blockShift))
 	if ns.dev.DiscardZeroes() {
 		// Deallocated blocks read as zeroes; Write Zeroes may deallocate.
 		id.SetDLFEAT(nvme.DLFEATReadZeroes | nvme.DLFEATWriteZeroesDeallocates)
 	}
+}
+
+// descriptors is the Namespace Identification Descriptor list (NVMe base
+// 1.4 §5.15.2, CNS 03h): an all-zero EUI64 or NGUID is no identifier and
+// has no descriptor; the CSI is the NVM command set's.
+func (ns *Namespace) descriptors() nvme.NSDescriptors {
+	csi := uint8(0)
+	d := nvme.NSDescriptors{UUID: &ns.uuid, CSI: &csi}
+	if ns.eui64 != ([8]byte{}) {
+		d.EUI64 = &ns.eui64
+	}
+	if ns.nguid != ([16]byte{}) {
+		d.NGUID = &ns.nguid
+	}
+	return d
 }
 
 func handleGetLogPage(r *Request) nvme.Status {

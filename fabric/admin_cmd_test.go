@@ -113,6 +113,56 @@ func TestIdentifyNamespaces(t *testing.T) {
 	}
 }
 
+// TestIdentifyNamespaceIDs: the NGUID and EUI64 configured for a namespace
+// are what Identify Namespace (bytes 104-127) and the Namespace
+// Identification Descriptor list (CNS 03h, NIDT 1 and 2) report, and an
+// all-zero one is absent from the list (base 1.4 §5.15.2).
+func TestIdentifyNamespaceIDs(t *testing.T) {
+	nguid := [16]byte{0x6e, 0x3f, 0x1a, 0x2b, 0x4c, 0x5d, 0x4e, 0x6f, 0x8a, 0x9b, 0x0c, 0x1d, 0x2e, 0x3f, 0x4a, 0x5b}
+	eui64 := [8]byte{0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77}
+	tests := []struct {
+		name  string
+		nguid [16]byte
+		eui64 [8]byte
+	}{
+		{"both", nguid, eui64},
+		{"nguid only", nguid, [8]byte{}},
+		{"eui64 only", [16]byte{}, eui64},
+		{"neither", [16]byte{}, [8]byte{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.NGUID, nc.EUI64 = tc.nguid, tc.eui64 })
+			h, _ := r.adminConnect(testNQN, testHostNQN, 0)
+			b, st := identify(h, nvme.CNSNamespace, 1)
+			if !st.IsSuccess() {
+				t.Fatal(st)
+			}
+			id := nvme.IdentifyNamespace(b)
+			if id.NGUID() != tc.nguid || id.EUI64() != tc.eui64 {
+				t.Errorf("Identify Namespace NGUID %x EUI64 %x, want %x %x", id.NGUID(), id.EUI64(), tc.nguid, tc.eui64)
+			}
+			b, st = identify(h, nvme.CNSNSDescriptorList, 1)
+			if !st.IsSuccess() {
+				t.Fatal(st)
+			}
+			d, err := nvme.ParseNSDescriptors(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (d.NGUID != nil) != (tc.nguid != [16]byte{}) || d.NGUID != nil && *d.NGUID != tc.nguid {
+				t.Errorf("NGUID descriptor %x, want %x (none if zero)", d.NGUID, tc.nguid)
+			}
+			if (d.EUI64 != nil) != (tc.eui64 != [8]byte{}) || d.EUI64 != nil && *d.EUI64 != tc.eui64 {
+				t.Errorf("EUI64 descriptor %x, want %x (none if zero)", d.EUI64, tc.eui64)
+			}
+			if d.UUID == nil || *d.UUID != [16]byte{0xaa, 1} {
+				t.Errorf("UUID descriptor %x, want the configured one", d.UUID)
+			}
+		})
+	}
+}
+
 func getLog(h *host, lid uint8, n int, off uint64) ([]byte, nvme.Status) {
 	c := newCmd(nvme.OpAdminGetLogPage, 11)
 	c.SetNSID(nvme.NSIDAll)

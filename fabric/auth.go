@@ -42,10 +42,7 @@ type AuthPolicy struct {
 // DefaultAuthPolicy allows every hash and group; it prefers SHA-256 and
 // ffdhe2048, the cheapest with a DH exchange, so that a recorded
 // transaction does not give away a value to attack the secret offline.
-var DefaultAuthPolicy = AuthPolicy{
-	Hashes: []dhchap.Hash{dhchap.SHA256, dhchap.SHA384, dhchap.SHA512},
-	Groups: []dhchap.Group{dhchap.FFDHE2048, dhchap.FFDHE3072, dhchap.FFDHE4096, dhchap.FFDHE6144, dhchap.FFDHE8192, dhchap.Null},
-}
+var DefaultAuthPolicy = AuthPolicy{Hashes: dhchap.PreferredHashes, Groups: dhchap.PreferredGroups}
 
 // DefaultAuthTimeout bounds an authentication: a queue not authenticated
 // this long after its Connect (or a Negotiate) is disconnected; a stalled

@@ -19,7 +19,8 @@ type NamespaceConfig struct {
 	NSID     uint32
 	Device   blockdev.Device
 	UUID     [16]byte
-	NGUID    [16]byte
+	NGUID    [16]byte // all zeroes: none
+	EUI64    [8]byte  // all zeroes: none
 	ReadOnly bool
 	// ANAGroup is the namespace's ANA group, 1..nvme.MaxANAGroups;
 	// 0: DefaultANAGroup.
@@ -35,6 +36,7 @@ type Namespace struct {
 	dev        blockdev.Device
 	uuid       [16]byte
 	nguid      [16]byte
+	eui64      [8]byte
 	readOnly   bool
 	blockShift uint
 	// nblocks is the size in blocks, read on every I/O and changed by
@@ -80,7 +82,7 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 		return nil, fmt.Errorf("add namespace %d: block size %d is not a power of two >= 512", c.NSID, bs)
 	}
 	ns := &Namespace{
-		nsid: nsid, dev: c.Device, uuid: c.UUID, nguid: c.NGUID, readOnly: c.ReadOnly,
+		nsid: nsid, dev: c.Device, uuid: c.UUID, nguid: c.NGUID, eui64: c.EUI64, readOnly: c.ReadOnly,
 		blockShift: uint(bits.TrailingZeros32(bs)),
 	}
 	group := c.ANAGroup
@@ -191,8 +193,10 @@ func (s *Subsystem) RemoveNamespace(nsid nvme.NSID) error {
 
 // ResizeNamespace changes a namespace's size while hosts use it, and tells
 // them (the Linux host then updates the block device's capacity). The
-// backend must be a blockdev.Resizer; size is in bytes (0: a block device's
-// whole size).
+// backend must be a blockdev.Resizer; size is in bytes, 0 for the
+// backend's own size now (a file's length, a block device's whole size:
+// see BackingSize). It does not refuse a smaller size: its caller decides
+// whether hosts may lose the end.
 func (s *Subsystem) ResizeNamespace(nsid nvme.NSID, size int64) error {
 	ns := s.namespace(nsid)
 	if ns == nil {
@@ -211,6 +215,22 @@ func (s *Subsystem) ResizeNamespace(nsid nvme.NSID, size int64) error {
 	}
 	s.nsChanged(nsid)
 	return nil
+}
+
+// BackingSize reads the size of the namespace's backend now (a file's
+// length, a block device's size, rounded down to the block size), which
+// may differ from the size hosts see (Info) after the file or volume was
+// grown or cut from outside. The backend must be a blockdev.Resizer.
+func (ns *Namespace) BackingSize() (int64, error) {
+	rs, ok := ns.dev.(blockdev.Resizer)
+	if !ok {
+		return 0, fmt.Errorf("namespace %d: %w: the backend cannot change size", ns.nsid, blockdev.ErrNotSupported)
+	}
+	n, err := rs.BackingSize()
+	if err != nil {
+		return 0, fmt.Errorf("namespace %d: %w", ns.nsid, err)
+	}
+	return n, nil
 }
 
 // nsRefs counts commands executing on a namespace, sharded by queue like

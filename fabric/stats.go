@@ -35,11 +35,12 @@ const (
 )
 
 // Latency buckets: bucket i counts commands that took at most
-// LatencyBucketBase<<i (8us to 262ms); bucket LatencyBuckets counts the
+// LatencyBucketBase<<i (8us to 33.6s, past the Linux host's default I/O
+// timeout, nvme_core.io_timeout=30s); bucket LatencyBuckets counts the
 // slower ones. Fixed bounds let the I/O path pick a bucket with a division
 // and a bit length, and need no configuration.
 const (
-	LatencyBuckets    = 16
+	LatencyBuckets    = 23
 	LatencyBucketBase = 8 * time.Microsecond
 )
 

@@ -20,7 +20,9 @@ func TestLatencyBucket(t *testing.T) {
 		{8*us + 1, 1},
 		{16 * us, 1},
 		{16*us + 1, 2},
-		{100 * us, 4}, // 64us < d <= 128us
+		{100 * us, 4},                 // 64us < d <= 128us
+		{int64(10 * time.Second), 21}, // 8.4s < d <= 16.8s
+		{int64(30 * time.Second), 22}, // 16.8s < d <= 33.6s
 		{int64(LatencyBound(LatencyBuckets - 1)), LatencyBuckets - 1},
 		{int64(LatencyBound(LatencyBuckets-1)) + 1, LatencyBuckets},
 		{int64(time.Hour), LatencyBuckets},
@@ -32,6 +34,20 @@ func TestLatencyBucket(t *testing.T) {
 			if b := int64(LatencyBound(tc.want)); tc.d > b {
 				t.Errorf("latency %d in bucket %d, above its bound %d", tc.d, tc.want, b)
 			}
+		}
+	}
+}
+
+// TestLatencyBounds checks that the bounded buckets reach the Linux host's
+// default I/O timeout (nvme_core.io_timeout, 30 s), after which it aborts the
+// command: slower ones are not latencies a host waits for, but stuck I/O.
+func TestLatencyBounds(t *testing.T) {
+	if b := LatencyBound(LatencyBuckets - 1); b < 30*time.Second {
+		t.Errorf("last bound %v, want at least 30s", b)
+	}
+	for i := 1; i < LatencyBuckets; i++ {
+		if LatencyBound(i) != 2*LatencyBound(i-1) {
+			t.Errorf("bound %d = %v, want twice %v", i, LatencyBound(i), LatencyBound(i-1))
 		}
 	}
 }

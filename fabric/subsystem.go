@@ -1,8 +1,6 @@
 package fabric
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -138,14 +137,9 @@ func (s *Subsystem) SetAuthPolicy(p AuthPolicy) {
 	s.mu.Unlock()
 }
 
-// DefaultSerial derives a serial number from a subsystem NQN: the first 20
-// hex digits of its SHA-256, which fill the 20-byte SN field of Identify
-// Controller and are stable across restarts and distinct between
-// subsystems.
-func DefaultSerial(nqn string) string {
-	sum := sha256.Sum256([]byte(nqn))
-	return hex.EncodeToString(sum[:])[:20]
-}
+// DefaultSerial derives a serial number from a subsystem NQN
+// (limits.Serial): stable across restarts, distinct between subsystems.
+func DefaultSerial(nqn string) string { return limits.Serial(nqn) }
 
 // discoverySerial is the discovery controller's SN. Hosts have always seen
 // this value (FNV-1a of the discovery NQN), so it stays fixed rather than

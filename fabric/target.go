@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -47,27 +48,19 @@ type Options struct {
 }
 
 // Controller defaults, used when a transport or caller leaves a limit
-// unset. The RDMA transport and the configuration (package config) take
-// theirs from here.
+// unset; their values are package limits', which the configuration reads
+// too.
 const (
-	DefaultMDTS          = 1 << 20
-	DefaultMaxQueueDepth = 128
-	DefaultMaxIOQueues   = 16
-	DefaultKATOMax       = 2 * time.Minute
+	DefaultMDTS                  = limits.MDTS
+	DefaultMaxQueueDepth         = limits.MaxQueueDepth
+	DefaultMaxIOQueues           = limits.MaxIOQueues
+	DefaultKATOMax               = limits.KATOMax
+	DefaultMaxConnectionsPerHost = limits.MaxConnectionsPerHost
+	DefaultModel                 = limits.Model
 	// DefaultConnectTimeout leaves a host's queue time for its Connect
 	// (the Linux host sends it at once, and waits at most its admin
 	// timeout, 60 s by default, for the answer).
 	DefaultConnectTimeout = 30 * time.Second
-	// DefaultMaxConnectionsPerHost is room for a multipath host: on each
-	// of two paths, a controller with the most I/O queues
-	// (1+DefaultMaxIOQueues) and a persistent discovery controller. About
-	// half of rdma.DefaultMaxQueues, so that one host cannot take a default
-	// device's every queue. A host with more controllers is granted fewer
-	// I/O queues for them (Set Features Number of Queues) rather than
-	// refused.
-	DefaultMaxConnectionsPerHost = 2 * (1 + DefaultMaxIOQueues + 1)
-	// DefaultModel is Identify Controller MN when a subsystem sets none.
-	DefaultModel = "nvmeof-tgt"
 )
 
 // AdminQueueDepth is the admin queue's size: the Linux host asks for 32

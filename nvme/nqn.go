@@ -10,7 +10,10 @@ import (
 // The NQN rule. A name is usable when the Linux host (nvme-fabrics) and
 // kernel nvmet would take it: not empty, at most MaxNQNLength bytes (the
 // host refuses longer ones, nvmet truncates them), no NUL (the wire field
-// is NUL padded). The spec's forms (NVMe base §4.5) are only recommended:
+// is NUL padded), and a name nvmet can make a configfs directory of (its
+// subsystems and hosts are directories): no '/', not "." or "..". The
+// management API needs the last too, since a name is a URL path segment
+// there (docs/api.md). The spec's forms (NVMe base §4.5) are only recommended:
 // tutorials and blktests use names like "testnqn", so IsSpecNQN is for a
 // warning, not a refusal.
 
@@ -29,6 +32,10 @@ func CheckNQN(s string) error {
 		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidNQN, len(s), MaxNQNLength)
 	case strings.IndexByte(s, 0) >= 0:
 		return fmt.Errorf("%w: %q has a NUL byte", ErrInvalidNQN, s)
+	case strings.IndexByte(s, '/') >= 0:
+		return fmt.Errorf("%w: %q has a '/'", ErrInvalidNQN, s)
+	case s == "." || s == "..":
+		return fmt.Errorf("%w: %q names a directory", ErrInvalidNQN, s)
 	}
 	return nil
 }

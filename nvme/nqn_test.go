@@ -34,6 +34,11 @@ func TestNQNRule(t *testing.T) {
 		{"NUL", "nqn.2026-11.io.example:a\x00b", ErrInvalidNQN, ErrInvalidNQN, true},
 		{"trailing NUL", "testnqn\x00", ErrInvalidNQN, ErrInvalidNQN, false},
 		{"discovery", DiscoveryNQN, nil, ErrReservedNQN, true},
+		{"dot", ".", ErrInvalidNQN, ErrInvalidNQN, false},
+		{"dot dot", "..", ErrInvalidNQN, ErrInvalidNQN, false},
+		{"three dots", "...", nil, nil, false},
+		{"slash", "nqn.2026-11.io.example:pool/vol", ErrInvalidNQN, ErrInvalidNQN, true},
+		{"only a slash", "/", ErrInvalidNQN, ErrInvalidNQN, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
 )
@@ -65,47 +66,42 @@ type Config struct {
 
 // Values of Config.SendWithInvalidate and Config.IOUring.
 const (
-	ModeAuto = "auto"
-	ModeOn   = "on"
-	ModeOff  = "off"
+	ModeAuto = limits.ModeAuto
+	ModeOn   = limits.ModeOn
+	ModeOff  = limits.ModeOff
 )
 
-// Defaults of the RDMA sizing. The configuration (package config) takes
-// its rdma.* defaults from here; New applies those whose zero value means
-// nothing. A zero InCapsuleDataSize, PollIdle or PollNap is meaningful (no
-// in-capsule data, never busy-poll, spin), so New leaves those alone.
+// Defaults of the RDMA sizing, package limits' (the configuration reads
+// them there too). New applies those whose zero value means nothing. A zero
+// InCapsuleDataSize, PollIdle or PollNap is meaningful (no in-capsule data,
+// never busy-poll, spin), so New leaves those alone.
 const (
-	DefaultInCapsuleDataSize = 8 << 10
-	DefaultMaxQueues         = 64
-	DefaultIOUnitSize        = 64 << 10
-	DefaultBufferPoolSize    = 64 << 20
-	DefaultPollers           = 1
-	DefaultPollIdle          = 200 * time.Microsecond
-	DefaultPollNap           = 20 * time.Microsecond
-	DefaultMode              = ModeAuto
+	DefaultInCapsuleDataSize = limits.RDMAInCapsuleDataSize
+	DefaultMaxQueues         = limits.RDMAMaxQueues
+	DefaultIOUnitSize        = limits.RDMAIOUnitSize
+	DefaultBufferPoolSize    = limits.RDMABufferPoolSize
+	DefaultPollers           = limits.RDMAPollers
+	DefaultPollIdle          = limits.RDMAPollIdle
+	DefaultPollNap           = limits.RDMAPollNap
+	DefaultMode              = limits.RDMAMode
 )
 
 // Bounds of the RDMA sizing, checked by New and, key by key, by config.
 const (
-	// InCapsuleDataSizeMax bounds the receive buffers; the size must also
-	// be a multiple of 16, since Identify Controller reports the capsule
-	// size (IOCCSZ) in 16-byte units.
-	InCapsuleDataSizeMax = 16 << 10
-	QueueDepthMin        = 16
-	QueueDepthMax        = 1024
-	IOQueuesMin          = 1
-	IOQueuesMax          = 128
-	QueuesMin            = 2
-	QueuesMax            = 4096
-	// MDTSMin is one memory page: Identify Controller reports MDTS as a
-	// power of two in units of the 4KiB minimum page size.
-	MDTSMin       = 4 << 10
-	MDTSMax       = 16 << 20
-	IOUnitSizeMin = 4 << 10
-	PollersMin    = 1
-	PollersMax    = 64
-	PollIdleMax   = time.Second
-	PollNapMax    = time.Millisecond
+	InCapsuleDataSizeMax = limits.RDMAInCapsuleDataSizeMax
+	QueueDepthMin        = limits.RDMAQueueDepthMin
+	QueueDepthMax        = limits.RDMAQueueDepthMax
+	IOQueuesMin          = limits.RDMAIOQueuesMin
+	IOQueuesMax          = limits.RDMAIOQueuesMax
+	QueuesMin            = limits.RDMAQueuesMin
+	QueuesMax            = limits.RDMAQueuesMax
+	MDTSMin              = limits.RDMAMDTSMin
+	MDTSMax              = limits.RDMAMDTSMax
+	IOUnitSizeMin        = limits.RDMAIOUnitSizeMin
+	PollersMin           = limits.RDMAPollersMin
+	PollersMax           = limits.RDMAPollersMax
+	PollIdleMax          = limits.RDMAPollIdleMax
+	PollNapMax           = limits.RDMAPollNapMax
 )
 
 func (c *Config) setDefaults() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install_test.sh: `make install` into scratch DESTDIRs, with the default PREFIX and with
-# PREFIX=/usr, and check what lands where: the files, the unit's ExecStart, an edited config.yaml
-# kept on a second install, and completions that name the command. cmd/nvmeof-tgt's
+# PREFIX=/usr, and check what lands where: the files, the unit's ExecStart, a config.yaml that
+# passes `config validate`, an edited one kept on a second install, and completions that name
+# the command. cmd/nvmeof-tgt's
 # TestMakeInstall runs it; it builds its binary in a scratch directory, not in bin/.
 set -euo pipefail
 
@@ -11,6 +12,11 @@ trap 'rm -rf "$tmp"' EXIT
 bin=$tmp/build/nvmeof-tgt
 
 fail() { echo "install_test: $*" >&2; exit 1; }
+
+# The environment may override configuration keys; check the file alone.
+for v in $(compgen -e); do
+  [[ $v == NVMEOF_TGT_* ]] && unset "$v"
+done
 
 # check PREFIX: install with it, twice, and check the result.
 check() {
@@ -43,6 +49,14 @@ $want"
     fail "PREFIX=$prefix: unit has $exec"
   cmp -s "$repo/deploy/config.example.yaml" "$dest/etc/nvmeof-tgt/config.example.yaml" ||
     fail "PREFIX=$prefix: config.example.yaml differs from deploy/"
+  cmp -s "$repo/deploy/config.yaml" "$dest/etc/nvmeof-tgt/config.yaml" ||
+    fail "PREFIX=$prefix: config.yaml differs from deploy/config.yaml"
+  [[ $(stat -c %a "$dest/etc/nvmeof-tgt/config.yaml") == 600 ]] ||
+    fail "PREFIX=$prefix: config.yaml is mode $(stat -c %a "$dest/etc/nvmeof-tgt/config.yaml"), want 600"
+  # The unit starts with the installed configuration as it is, so it must pass what serve checks
+  # first (no RDMA device needed for that), on any machine.
+  "$dest$prefix/bin/nvmeof-tgt" config validate "$dest/etc/nvmeof-tgt/config.yaml" >"$tmp/validate.log" 2>&1 ||
+    { cat "$tmp/validate.log" >&2; fail "PREFIX=$prefix: the installed config.yaml fails config validate"; }
   local f
   for f in bash-completion/completions/nvmeof-tgt zsh/site-functions/_nvmeof-tgt fish/vendor_completions.d/nvmeof-tgt.fish; do
     grep -q nvmeof-tgt "$dest$prefix/share/$f" || fail "PREFIX=$prefix: completion $f does not name the command"

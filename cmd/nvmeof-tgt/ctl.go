@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -45,7 +43,7 @@ func (o *ctlOptions) addFlags(c *cobra.Command, withJSON bool) {
 	}
 }
 
-func (o *ctlOptions) client() *apiClient { return newAPIClient(o.socket) }
+func (o *ctlOptions) client() *control.Client { return control.NewClient(o.socket) }
 
 // ctlCmds returns the client commands for the root command.
 func ctlCmds() []*cobra.Command {
@@ -58,21 +56,9 @@ func ctlCmds() []*cobra.Command {
 }
 
 func statusCmd(o *ctlOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "status",
-		Short: "Show ports, subsystems, namespaces and connected controllers of the running target",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var st control.Status
-			raw, err := o.client().get(cmd.Context(), "/v1/status", &st)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if o.json {
-				w.Write(raw)
-				return nil
-			}
+	return showCmd(o, "status", "Show ports, subsystems, namespaces and connected controllers of the running target", cobra.NoArgs,
+		func(ctx context.Context, c *control.Client, _ []string) (control.Status, error) { return c.Status(ctx) },
+		func(w io.Writer, st control.Status) {
 			printPorts(w, st.Ports)
 			fmt.Fprintln(w)
 			printSubsystems(w, st.Subsystems)
@@ -92,6 +78,26 @@ func statusCmd(o *ctlOptions) *cobra.Command {
 					strconv.Itoa(int(c.PortID)), strconv.Itoa(c.IOQueues), c.KATO.String(), now.Sub(c.Connected).Round(time.Second).String()})
 			}
 			table(w, "CONTROLLERS", []string{"SUBSYSTEM", "HOST NQN", "HOST ADDRESS", "CNTLID", "PORT", "I/O QUEUES", "KATO", "CONNECTED"}, rows)
+		})
+}
+
+// showCmd is a command that reads one resource: it prints the API's JSON
+// with --json, else what print makes of it.
+func showCmd[T any](o *ctlOptions, use, short string, args cobra.PositionalArgs,
+	get func(ctx context.Context, c *control.Client, args []string) (T, error), print func(w io.Writer, v T)) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  args,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := get(cmd.Context(), o.client(), args)
+			if err != nil {
+				return err
+			}
+			if o.json {
+				return control.EncodeJSON(cmd.OutOrStdout(), v)
+			}
+			print(cmd.OutOrStdout(), v)
 			return nil
 		},
 	}
@@ -150,16 +156,17 @@ func namespaceRow(n control.NamespaceStatus) []string {
 		strconv.FormatUint(uint64(n.BlockSize), 10), access, path, n.UUID}
 }
 
-// change sends a change and prints its Result: each step applied, then
+// change makes a change and prints its Result: each step applied, then
 // each key that takes effect at the next start. When the target made some
 // steps before failing, those are printed before the error is returned.
-func (o *ctlOptions) change(cmd *cobra.Command, method, path string, in any) error {
-	raw, err := o.client().do(cmd.Context(), method, path, in)
+// saves is false for a reload, which never writes the file.
+func (o *ctlOptions) change(cmd *cobra.Command, saves bool, do func(ctx context.Context, c *control.Client) (control.Result, error)) error {
+	res, err := do(cmd.Context(), o.client())
 	w := cmd.OutOrStdout()
-	var ae *apiError
+	var ae *control.APIError
 	if errors.As(err, &ae) {
 		if o.json {
-			w.Write(ae.body)
+			control.EncodeJSON(w, ae.ErrorResponse)
 		} else {
 			for _, s := range ae.Applied {
 				fmt.Fprintln(w, "applied before the failure:", s)
@@ -171,12 +178,7 @@ func (o *ctlOptions) change(cmd *cobra.Command, method, path string, in any) err
 		return err
 	}
 	if o.json {
-		w.Write(raw)
-		return nil
-	}
-	var res control.Result
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return control.EncodeJSON(w, res)
 	}
 	for _, s := range res.Applied {
 		fmt.Fprintln(w, s)
@@ -187,18 +189,10 @@ func (o *ctlOptions) change(cmd *cobra.Command, method, path string, in any) err
 	if len(res.Applied) == 0 && len(res.Restart) == 0 {
 		fmt.Fprintln(w, "nothing to change")
 	}
-	if len(res.Applied) > 0 && !res.Persisted && path != "/v1/reload" {
+	if len(res.Applied) > 0 && !res.Persisted && saves {
 		fmt.Fprintln(cmd.ErrOrStderr(), "note: the target runs without a configuration file; this change lasts until it stops (save it with: nvmeof-tgt config save)")
 	}
 	return nil
-}
-
-func subsystemPath(nqn string, rest ...string) string {
-	p := "/v1/subsystems/" + url.PathEscape(nqn)
-	for _, r := range rest {
-		p += "/" + url.PathEscape(r)
-	}
-	return p
 }
 
 func subsystemCmd(o *ctlOptions) *cobra.Command {
@@ -210,7 +204,9 @@ func subsystemCmd(o *ctlOptions) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.NQN = args[0]
-			return o.change(cmd, http.MethodPost, "/v1/subsystems", req)
+			return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.AddSubsystem(ctx, req)
+			})
 		},
 	}
 	add.Flags().BoolVar(&req.AllowAnyHost, "allow-any-host", false, "let any host connect")
@@ -222,33 +218,38 @@ func subsystemCmd(o *ctlOptions) *cobra.Command {
 		Short: "Remove a subsystem; its hosts are disconnected",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.change(cmd, http.MethodDelete, subsystemPath(args[0]), nil)
+			return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.RemoveSubsystem(ctx, args[0])
+			})
 		},
-	}, &cobra.Command{
-		Use:   "list",
-		Short: "List subsystems",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var subs []control.SubsystemStatus
-			raw, err := o.client().get(cmd.Context(), "/v1/subsystems", &subs)
-			if err != nil {
-				return err
-			}
-			if o.json {
-				cmd.OutOrStdout().Write(raw)
-				return nil
-			}
-			printSubsystems(cmd.OutOrStdout(), subs)
-			return nil
+	}, showCmd(o, "list", "List subsystems", cobra.NoArgs,
+		func(ctx context.Context, c *control.Client, _ []string) ([]control.SubsystemStatus, error) {
+			return c.Subsystems(ctx)
 		},
-	})
+		printSubsystems))
 	return c
 }
+
+// usageError is a command line the CLI refuses itself, before asking the
+// target: it exits as cobra's own usage errors do.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
 
 // parseSize reads a size as the configuration file writes it.
 func parseSize(s string) (control.Size, error) {
 	b, err := config.ParseBytes(s)
 	return control.Size(b), err
+}
+
+// parseNSID reads an NSID argument; 0 is the target's to refuse.
+func parseNSID(s string) (uint32, error) {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return 0, &usageError{fmt.Errorf("NSID %q: want a number from 1", s)}
+	}
+	return uint32(n), nil
 }
 
 func nsCmd(o *ctlOptions) *cobra.Command {
@@ -265,11 +266,13 @@ func nsCmd(o *ctlOptions) *cobra.Command {
 			if size != "" {
 				s, err := parseSize(size)
 				if err != nil {
-					return fmt.Errorf("--size: %w", err)
+					return &usageError{fmt.Errorf("--size: %w", err)}
 				}
 				req.Size = s
 			}
-			return o.change(cmd, http.MethodPost, subsystemPath(args[0], "namespaces"), req)
+			return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.AddNamespace(ctx, args[0], req)
+			})
 		},
 	}
 	add.Flags().Uint32Var(&req.NSID, "nsid", 0, "namespace ID, from 1")
@@ -287,14 +290,21 @@ func nsCmd(o *ctlOptions) *cobra.Command {
 		Use:   "resize NQN NSID SIZE",
 		Short: "Resize a file or block namespace; hosts are told of the new size",
 		Long: "Resize a file or block namespace; hosts are told of the new size.\n" +
-			"Shrinking loses the data past the new end and needs --force. SIZE 0 re-reads a block device's size.",
+			"Shrinking loses the data past the new end and needs --force. SIZE 0 reads the backend's size again\n" +
+			"(a file's length after it grew, a block device's whole size after lvextend).",
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			nsid, err := parseNSID(args[1])
+			if err != nil {
+				return err
+			}
 			s, err := parseSize(args[2])
 			if err != nil {
-				return fmt.Errorf("size: %w", err)
+				return &usageError{fmt.Errorf("size: %w", err)}
 			}
-			return o.change(cmd, http.MethodPost, subsystemPath(args[0], "namespaces", args[1], "resize"), control.ResizeRequest{Size: &s, Force: force})
+			return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.ResizeNamespace(ctx, args[0], nsid, control.ResizeRequest{Size: &s, Force: force})
+			})
 		},
 	}
 	resize.Flags().BoolVar(&force, "force", false, "allow the namespace to shrink")
@@ -304,30 +314,25 @@ func nsCmd(o *ctlOptions) *cobra.Command {
 		Short: "Remove a namespace; hosts see it go",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.change(cmd, http.MethodDelete, subsystemPath(args[0], "namespaces", args[1]), nil)
-		},
-	}, &cobra.Command{
-		Use:   "list NQN",
-		Short: "List the namespaces of a subsystem",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var nss []control.NamespaceStatus
-			raw, err := o.client().get(cmd.Context(), subsystemPath(args[0], "namespaces"), &nss)
+			nsid, err := parseNSID(args[1])
 			if err != nil {
 				return err
 			}
-			if o.json {
-				cmd.OutOrStdout().Write(raw)
-				return nil
-			}
+			return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.RemoveNamespace(ctx, args[0], nsid)
+			})
+		},
+	}, showCmd(o, "list NQN", "List the namespaces of a subsystem", cobra.ExactArgs(1),
+		func(ctx context.Context, c *control.Client, args []string) ([]control.NamespaceStatus, error) {
+			return c.Namespaces(ctx, args[0])
+		},
+		func(w io.Writer, nss []control.NamespaceStatus) {
 			var rows [][]string
 			for _, n := range nss {
 				rows = append(rows, namespaceRow(n))
 			}
-			table(cmd.OutOrStdout(), "", namespaceHeader, rows)
-			return nil
-		},
-	})
+			table(w, "", namespaceHeader, rows)
+		}))
 	return c
 }
 
@@ -338,35 +343,28 @@ func hostCmd(o *ctlOptions) *cobra.Command {
 		Short: "Allow a host to connect to a subsystem",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.change(cmd, http.MethodPost, subsystemPath(args[0], "hosts"), control.HostRequest{NQN: args[1]})
+			return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.AddHost(ctx, args[0], control.HostRequest{NQN: args[1]})
+			})
 		},
 	}, &cobra.Command{
 		Use:   "remove NQN HOSTNQN",
 		Short: "Remove a host from a subsystem; its controllers are disconnected",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.change(cmd, http.MethodDelete, subsystemPath(args[0], "hosts", args[1]), nil)
+			return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.RemoveHost(ctx, args[0], args[1])
+			})
 		},
-	}, &cobra.Command{
-		Use:   "list NQN",
-		Short: "List the hosts allowed on a subsystem, one per line",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var hosts []control.HostRequest
-			raw, err := o.client().get(cmd.Context(), subsystemPath(args[0], "hosts"), &hosts)
-			if err != nil {
-				return err
-			}
-			if o.json {
-				cmd.OutOrStdout().Write(raw)
-				return nil
-			}
+	}, showCmd(o, "list NQN", "List the hosts allowed on a subsystem, one per line", cobra.ExactArgs(1),
+		func(ctx context.Context, c *control.Client, args []string) ([]control.HostInfo, error) {
+			return c.Hosts(ctx, args[0])
+		},
+		func(w io.Writer, hosts []control.HostInfo) {
 			for _, h := range hosts {
-				fmt.Fprintln(cmd.OutOrStdout(), h.NQN)
+				fmt.Fprintln(w, h.NQN)
 			}
-			return nil
-		},
-	})
+		}))
 	return c
 }
 
@@ -384,7 +382,9 @@ func portCmd(o *ctlOptions) *cobra.Command {
 		Short: "Listen on a port",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.change(cmd, http.MethodPost, "/v1/ports", addReq)
+			return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.AddPort(ctx, addReq)
+			})
 		},
 	}
 	portFlags(add, &addReq)
@@ -393,29 +393,17 @@ func portCmd(o *ctlOptions) *cobra.Command {
 		Short: "Stop listening on a port; the controllers connected through it are disconnected",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := "/v1/ports/" + url.PathEscape(rmReq.Transport) + "/" + url.PathEscape(rmReq.Address) + "/" + strconv.Itoa(rmReq.Port)
-			return o.change(cmd, http.MethodDelete, path, nil)
+			return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.RemovePort(ctx, rmReq)
+			})
 		},
 	}
 	portFlags(remove, &rmReq)
-	c.AddCommand(add, remove, &cobra.Command{
-		Use:   "list",
-		Short: "List ports",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var ports []control.PortStatus
-			raw, err := o.client().get(cmd.Context(), "/v1/ports", &ports)
-			if err != nil {
-				return err
-			}
-			if o.json {
-				cmd.OutOrStdout().Write(raw)
-				return nil
-			}
-			printPorts(cmd.OutOrStdout(), ports)
-			return nil
+	c.AddCommand(add, remove, showCmd(o, "list", "List ports", cobra.NoArgs,
+		func(ctx context.Context, c *control.Client, _ []string) ([]control.PortStatus, error) {
+			return c.Ports(ctx)
 		},
-	})
+		printPorts))
 	return c
 }
 
@@ -425,7 +413,9 @@ func reloadCmd(o *ctlOptions) *cobra.Command {
 		Short: "Apply the configuration file again, as a diff",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.change(cmd, http.MethodPost, "/v1/reload", nil)
+			return o.change(cmd, false, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.Reload(ctx)
+			})
 		},
 	}
 }
@@ -438,11 +428,11 @@ func configSaveCmd() *cobra.Command {
 		Short: "Print the running configuration as YAML that serve --config accepts",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			raw, err := o.client().do(cmd.Context(), http.MethodGet, "/v1/config", nil)
+			y, err := o.client().Config(cmd.Context())
 			if err != nil {
 				return err
 			}
-			cmd.OutOrStdout().Write(raw)
+			cmd.OutOrStdout().Write(y)
 			return nil
 		},
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -382,5 +383,143 @@ func TestCtlNotSaved(t *testing.T) {
 	}
 	if _, _, err := runCtl("reload", "--socket", sock); err == nil || !strings.Contains(err.Error(), "no configuration file") {
 		t.Fatalf("reload: %v", err)
+	}
+}
+
+// TestCtlDotNames: "." and ".." are not names. Go's mux cleaned
+// DELETE /v1/subsystems/A/hosts/.. to A's own path and redirected, and the
+// CLI followed, so `host remove A ..` removed subsystem A.
+func TestCtlDotNames(t *testing.T) {
+	for _, args := range [][]string{
+		{"host", "remove", ctlSubA, ".."},
+		{"host", "remove", ctlSubA, "."},
+		{"host", "add", ctlSubA, ".."},
+		{"ns", "remove", ctlSubA + "/namespaces/1", ".."},
+		{"subsystem", "remove", ctlSubA + "/hosts/" + ctlHost1 + "/../.."},
+		{"subsystem", "add", "..", "--allow-any-host"},
+		{"subsystem", "add", "nqn.2026-11.io.example:a/b", "--allow-any-host"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			b := newCtlBench(t)
+			if _, _, err := b.run(args...); err == nil {
+				t.Fatal("no error")
+			}
+			r := b.m.Running()
+			if len(r.Subsystems) != 2 || !slices.Equal(config.HostNQNs(r.Subsystems[0].Hosts), []string{ctlHost1, ctlHost2}) ||
+				len(r.Subsystems[0].Namespaces) != 2 {
+				t.Fatalf("changed: %+v", r.Subsystems)
+			}
+		})
+	}
+}
+
+// TestCtlJSON: --json prints the API's JSON as the server writes it.
+func TestCtlJSON(t *testing.T) {
+	b := newCtlBench(t)
+	b.connect(ctlSubB, ctlHost1)
+	st := b.m.Status()
+	for _, tc := range []struct {
+		args []string
+		want any
+	}{
+		{[]string{"status"}, st},
+		{[]string{"subsystem", "list"}, st.Subsystems},
+		{[]string{"ns", "list", ctlSubA}, st.Subsystems[0].Namespaces},
+		{[]string{"host", "list", ctlSubB}, []control.HostInfo{}},
+		{[]string{"port", "list"}, st.Ports},
+		{[]string{"subsystem", "remove", "nqn.2026-11.io.example:x"}, control.ErrorResponse{Error: "subsystem nqn.2026-11.io.example:x: no such subsystem"}},
+	} {
+		out, _, _ := b.run(append(tc.args, "--json")...)
+		var want bytes.Buffer
+		control.EncodeJSON(&want, tc.want)
+		if out != want.String() {
+			t.Errorf("%v: %s, want %s", tc.args, out, want.Bytes())
+		}
+	}
+}
+
+// TestMain runs main instead of the tests when asked to, so that a test
+// can see the exit code of a command.
+func TestMain(m *testing.M) {
+	if os.Getenv("NVMEOF_TGT_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestCtlExitCodes: each class of failure has its own exit code
+// (docs/api.md), with or without --json.
+func TestCtlExitCodes(t *testing.T) {
+	b := newCtlBench(t)
+	missing := filepath.Join(sockDir(t), "missing.sock")
+	tests := []struct {
+		args []string
+		want int
+	}{
+		{[]string{"status"}, 0},
+		{[]string{"help"}, 0},
+		{[]string{"subsystem", "add", "nqn.2026-11.io.example:c", "--allow-any-host"}, 0},
+
+		// Usage: cobra's argument and flag errors, and arguments the CLI
+		// reads itself.
+		{[]string{"status", "extra"}, 2},
+		{[]string{"subsystem", "remove"}, 2},
+		{[]string{"ns", "add", ctlSubA, "--size", "1MiB"}, 2},
+		{[]string{"port", "add", "--address", "127.0.0.3", "--port", "x"}, 2},
+		{[]string{"status", "--no-such-flag"}, 2},
+		{[]string{"no-such-command"}, 2},
+		{[]string{"ns", "add", ctlSubA, "--nsid", "3", "--size", "1G"}, 2},
+		{[]string{"ns", "resize", ctlSubA, "2", "1G"}, 2},
+		{[]string{"ns", "remove", ctlSubA, "two"}, 2},
+
+		// Not found.
+		{[]string{"subsystem", "remove", "nqn.2026-11.io.example:x"}, 3},
+		{[]string{"ns", "list", "nqn.2026-11.io.example:x"}, 3},
+		{[]string{"ns", "remove", ctlSubA, "9"}, 3},
+		{[]string{"host", "remove", ctlSubA, "nqn.2026-11.io.example:host9", "--json"}, 3},
+		{[]string{"port", "remove", "--transport", "loop", "--address", "127.0.0.9"}, 3},
+
+		// Conflict.
+		{[]string{"subsystem", "add", ctlSubB, "--allow-any-host"}, 4},
+		{[]string{"host", "add", ctlSubA, ctlHost1, "--json"}, 4},
+
+		// Unreachable.
+		{[]string{"status", "--socket", missing}, 5},
+		{[]string{"reload", "--json", "--socket", missing}, 5},
+
+		// Refused as invalid.
+		{[]string{"subsystem", "add", "nqn.2026-11.io.example:d"}, 6},
+		{[]string{"host", "add", ctlSubA, ".."}, 6},
+		{[]string{"host", "remove", ctlSubA, ".."}, 6},
+		{[]string{"ns", "resize", ctlSubA, "2", "512KiB"}, 6},
+		{[]string{"ns", "remove", ctlSubA, "0", "--json"}, 6},
+
+		// Anything else: the target could not make the change.
+		{[]string{"ns", "add", ctlSubA, "--nsid", "3", "--backend", "file", "--path", "/nonexistent/dir/x.img", "--size", "1MiB"}, 1},
+	}
+	for _, tc := range tests {
+		args := tc.args
+		if !slices.Contains(args, "--socket") && args[0] != "help" && args[0] != "no-such-command" {
+			args = append(slices.Clone(args), "--socket", b.sock)
+		}
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "NVMEOF_TGT_TEST_MAIN=1")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if code != tc.want {
+			t.Errorf("%v: exit %d, want %d; stderr %s", tc.args, code, tc.want, stderr.Bytes())
+		}
+		if code != 0 && !strings.HasPrefix(stderr.String(), "nvmeof-tgt: ") {
+			t.Errorf("%v: stderr %q", tc.args, stderr.Bytes())
+		}
 	}
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"net/http"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -25,6 +27,11 @@ func newRegistry(tgt *fabric.Target, rt func() *rdma.Transport, ibRoot string) *
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newCollector(tgt, rt), newPortCollector(ibRoot))
 	return reg
+}
+
+// metricsHandler serves reg at /metrics; tests scrape it the same way.
+func metricsHandler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
 // latencyBounds are the histogram's upper bounds in seconds, fabric's

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
@@ -259,7 +265,7 @@ func TestRegistry(t *testing.T) {
 		{`nvmeof_tgt_controllers_by_state{state="ready",` + sub + `}`, 1},
 		{`nvmeof_tgt_controllers_by_state{state="disabled",` + sub + `}`, 0},
 		{`nvmeof_tgt_controllers_by_state{state="ready",subnqn="` + nvme.DiscoveryNQN + `"}`, 0},
-		{`nvmeof_tgt_rdma_port_counter_total{counter="sent_pkts",device="rxe0",group="hw_counters",port="1"}`, 5},
+		{`nvmeof_tgt_rdma_port_stat_total{counter="sent_pkts",device="rxe0",group="hw_counters",port="1"}`, 5},
 		{fmt.Sprintf(`nvmeof_tgt_build_info{commit=%q,goversion=%q,version=%q}`, commit, gover, ver), 1},
 		{`nvmeof_tgt_rdma_poller_wakeups_total`, 0},
 	}
@@ -277,5 +283,40 @@ func TestRegistry(t *testing.T) {
 				t.Log(k)
 			}
 		}
+	}
+}
+
+// scrape is what /metrics serves for reg: the text format.
+func scrape(t *testing.T, reg *prometheus.Registry) []byte {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	metricsHandler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
+	}
+	return rec.Body.Bytes()
+}
+
+// TestMetricsLint runs promtool's checks (`promtool check metrics`, the
+// same linter) over what /metrics serves, and one of ours: "_total" ends a
+// counter's name exactly once and appears nowhere else.
+func TestMetricsLint(t *testing.T) {
+	text := scrape(t, testRegistry(t, 2, 2))
+	l := promlint.New(bytes.NewReader(text))
+	l.AddCustomValidations(func(mf *dto.MetricFamily) []error {
+		if n := strings.Count(mf.GetName(), "_total"); n > 1 || n == 1 && !strings.HasSuffix(mf.GetName(), "_total") {
+			return []error{errors.New(`"_total" only once, at the end`)}
+		}
+		return nil
+	})
+	problems, err := l.Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+	if n := bytes.Count(text, []byte("\n# TYPE ")); n < 20 {
+		t.Errorf("linted only %d metric families", n)
 	}
 }

@@ -10,12 +10,13 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
@@ -33,9 +34,10 @@ func serveCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var cfg *config.Config
+			var loaded []byte
 			var err error
 			if cfgFile != "" {
-				cfg, err = config.LoadFile(cfgFile)
+				cfg, loaded, err = config.LoadFileContent(cfgFile)
 			} else {
 				cfg, err = config.LoadDefault()
 			}
@@ -48,7 +50,7 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cfg, cfgFile)
+			return serve(cmd.Context(), cfg, configFile{path: cfgFile, loaded: loaded})
 		},
 	}
 	c.Flags().StringVarP(&cfgFile, "config", "c", "", "configuration file (YAML); NVMEOF_TGT_* variables override it")
@@ -67,12 +69,19 @@ func newLogger(c config.Log) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
-func serve(ctx context.Context, cfg *config.Config, path string) error {
+// configFile is the file serve was started with ("" for the embedded
+// default) and the content its configuration was loaded from.
+type configFile struct {
+	path   string
+	loaded []byte
+}
+
+func serve(ctx context.Context, cfg *config.Config, file configFile) error {
 	log := newLogger(cfg.Log)
 	slog.SetDefault(log)
 	raiseMemlock(log)
 
-	srv, err := build(cfg, path, log)
+	srv, err := build(cfg, file, log)
 	if err != nil {
 		return err
 	}
@@ -94,10 +103,9 @@ type server struct {
 }
 
 // build creates the target and serves cfg on it, then the metrics
-// endpoint. path is the configuration file ("" for the embedded default),
-// which reload reads and API changes are saved to. On failure it releases
-// whatever it made.
-func build(cfg *config.Config, path string, log *slog.Logger) (_ *server, err error) {
+// endpoint. file is the configuration file, which reload reads and API
+// changes are saved to. On failure it releases whatever it made.
+func build(cfg *config.Config, file configFile, log *slog.Logger) (_ *server, err error) {
 	s := &server{log: log, rcfg: rdmaConfig(cfg.RDMA, log)}
 	defer func() {
 		if err != nil {
@@ -113,10 +121,10 @@ func build(cfg *config.Config, path string, log *slog.Logger) (_ *server, err er
 		FirmwareRevision:      firmwareRevision(),
 		Logger:                log,
 	})
-	s.m, err = control.New(s.tgt, cfg, control.Options{Path: path, Transport: s.transport, Logger: log})
+	s.m, err = control.New(s.tgt, cfg, control.Options{Path: file.path, Loaded: file.loaded, Transport: s.transport, Logger: log})
 	switch {
 	case errors.Is(err, rdma.ErrNoDevice):
-		return nil, fmt.Errorf("%w (set an RDMA device up, e.g. Soft-RoCE with `nvmeof-tgt softroce add`)", err)
+		return nil, noDeviceHelp(err, cfg, file.path, sysInfiniband)
 	case errors.Is(err, rdma.ErrNotSupported):
 		return nil, fmt.Errorf("%w (this binary was built without cgo)", err)
 	case err != nil:
@@ -135,13 +143,44 @@ func build(cfg *config.Config, path string, log *slog.Logger) (_ *server, err er
 	return s, nil
 }
 
+// noDeviceHelp says what to do when no RDMA device serves a port: set one
+// up when the machine has none (ibRoot, /sys/class/infiniband, lists
+// none), or else edit the port's address in the configuration file.
+func noDeviceHelp(err error, cfg *config.Config, path, ibRoot string) error {
+	if !hasRDMADevice(ibRoot) {
+		return fmt.Errorf("%w: this machine has no RDMA device: set one up (a NIC's driver, or Soft-RoCE with `nvmeof-tgt softroce add`)", err)
+	}
+	file := path
+	if file == "" {
+		file = "a configuration of your own, given with --config"
+	}
+	// control names the step that failed after its port ("add port rdma 10.0.0.1:4420: ...").
+	key := "ports[].address"
+	for i, p := range cfg.Ports {
+		name := "port " + p.Transport + " " + net.JoinHostPort(p.Address, strconv.Itoa(p.Port)) + ":"
+		if p.Transport == "rdma" && strings.Contains(err.Error(), name) {
+			key = fmt.Sprintf("ports[%d].address", i)
+			break
+		}
+	}
+	return fmt.Errorf("%w: no RDMA device has that address: edit %s in %s to an address of an RDMA device (`rdma link show` names their netdevs, `ip -br addr` their addresses), or 0.0.0.0 for all of them", err, key, file)
+}
+
+// hasRDMADevice reports whether the kernel lists an RDMA device under
+// ibRoot.
+func hasRDMADevice(ibRoot string) bool {
+	devs, _ := os.ReadDir(ibRoot)
+	return len(devs) > 0
+}
+
 // startAPI serves the management API (docs/api.md) on a Unix socket.
 func (s *server) startAPI(path string) error {
 	l, err := control.ListenAPI(path)
 	if err != nil {
 		return fmt.Errorf("api.socket: %w", err)
 	}
-	s.api = &http.Server{Handler: s.m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	// ConnContext: the audit log names the peer process of each change.
+	s.api = &http.Server{Handler: s.m.Handler(), ConnContext: control.ConnContext, ReadHeaderTimeout: 5 * time.Second}
 	go s.api.Serve(l)
 	s.log.Info("management API listening", "socket", path)
 	return nil
@@ -180,7 +219,7 @@ func (s *server) transport(name string) (fabric.Transport, error) {
 func (s *server) startMetrics(m config.Metrics) error {
 	reg := newRegistry(s.tgt, s.rdma, sysInfiniband)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", metricsHandler(reg))
 	if m.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -224,16 +263,12 @@ func (s *server) run(ctx context.Context) {
 }
 
 // reload applies the configuration file again (SIGHUP). A file that does
-// not load is refused whole and the target goes on as it was.
+// not load is refused whole and the target goes on as it was. The manager
+// logs the outcome.
 func (s *server) reload() {
 	daemon.SdNotify(false, daemon.SdNotifyReloading)
 	defer daemon.SdNotify(false, daemon.SdNotifyReady)
-	res, err := s.m.Reload()
-	if err != nil {
-		s.log.Error("reload failed: the running configuration stays", "err", err, "applied", res.Applied)
-		return
-	}
-	s.log.Info("configuration reloaded", "changes", len(res.Applied), "restart_needed", res.Restart)
+	s.m.Reload(control.Caller{Source: "signal"})
 }
 
 // shutdown tells systemd the target is stopping and closes it; an error

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 )
 
 // TestBuild checks that build either returns a target that shuts down
@@ -58,7 +60,7 @@ api: {socket: %q}
 			if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := config.LoadFile(path)
+			cfg, loaded, err := config.LoadFileContent(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,7 +68,7 @@ api: {socket: %q}
 			cfg.Metrics.Listen = tt.metrics
 
 			before := runtime.NumGoroutine()
-			srv, err := build(cfg, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			srv, err := build(cfg, configFile{path, loaded}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("build: %v", err)
@@ -90,6 +92,100 @@ api: {socket: %q}
 			}
 			if n := runtime.NumGoroutine(); n > before {
 				t.Errorf("%d goroutines after, %d before: something was not released", n, before)
+			}
+		})
+	}
+}
+
+// TestReloadSignal: SIGHUP's reload is logged as the signal's.
+func TestReloadSignal(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", "") // no systemd
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	yaml := `ports: [{transport: loop, address: 127.0.0.1}]
+subsystems: [{nqn: "nqn.2026-11.io.example:t", allow_any_host: true, namespaces: [{nsid: 1, backend: memory, size: 1MiB}]}]
+metrics: {listen: ""}
+api: {socket: ""}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, loaded, err := config.LoadFileContent(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	srv, err := build(cfg, configFile{path, loaded}, slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.shutdown()
+	srv.reload()
+	if !strings.Contains(log.String(), `msg="configuration reloaded" source=signal`) {
+		t.Fatalf("no reload by signal in the log:\n%s", log.String())
+	}
+}
+
+// TestBuildNoRDMADevice: when no RDMA device serves a port, the error says
+// what to do: set a device up when the machine has none, or else which
+// port of which file to edit.
+func TestBuildNoRDMADevice(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", "")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	yaml := fmt.Sprintf(`ports: [{transport: loop, address: 127.0.0.1}, {transport: rdma, address: 192.0.2.1}]
+subsystems: [{nqn: "nqn.2026-11.io.example:t", allow_any_host: true, namespaces: [{nsid: 1, backend: memory, size: 1MiB}]}]
+metrics: {listen: ""}
+api: {socket: %q}
+`, filepath.Join(dir, "api.sock"))
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, loaded, err := config.LoadFileContent(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 192.0.2.0/24 (TEST-NET-1) is on no device here or in the lab guest.
+	_, err = build(cfg, configFile{path, loaded}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if errors.Is(err, rdma.ErrNotSupported) {
+		t.Skip("built without RDMA support:", err)
+	}
+	if !errors.Is(err, rdma.ErrNoDevice) {
+		t.Fatalf("build = %v, want rdma.ErrNoDevice", err)
+	}
+	want := "ports[1].address in " + path
+	if !hasRDMADevice(sysInfiniband) {
+		want = "softroce add"
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("build: %v\nwant it to say %q", err, want)
+	}
+
+	// Both cases, whatever this machine has.
+	noDev := fmt.Errorf("add port rdma 192.0.2.1:4420: listen: %w", rdma.ErrNoDevice)
+	withDevice := t.TempDir()
+	if err := os.Mkdir(filepath.Join(withDevice, "rxe0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, ibRoot, path string
+		want               []string
+	}{
+		{"no device", t.TempDir(), path, []string{"no RDMA device", "softroce add"}},
+		{"no sysfs", filepath.Join(dir, "missing"), path, []string{"softroce add"}},
+		{"address on no device", withDevice, path, []string{"192.0.2.1", "edit ports[1].address in " + path, "0.0.0.0"}},
+		{"embedded default", withDevice, "", []string{"--config"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := noDeviceHelp(noDev, cfg, tt.path, tt.ibRoot)
+			if !errors.Is(got, rdma.ErrNoDevice) {
+				t.Errorf("%v does not wrap rdma.ErrNoDevice", got)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(got.Error(), w) {
+					t.Errorf("%v\ndoes not say %q", got, w)
+				}
 			}
 		})
 	}

@@ -30,6 +30,12 @@ const (
 // Groups lists every group, in identifier order.
 var Groups = []Group{Null, FFDHE2048, FFDHE3072, FFDHE4096, FFDHE6144, FFDHE8192}
 
+// PreferredGroups are the groups in the order a controller prefers them
+// when nothing else is configured: ffdhe2048 first, the cheapest with a DH
+// exchange (so that a recorded transaction gives away no value to attack
+// the secret offline), null last.
+var PreferredGroups = []Group{FFDHE2048, FFDHE3072, FFDHE4096, FFDHE6144, FFDHE8192, Null}
+
 // ffdhe holds, per group, its size in bits, the X of RFC 7919's formula
 // (Appendix A) and the private exponent length RFC 7919 §5.2 recommends
 // (twice the group's estimated security strength).

@@ -23,6 +23,10 @@ const (
 // Hashes lists every hash function, in identifier order.
 var Hashes = []Hash{SHA256, SHA384, SHA512}
 
+// PreferredHashes are the hashes in the order a controller prefers them
+// when nothing else is configured.
+var PreferredHashes = []Hash{SHA256, SHA384, SHA512}
+
 // Valid reports whether h is a defined hash function.
 func (h Hash) Valid() bool { return h >= SHA256 && h <= SHA512 }
 
@@ -52,7 +56,7 @@ func (h Hash) new() func() hash.Hash {
 	panic(fmt.Sprintf("dhchap: invalid hash %d", h))
 }
 
-// Name is the configuration name: "sha256", "sha384", "sha512".
+// String is the configuration name: "sha256", "sha384", "sha512".
 func (h Hash) String() string {
 	switch h {
 	case SHA256:

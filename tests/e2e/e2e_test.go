@@ -81,20 +81,25 @@ func TestDiscover(t *testing.T) {
 }
 
 // TestConnect connects the kernel initiator and checks what it sees: the namespaces, Identify
-// Controller and Identify Namespace, and the namespace UUIDs.
+// Controller and Identify Namespace, and the namespace identifiers (UUID, NGUID, EUI64).
 func TestConnect(t *testing.T) {
 	h := newHost(t)
 	sub := nqn("connect")
+	ns1 := fileNS(t, 1, 64*mib, 512, "4f0e2c1a-0000-4000-8000-000000000001")
+	ns1.NGUID, ns1.EUI64 = "6e3f1a2b4c5d4e6f8a9b0c1d2e3f4a5b", "0011223344556677"
+	ns3 := memNS(3, 16*mib, 512, "4f0e2c1a-0000-4000-8000-000000000003")
+	ns3.NGUID = "none"
 	spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
 		NQN: sub, AllowAnyHost: true,
 		Namespaces: []Namespace{
-			fileNS(t, 1, 64*mib, 512, "4f0e2c1a-0000-4000-8000-000000000001"),
-			memNS(2, 32*mib, 4096, "4f0e2c1a-0000-4000-8000-000000000002"),
+			ns1,
+			memNS(2, 32*mib, 4096, "4f0e2c1a-0000-4000-8000-000000000002"), // the default NGUID
+			ns3,
 		},
 	}}}
 	startTarget(t, spec)
 	nss := spec.Subsystems[0].Namespaces
-	c := h.mustConnect(t, sub, 1, 2)
+	c := h.mustConnect(t, sub, 1, 2, 3)
 	devs := map[uint32]string{}
 	for _, ns := range nss {
 		devs[ns.NSID] = c.blockDev(t, ns.NSID)
@@ -229,6 +234,58 @@ func TestConnect(t *testing.T) {
 			}
 			if !found {
 				t.Errorf("ns-descs lists no uuid descriptor: %+v", d.Descs)
+			}
+		})
+		t.Run(fmt.Sprintf("nguid-eui64/nsid%d", ns.NSID), func(t *testing.T) {
+			nsid := strconv.FormatUint(uint64(ns.NSID), 10)
+			var id idNS
+			nvmeJSON(t, &id, "id-ns", dev, "-n", nsid)
+			var d nsDescs
+			nvmeJSON(t, &d, "ns-descs", dev, "-n", nsid)
+			descs := map[string]string{}
+			for _, desc := range d.Descs {
+				switch desc.Type {
+				case "nguid":
+					descs["nguid"] = desc.NGUID
+				case "eui64":
+					descs["eui64"] = desc.EUI64
+				}
+			}
+			const zeroNGUID, zeroEUI64 = "00000000000000000000000000000000", "0000000000000000"
+			// An identifier is in Identify Namespace and, unless all zero, in the descriptor list.
+			check := func(t *testing.T, what, inID, zero, want string) {
+				t.Helper()
+				if inID != want {
+					t.Errorf("id-ns %s = %q, want %q", what, inID, want)
+				}
+				if got, ok := descs[what]; want == zero && ok {
+					t.Errorf("ns-descs lists %s %q, want none", what, got)
+				} else if want != zero && got != want {
+					t.Errorf("ns-descs %s = %q, want %q", what, got, want)
+				}
+			}
+			switch ns.NGUID {
+			case "none":
+				check(t, "nguid", id.NGUID, zeroNGUID, zeroNGUID)
+			case "":
+				// nvmeof-tgt derives one from the UUID; nvmet has none.
+				t.Run("derived", func(t *testing.T) {
+					onlyNvmeofTgt(t, "an NGUID derived from the UUID", id.NGUID)
+					if id.NGUID == zeroNGUID || len(id.NGUID) != len(zeroNGUID) {
+						t.Errorf("id-ns nguid = %q, want a derived one", id.NGUID)
+					}
+					check(t, "nguid", id.NGUID, zeroNGUID, id.NGUID)
+				})
+			default:
+				check(t, "nguid", id.NGUID, zeroNGUID, ns.NGUID)
+			}
+			if ns.EUI64 == "" {
+				check(t, "eui64", id.EUI64, zeroEUI64, zeroEUI64)
+			} else {
+				t.Run("eui64", func(t *testing.T) {
+					onlyNvmeofTgt(t, "a configured EUI64 (nvmet has no such attribute)", id.EUI64)
+					check(t, "eui64", id.EUI64, zeroEUI64, ns.EUI64)
+				})
 			}
 		})
 	}

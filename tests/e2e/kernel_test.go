@@ -159,6 +159,12 @@ func (k *kernelTarget) configure(spec Spec) error {
 					return err
 				}
 			}
+			// nvmet has no NGUID unless given one, and no EUI64 attribute at all.
+			if ns.NGUID != "" && ns.NGUID != "none" {
+				if err := writeAttr(filepath.Join(nsdir, "device_nguid"), ns.NGUID); err != nil {
+					return err
+				}
+			}
 			enable := filepath.Join(nsdir, "enable")
 			if err := writeAttr(enable, "1"); err != nil {
 				return err

@@ -271,3 +271,105 @@ func withSubsystem(t *testing.T, file, entry string) string {
 	indent := next[:len(next)-len(strings.TrimLeft(next, " "))]
 	return strings.Join(slices.Insert(lines, i+1, indent+"- "+entry), "\n")
 }
+
+// TestLiveGrowBackend: the README's grow workflow under a connected host.
+// A file namespace's file is grown from outside (truncate), and a block
+// namespace's loop device is grown (its file, then losetup -c, as
+// lvextend grows a volume); `ns resize NQN NSID 0` then reads the
+// backend's size again and the host's block device follows within a few
+// seconds, with no rescan. A reload does the same for a namespace of size
+// 0, and a backend cut shorter than the host sees is refused.
+func TestLiveGrowBackend(t *testing.T) {
+	h := newHost(t)
+	sub := nqn("live-grow")
+	ns1 := fileNS(t, 1, 32*mib, 512, "")
+	p, dir := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{ns1}}}})
+	c := h.mustConnect(t, sub, 1)
+	const followWithin = 5 * time.Second
+	sectors := func(dev string) uint64 {
+		n, _ := readSysUint(filepath.Join("/sys/block", filepath.Base(dev), "size"))
+		return n
+	}
+	follows := func(what, dev string, size int64) {
+		t.Helper()
+		start := time.Now()
+		if err := waitFor(followWithin, func() bool { return sectors(dev) == uint64(size/512) }); err != nil {
+			t.Fatalf("%s: the host's %s is %d sectors, want %d", what, dev, sectors(dev), size/512)
+		}
+		t.Logf("%s: the host's %s is %d MiB after %v", what, dev, size/mib, time.Since(start).Round(time.Millisecond))
+	}
+	grow := func(path string, size int64) {
+		t.Helper()
+		if err := os.Truncate(path, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A file namespace: the file grows, then resize 0.
+	dev1 := c.blockDev(t, 1)
+	ddWrite(t, dev1, 0, pattern(mib, 41))
+	grow(ns1.Path, 48*mib)
+	p.ctl(t, "ns", "resize", sub, "1", "0")
+	follows("file grown, resize 0", dev1, 48*mib)
+	ddWrite(t, dev1, 47*mib, pattern(mib, 42)) // the new end is usable
+	checkSame(t, "file namespace start after growing", 0, ddRead(t, dev1, 0, mib), pattern(mib, 41))
+
+	// A block namespace on a loop device, added with no size (the whole
+	// device): the device grows, then resize 0.
+	img := filepath.Join(scratchDir, filepath.Base(dir)+"-lv.img")
+	t.Cleanup(func() { os.Remove(img) })
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grow(img, 16*mib)
+	loop, detach, err := attachLoop(Namespace{Path: img, BlockSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := detach(); err != nil {
+			t.Errorf("losetup -d %s: %v", loop, err)
+		}
+	})
+	p.ctl(t, "ns", "add", sub, "--nsid", "2", "--path", loop)
+	dev2 := c.blockDev(t, 2)
+	follows("block namespace added", dev2, 16*mib)
+	ddWrite(t, dev2, 0, pattern(mib, 43))
+	grow(img, 40*mib)
+	if out, err := runOut(30*time.Second, "losetup", "-c", loop); err != nil {
+		t.Fatalf("losetup -c %s: %v %s", loop, err, out)
+	}
+	p.ctl(t, "ns", "resize", sub, "2", "0")
+	follows("device grown, resize 0", dev2, 40*mib)
+	ddWrite(t, dev2, 39*mib, pattern(mib, 44))
+	checkSame(t, "block namespace start after growing", 0, ddRead(t, dev2, 0, mib), pattern(mib, 43))
+
+	// Reload: namespace 1 now has size 0 in the file, so it follows its
+	// file there too.
+	grow(ns1.Path, 64*mib)
+	p.ctl(t, "reload")
+	follows("file grown, reload", dev1, 64*mib)
+
+	// Cut shorter than the host sees: refused, and the host keeps its size.
+	grow(ns1.Path, 8*mib)
+	if out, err := p.ctlErr("ns", "resize", sub, "1", "0"); err == nil || !strings.Contains(err.Error(), "shrink") {
+		t.Fatalf("a backend cut shorter was accepted: %s %v", out, err)
+	}
+	grow(ns1.Path, 64*mib)
+	if got := sectors(dev1); got != 64*mib/512 {
+		t.Fatalf("the host's size of namespace 1 changed to %d sectors after a refused resize", got)
+	}
+	if out := p.ctl(t, "ns", "resize", sub, "1", "0"); !strings.Contains(string(out), "nothing to change") {
+		t.Fatalf("resize 0 with nothing grown: %s", out)
+	}
+	checkSame(t, "file namespace start at the end", 0, ddRead(t, dev1, 0, mib), pattern(mib, 41))
+
+	p.ctl(t, "ns", "remove", sub, "2")
+	if err := waitFor(deviceTimeout, func() bool { _, ok := blockDevsOf(sub)[filepath.Base(dev2)]; return !ok }); err != nil {
+		t.Fatalf("the host still has %s after the namespace was removed", dev2)
+	}
+	st := p.status(t)
+	if len(st.Subsystems) != 1 || len(st.Subsystems[0].Namespaces) != 1 || st.Subsystems[0].Namespaces[0].Size != 64*mib {
+		t.Fatalf("status at the end: %+v", st.Subsystems)
+	}
+}

@@ -65,7 +65,7 @@ func TestMetricsLatency(t *testing.T) {
 	portCounters := func(m map[string]float64) map[string]float64 {
 		out := map[string]float64{}
 		for series, v := range m {
-			if strings.HasPrefix(series, "nvmeof_tgt_rdma_port_counter_total{") && strings.Contains(series, `device="`+rdmaDev+`"`) {
+			if strings.HasPrefix(series, "nvmeof_tgt_rdma_port_stat_total{") && strings.Contains(series, `device="`+rdmaDev+`"`) {
 				out[series] = v
 			}
 		}
@@ -75,7 +75,7 @@ func TestMetricsLatency(t *testing.T) {
 	before := settle("after connect")
 	ports0 := portCounters(before)
 	if len(ports0) == 0 {
-		t.Errorf("no nvmeof_tgt_rdma_port_counter_total series for %s", rdmaDev)
+		t.Errorf("no nvmeof_tgt_rdma_port_stat_total series for %s", rdmaDev)
 	}
 
 	fio := func(rw string) uint64 {

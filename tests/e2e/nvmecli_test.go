@@ -34,6 +34,8 @@ type idCtrl struct {
 
 // idNS is `nvme id-ns -o json`.
 type idNS struct {
+	NGUID  string   `json:"nguid"` // 32 hex digits
+	EUI64  string   `json:"eui64"` // 16 hex digits
 	NSZE   jsonUint `json:"nsze"`
 	NCAP   jsonUint `json:"ncap"`
 	NUSE   jsonUint `json:"nuse"`
@@ -50,8 +52,10 @@ type idNS struct {
 // nsDescs is `nvme ns-descs -o json`.
 type nsDescs struct {
 	Descs []struct {
-		Type string `json:"type"` // "uuid", "nguid", "eui64", "csi"
-		UUID string `json:"uuid"`
+		Type  string `json:"type"` // "uuid", "nguid", "eui64", "csi"
+		UUID  string `json:"uuid"`
+		NGUID string `json:"nguid"` // 32 hex digits
+		EUI64 string `json:"eui64"` // 16 hex digits
 	} `json:"ns-descs"`
 }
 

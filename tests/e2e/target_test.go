@@ -87,6 +87,12 @@ type Namespace struct {
 	Size      int64  // bytes, a multiple of 1 MiB
 	BlockSize int    // logical block size; 0 means 512
 	UUID      string // optional
+	// NGUID is 32 hex digits, "none", or empty for the target's default (nvmeof-tgt derives
+	// one; nvmet has none).
+	NGUID string
+	// EUI64 is 16 hex digits, or empty for none. nvmeof-tgt only: nvmet has no EUI64
+	// attribute, so the kernel target reports none; assert it with onlyNvmeofTgt.
+	EUI64 string
 }
 
 // LBASize is the namespace's logical block size.

@@ -414,6 +414,12 @@ func tgtConfigYAML(spec Spec, loops map[string]string, apiSock string) string {
 			if ns.UUID != "" {
 				f = append(f, "uuid: "+q(ns.UUID))
 			}
+			if ns.NGUID != "" {
+				f = append(f, "nguid: "+q(ns.NGUID))
+			}
+			if ns.EUI64 != "" {
+				f = append(f, "eui64: "+q(ns.EUI64))
+			}
 			if ns.BlockSize != 0 && ns.Backend != BackendBlock { // a block device has its own
 				f = append(f, fmt.Sprintf("block_size: %d", ns.BlockSize))
 			}

@@ -49,7 +49,7 @@ subsystems:
 $ns
         size: 256MiB
 metrics: {listen: "127.0.0.1:$((9500 + i))"}
-api: {socket: /tmp/$name.sock}
+api: {socket: /run/nvmeof-tgt-ab/$name.sock}  # not /tmp: a directory others may write is refused
 rdma:
   buffer_pool_size: 32MiB
 Y

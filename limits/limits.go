@@ -1,0 +1,130 @@
+// Package limits holds the defaults and bounds that the configuration and
+// the parts it configures share: config checks a file's values against
+// them, and fabric, rdma and blockdev apply them. It imports nothing of
+// the product's, so that each is defined once here and config stays a
+// leaf that knows the file format and nothing else.
+package limits
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"time"
+)
+
+// Controllers (package fabric).
+const (
+	// MDTS is the default largest data transfer in bytes: 4096 * 2^n.
+	MDTS = 1 << 20
+	// MaxQueueDepth is the default most entries of an I/O queue.
+	MaxQueueDepth = 128
+	// MaxIOQueues is the default most I/O queues of one controller.
+	MaxIOQueues = 16
+	// KATOMax caps the keep-alive timeout a host may ask for.
+	KATOMax = 2 * time.Minute
+	// MaxConnectionsPerHost is room for a multipath host: on each of two
+	// paths, a controller with the most I/O queues (1+MaxIOQueues) and a
+	// persistent discovery controller. About half of RDMAMaxQueues, so
+	// that one host cannot take a default device's every queue.
+	MaxConnectionsPerHost = 2 * (1 + MaxIOQueues + 1)
+	// Model is Identify Controller MN when a subsystem sets none.
+	Model = "nvmeof-tgt"
+	// ANATransitionTime is ANATT: how long a group may stay in change.
+	ANATransitionTime = 10 * time.Second
+	// ANAGroup is a namespace's ANA group when it names none; ANAGroups
+	// the most groups (ANAGRPMAX).
+	ANAGroup  = 1
+	ANAGroups = 128
+	// PortIDMax is the largest NVMe port ID; FFF0h and up are reserved.
+	PortIDMax = 0xffef
+	// CNTLIDMax is the largest controller ID of the dynamic model.
+	CNTLIDMax = 0xffef
+	// StateDir is where state that outlives the process is kept
+	// (reservations that persist through power loss).
+	StateDir = "/var/lib/nvmeof-tgt"
+)
+
+// Serial derives a subsystem's serial number from its NQN: the first 20 hex
+// digits of its SHA-256, which fill the 20-byte SN field of Identify
+// Controller and are stable across restarts and distinct between
+// subsystems (and the same in two targets that serve one subsystem).
+func Serial(nqn string) string {
+	sum := sha256.Sum256([]byte(nqn))
+	return hex.EncodeToString(sum[:])[:20]
+}
+
+// The RDMA transport (package rdma).
+const (
+	RDMAInCapsuleDataSize = 8 << 10
+	RDMAMaxQueues         = 64
+	RDMAIOUnitSize        = 64 << 10
+	RDMABufferPoolSize    = 64 << 20
+	RDMAPollers           = 1
+	RDMAPollIdle          = 200 * time.Microsecond
+	RDMAPollNap           = 20 * time.Microsecond
+	RDMAMode              = ModeAuto
+
+	// RDMAInCapsuleDataSizeMax bounds the receive buffers; the size must
+	// also be a multiple of 16, since Identify Controller reports the
+	// capsule size (IOCCSZ) in 16-byte units.
+	RDMAInCapsuleDataSizeMax = 16 << 10
+	RDMAQueueDepthMin        = 16
+	RDMAQueueDepthMax        = 1024
+	RDMAIOQueuesMin          = 1
+	RDMAIOQueuesMax          = 128
+	RDMAQueuesMin            = 2
+	RDMAQueuesMax            = 4096
+	// RDMAMDTSMin is one memory page: Identify Controller reports MDTS as
+	// a power of two in units of the 4KiB minimum page size.
+	RDMAMDTSMin       = 4 << 10
+	RDMAMDTSMax       = 16 << 20
+	RDMAIOUnitSizeMin = 4 << 10
+	RDMAPollersMin    = 1
+	RDMAPollersMax    = 64
+	RDMAPollIdleMax   = time.Second
+	RDMAPollNapMax    = time.Millisecond
+)
+
+// Values of the auto/on/off settings (rdma.send_with_invalidate,
+// rdma.io_uring).
+const (
+	ModeAuto = "auto"
+	ModeOn   = "on"
+	ModeOff  = "off"
+)
+
+// Backends (package blockdev).
+const (
+	BackendMemory = "memory"
+	BackendFile   = "file"
+	BackendBlock  = "block"
+	// BlockSize is the logical block size of files and memory when none
+	// is given.
+	BlockSize = 512
+)
+
+// ValidBlockSize reports whether files and memory support the logical
+// block size bs.
+func ValidBlockSize(bs uint32) bool { return bs == 512 || bs == 4096 }
+
+// BackendOf infers the backend of a namespace from its path: memory for an
+// empty path, block for a block special file, file for anything else,
+// including a path that does not exist yet (a file backend creates it). A
+// stat failure other than fs.ErrNotExist is returned along with file.
+func BackendOf(path string) (string, error) {
+	if path == "" {
+		return BackendMemory, nil
+	}
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return BackendFile, nil
+	case err != nil:
+		return BackendFile, err
+	case st.Mode()&fs.ModeDevice != 0 && st.Mode()&fs.ModeCharDevice == 0:
+		return BackendBlock, nil
+	}
+	return BackendFile, nil
+}
