@@ -61,14 +61,10 @@ type ControllerStatus struct {
 func (m *Manager) Status() Status {
 	m.mu.Lock()
 	cfg := m.running.Clone()
-	ids := make(map[int]uint16, len(cfg.Ports))
-	for i, p := range cfg.Ports {
-		ids[i] = m.ports[p]
-	}
 	m.mu.Unlock()
 	st := Status{Ports: []PortStatus{}, Subsystems: []SubsystemStatus{}, Controllers: []ControllerStatus{}}
-	for i, p := range cfg.Ports {
-		st.Ports = append(st.Ports, PortStatus{ID: ids[i], Transport: p.Transport, Address: p.Address, Port: p.Port})
+	for _, p := range cfg.Ports {
+		st.Ports = append(st.Ports, PortStatus{ID: uint16(p.ID), Transport: p.Transport, Address: p.Address, Port: p.Port})
 	}
 	for _, sc := range cfg.Subsystems {
 		ss := SubsystemStatus{NQN: sc.NQN, AllowAnyHost: sc.AllowAnyHost, Hosts: config.HostNQNs(sc.Hosts),

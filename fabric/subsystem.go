@@ -321,6 +321,18 @@ func (s *Subsystem) Ports() []uint16 {
 	return slices.Sorted(maps.Keys(s.ports))
 }
 
+// SetCNTLIDRange changes the controller IDs new controllers get; those
+// connected keep theirs.
+func (s *Subsystem) SetCNTLIDRange(min, max nvme.CNTLID) error {
+	if err := CheckCNTLIDRange(min, max); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.cntlidMin, s.cntlidMax, s.nextCNTLID = min, max, min
+	s.mu.Unlock()
+	return nil
+}
+
 // SetPorts changes the ports that serve the subsystem (empty: every port).
 // The controllers connected through a port that no longer serves it are
 // deleted, and discovery controllers told.
