@@ -36,11 +36,11 @@ type Config struct {
 	// ANATransitionTime is ANATT, reported to hosts: how long a group
 	// may stay in change. Default limits.ANATransitionTime.
 	ANATransitionTime time.Duration `mapstructure:"ana_transition_time"`
-	RDMA       RDMA        `mapstructure:"rdma"`
-	Controller Controller  `mapstructure:"controller"`
-	Metrics    Metrics     `mapstructure:"metrics"`
-	API        API         `mapstructure:"api"`
-	Log        Log         `mapstructure:"log"`
+	RDMA              RDMA          `mapstructure:"rdma"`
+	Controller        Controller    `mapstructure:"controller"`
+	Metrics           Metrics       `mapstructure:"metrics"`
+	API               API           `mapstructure:"api"`
+	Log               Log           `mapstructure:"log"`
 }
 
 // Port is one listening address.
@@ -129,8 +129,8 @@ type Namespace struct {
 	EUI64 HexID `mapstructure:"eui64"`
 	// ANAGroup is the namespace's ANA group, 1..128; default 1.
 	ANAGroup   uint32 `mapstructure:"ana_group"`
-	ReadOnly   bool  `mapstructure:"read_only"`
-	BufferedIO bool  `mapstructure:"buffered_io"`
+	ReadOnly   bool   `mapstructure:"read_only"`
+	BufferedIO bool   `mapstructure:"buffered_io"`
 }
 
 // HexID is an identifier written in hex (a namespace's nguid, eui64). It
