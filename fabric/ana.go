@@ -172,7 +172,7 @@ func (s *Subsystem) SetNamespaceANAGroup(nsid nvme.NSID, group uint32) error {
 
 // anaLog builds the ANA log page as c sees it: one descriptor per group
 // that has namespaces, in group order, each with its NSIDs ascending
-// (nvmet lists them so too).
+// (nvmet lists them so too), padded to the length Identify advertises.
 func (c *Controller) anaLog(groupsOnly bool) []byte {
 	byGroup := map[uint32][]nvme.NSID{}
 	for _, ns := range c.s.Namespaces() { // NSID order
@@ -184,8 +184,11 @@ func (c *Controller) anaLog(groupsOnly bool) []byte {
 	for _, g := range slices.Sorted(maps.Keys(byGroup)) {
 		descs = append(descs, nvme.ANAGroupDesc{GroupID: g, ChangeCount: t.changed[g], State: c.port.ANAState(g), NSIDs: byGroup[g]})
 	}
-	log := make([]byte, nvme.ANALogSize(descs, groupsOnly))
-	nvme.PutANALog(log, t.count, descs, groupsOnly)
+	// Read in pieces to the length Identify implies (nvme-cli does), the
+	// page is that long; what the descriptors do not fill is zero.
+	n := max(nvme.ANALogSize(descs, groupsOnly), nvme.ANALogMaxSize(nvme.MaxANAGroups, uint32(c.s.nn()), groupsOnly))
+	log := make([]byte, n)
+	nvme.PutANALog(log[:nvme.ANALogSize(descs, groupsOnly)], t.count, descs, groupsOnly)
 	return log
 }
 

@@ -309,3 +309,54 @@ func TestReferrals(t *testing.T) {
 		t.Fatalf("%d entries; referral %+v", n, e)
 	}
 }
+
+// TestANALogAsNvmeCLIReadsIt: nvme-cli's ana-log sizes its buffer from
+// Identify (header, NANAGRPID descriptors, MNAN NSIDs) and reads it in
+// 4 KiB pieces, so it asks for offsets past the descriptors there are. The
+// page is as long as that maximum, zero after its descriptors; past it the
+// offset is an invalid field.
+func TestANALogAsNvmeCLIReadsIt(t *testing.T) {
+	r, _, _ := anaRig(t)
+	h := r.connectOn("loop1", testNQN)
+	b, st := identify(h, nvme.CNSController, 0)
+	if !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	id := nvme.IdentifyController(b)
+	for _, rgo := range []bool{false, true} {
+		max := nvme.ANALogHeaderSize + int(id.NANAGRPID())*nvme.ANADescriptorSize
+		if !rgo {
+			max += 4 * int(id.MNAN())
+		}
+		lsp := uint8(0)
+		if rgo {
+			lsp = nvme.LSPANAReturnGroupsOnly
+		}
+		read := func(off, n int) ([]byte, nvme.Status) {
+			c := newCmd(nvme.OpAdminGetLogPage, 12)
+			c.SetGetLogPage(nvme.LogANA, uint32(n/4), uint64(off))
+			c.SetCDW(10, c.CDW(10)|uint32(lsp)<<8)
+			buf := make([]byte, n)
+			return buf, h.submit(withData(c, n), buf).Status()
+		}
+		page := make([]byte, 0, max)
+		for off := 0; off < max; off += 4096 {
+			buf, st := read(off, min(4096, max-off))
+			if !st.IsSuccess() {
+				t.Fatalf("rgo %v: piece at %d of %d: %v", rgo, off, max, st)
+			}
+			page = append(page, buf...)
+		}
+		_, descs, ok := nvme.ParseANALog(page)
+		if !ok || len(descs) != 2 {
+			t.Fatalf("rgo %v: %d descriptors", rgo, len(descs))
+		}
+		end := nvme.ANALogSize(descs, rgo)
+		if slices.ContainsFunc(page[end:], func(b byte) bool { return b != 0 }) {
+			t.Errorf("rgo %v: bytes after the descriptors are not zero", rgo)
+		}
+		if _, st := read(max+4, 4); st != nvme.StatusInvalidField.WithDNR() {
+			t.Errorf("rgo %v: offset past the page: %v", rgo, st)
+		}
+	}
+}

@@ -129,6 +129,18 @@ func ANALogSize(groups []ANAGroupDesc, groupsOnly bool) int {
 	return n
 }
 
+// ANALogMaxSize is the longest the ANA log page can be for a controller
+// reporting NANAGRPID groups and MNAN namespaces: hosts size their buffer
+// so and read it in pieces (base 2.0 §5.16.1.12), so the page is this long
+// and zero after its descriptors.
+func ANALogMaxSize(nanagrpid, mnan uint32, groupsOnly bool) int {
+	n := ANALogHeaderSize + int(nanagrpid)*ANADescriptorSize
+	if !groupsOnly {
+		n += 4 * int(mnan)
+	}
+	return n
+}
+
 // PutANALog writes the ANA log page into b, which holds ANALogSize bytes.
 // With groupsOnly (RGO), descriptors carry no NSIDs and NNSID is 0.
 func PutANALog(b []byte, changeCount uint64, groups []ANAGroupDesc, groupsOnly bool) {
