@@ -26,10 +26,12 @@ const (
 )
 
 // secondRDMAAddress gives the guest a second dummy netdev with its own address and rxe device,
-// through the target's own softroce command, for the length of the test.
-func secondRDMAAddress(t *testing.T, bin string) {
+// through the target's own softroce command, for the length of the test. Call it before the
+// target starts: deleting an rxe device waits in the kernel, uninterruptibly, until every process
+// using it has closed it, so the target must be gone when this cleanup runs.
+func secondRDMAAddress(t *testing.T) {
 	t.Helper()
-	mustRun(t, cmdTimeout, bin, "softroce", "add", "--netdev", "lab1", "--dummy", "--address", mpAddr2+"/32", "--name", "rxe1")
+	mustRun(t, cmdTimeout, tgtBin, "softroce", "add", "--netdev", "lab1", "--dummy", "--address", mpAddr2+"/32", "--name", "rxe1")
 	t.Cleanup(func() {
 		_ = runQuiet(cmdTimeout, "rdma", "link", "delete", "rxe1")
 		_ = runQuiet(cmdTimeout, "ip", "link", "delete", "lab1")
@@ -185,10 +187,13 @@ func mpFio(t *testing.T, dev, dir string, bs int, runtime time.Duration) <-chan 
 func TestMultipathANA(t *testing.T) {
 	h := newHost(t)
 	sub := nqn("multipath")
+	if targetKind == kindKernel {
+		t.Skip("the kernel target is changed through configfs, not nvmeof-tgt's API")
+	}
+	secondRDMAAddress(t)
 	p, dir := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
 		NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 64*mib, 0, ""), memNS(2, 64*mib, 0, "")},
 	}}})
-	secondRDMAAddress(t, p.bin)
 	p.ctl(t, "ns", "ana-group", sub, "2", "2")
 	// Group 1 (namespace 1) is optimized on port 1 and non-optimized on 2 and 3; group 2
 	// (namespace 2) the other way round, optimized on port 2.
