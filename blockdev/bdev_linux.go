@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/internal/sys"
 )
 
 // blockDevice is a block special file; only its first Size() bytes are used.
@@ -61,7 +63,7 @@ func (d *blockDevice) setup(o Options) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
 		return fmt.Errorf("open %s: not a block device: %w", d.path, ErrInvalidArgument)
 	}
-	devSize, err := blkSize64(d.fd)
+	devSize, err := sys.BlkGetSize64(d.fd)
 	if err != nil {
 		return fmt.Errorf("get size of %s: %w", d.path, err)
 	}
@@ -106,7 +108,7 @@ func (d *blockDevice) Discard(off, length int64) error {
 	if d.fd < 0 {
 		return fmt.Errorf("discard %s: %w", d.path, ErrClosed)
 	}
-	err := blkRange(d.fd, unix.BLKDISCARD, off, length)
+	err := sys.BlkRange(d.fd, unix.BLKDISCARD, off, length)
 	if isNotSupported(err) {
 		return fmt.Errorf("discard %s at %d: %w: %w", d.path, off, ErrNotSupported, err)
 	}
@@ -129,7 +131,7 @@ func (d *blockDevice) WriteZeroes(off, length int64) error {
 	if d.fd < 0 {
 		return fmt.Errorf("write zeroes %s: %w", d.path, ErrClosed)
 	}
-	err := blkRange(d.fd, unix.BLKZEROOUT, off, length)
+	err := sys.BlkRange(d.fd, unix.BLKZEROOUT, off, length)
 	if isNotSupported(err) {
 		err = d.writeZeroesSlow(off, length)
 	}
@@ -146,7 +148,7 @@ func (d *blockDevice) Resize(size int64) error {
 	if d.fd < 0 {
 		return fmt.Errorf("resize %s: %w", d.path, ErrClosed)
 	}
-	devSize, err := blkSize64(d.fd)
+	devSize, err := sys.BlkGetSize64(d.fd)
 	if err != nil {
 		return fmt.Errorf("get size of %s: %w", d.path, err)
 	}
@@ -170,7 +172,7 @@ func (d *blockDevice) BackingSize() (int64, error) {
 	if d.fd < 0 {
 		return 0, fmt.Errorf("get size of %s: %w", d.path, ErrClosed)
 	}
-	devSize, err := blkSize64(d.fd)
+	devSize, err := sys.BlkGetSize64(d.fd)
 	if err != nil {
 		return 0, fmt.Errorf("get size of %s: %w", d.path, err)
 	}

@@ -2,7 +2,8 @@ package blockdev
 
 import (
 	"sync"
-	"unsafe"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/internal/sys"
 )
 
 // closeShards is how many read locks a closeLock spreads its readers over.
@@ -20,8 +21,9 @@ const closeShards = 16
 type closeLock struct {
 	shards [closeShards]struct {
 		sync.RWMutex
-		// 128 bytes a shard: neighbours never share a cache line, aligned or not.
-		_ [128 - unsafe.Sizeof(sync.RWMutex{})%128]byte
+		// 128 bytes between shards: neighbours never share a cache line (nor
+		// the pair of lines some CPUs fetch together), aligned or not.
+		_ [128]byte
 	}
 }
 
@@ -49,5 +51,5 @@ func (l *closeLock) Unlock() {
 
 // ioHint is a closeLock hint for a transfer of p at off.
 func ioHint(p []byte, off int64) uintptr {
-	return uintptr(unsafe.Pointer(unsafe.SliceData(p))) ^ uintptr(off)
+	return sys.Addr(p) ^ uintptr(off)
 }

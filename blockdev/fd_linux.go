@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev/internal/uring"
 )
 
 // sysOpen is unix.Open; tests replace it to simulate filesystems that
@@ -131,7 +133,7 @@ func (d *fdDev) QueueRead(r *Ring, p []byte, off int64, tag uint64) error {
 	if err := checkRange("read", d.path, off, int64(len(p)), d.size.Load(), d.bs); err != nil {
 		return err
 	}
-	return d.queue(r, ringOp{opc: iouringOpRead, p: p, off: off, tag: tag})
+	return d.queue(r, ringOp{opc: uring.OpRead, p: p, off: off, tag: tag})
 }
 
 // QueueWrite queues a write of p at off on r, durable at completion
@@ -140,7 +142,7 @@ func (d *fdDev) QueueWrite(r *Ring, p []byte, off int64, durable bool, tag uint6
 	if err := d.checkModify("write", off, int64(len(p))); err != nil {
 		return err
 	}
-	op := ringOp{opc: iouringOpWrite, p: p, off: off, tag: tag}
+	op := ringOp{opc: uring.OpWrite, p: p, off: off, tag: tag}
 	if durable {
 		op.flags = unix.RWF_DSYNC
 	}
@@ -149,7 +151,7 @@ func (d *fdDev) QueueWrite(r *Ring, p []byte, off int64, durable bool, tag uint6
 
 // QueueFlush queues an fdatasync on r.
 func (d *fdDev) QueueFlush(r *Ring, tag uint64) error {
-	return d.queue(r, ringOp{opc: iouringOpFsync, flags: iouringFsyncDatasync, tag: tag})
+	return d.queue(r, ringOp{opc: uring.OpFsync, flags: uring.FsyncDatasync, tag: tag})
 }
 
 func (d *fdDev) queue(r *Ring, op ringOp) error {

@@ -1,15 +1,17 @@
 package blockdev
 
-// All unsafe code and raw syscalls of the package live in this file.
+// The package's system-call helpers; those that need unsafe are in
+// internal/sys and internal/uring.
 
 import (
 	"errors"
 	"io"
 	"runtime"
 	"sync"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/internal/sys"
 )
 
 const (
@@ -55,7 +57,7 @@ var zeroes = sync.OnceValues(func() ([]byte, error) { return mmapAnon(bounceSize
 
 // aligned reports whether p starts at a multiple of align (a power of two).
 func aligned(p []byte, align uintptr) bool {
-	return uintptr(unsafe.Pointer(unsafe.SliceData(p)))&(align-1) == 0
+	return sys.Addr(p)&(align-1) == 0
 }
 
 // preadFull reads len(p) bytes at off, retrying short reads and EINTR.
@@ -105,32 +107,6 @@ func fallocate(fd int, mode uint32, off, length int64) error {
 			return err
 		}
 	}
-}
-
-// blkRange issues BLKDISCARD or BLKZEROOUT, which take a {start, length}
-// pair by pointer; unix.IoctlSetPointerInt cannot express that.
-func blkRange(fd int, req uint, off, length int64) error {
-	rng := [2]uint64{uint64(off), uint64(length)}
-	for {
-		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(unsafe.Pointer(&rng)))
-		switch e {
-		case 0:
-			return nil
-		case unix.EINTR:
-			continue
-		}
-		return e
-	}
-}
-
-// blkSize64 returns the size in bytes of a block device (BLKGETSIZE64).
-func blkSize64(fd int) (int64, error) {
-	var size uint64
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(unix.BLKGETSIZE64), uintptr(unsafe.Pointer(&size)))
-	if e != 0 {
-		return 0, e
-	}
-	return int64(size), nil
 }
 
 // dioAlign queries the O_DIRECT alignment of fd with statx STATX_DIOALIGN.

@@ -196,12 +196,29 @@ func TestRingSubmitFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fd := r.fd
-	r.fd = -1 // io_uring_enter fails with EBADF
-	err := r.Submit()
-	r.fd = fd
-	if !errors.Is(err, unix.EBADF) {
-		t.Fatalf("Submit on a bad ring: %v, want EBADF", err)
+	// The ring's fd number names /dev/null for one Submit: io_uring_enter
+	// fails with EOPNOTSUPP. dup3 swaps it atomically, so no other open can
+	// take the number in between.
+	fd := r.ring.FD()
+	saved, err := unix.Dup(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(saved)
+	null, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(null)
+	if err := unix.Dup3(null, fd, unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	err = r.Submit()
+	if err := unix.Dup3(saved, fd, unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Fatalf("Submit on a bad ring: %v, want EOPNOTSUPP", err)
 	}
 	out := make([]Completion, 4)
 	n := r.Reap(out)
@@ -209,8 +226,8 @@ func TestRingSubmitFailure(t *testing.T) {
 		t.Fatalf("Reap returned %d completions, want the 2 operations not taken", n)
 	}
 	for _, c := range out[:n] {
-		if !errors.Is(c.Err, unix.EBADF) {
-			t.Fatalf("completion %d: %v, want EBADF", c.Tag, c.Err)
+		if !errors.Is(c.Err, unix.EOPNOTSUPP) {
+			t.Fatalf("completion %d: %v, want EOPNOTSUPP", c.Tag, c.Err)
 		}
 	}
 	if r.Pending() != 0 || r.Space() != 4 {

@@ -3,9 +3,9 @@ package fabric
 import (
 	"bytes"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -52,7 +52,7 @@ func ctxRun(t *testing.T, lq *LoopQueue, c *IOContext, cmd nvme.Command, data []
 func alignedBuf(t *testing.T, n int) []byte {
 	t.Helper()
 	b := make([]byte, n+4096)
-	off := (4096 - int(uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4096)) % 4096
+	off := (4096 - int(reflect.ValueOf(b).Pointer()%4096)) % 4096
 	return b[off : off+n]
 }
 

@@ -6,10 +6,11 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/internal/sys"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
@@ -207,9 +208,7 @@ func (p *poller) run() {
 // and a fifth of the QD1 latency (bench/results/2026-11-23-experiments.md).
 // The poller's goroutine is locked to its thread and has nothing to hand
 // over, so it keeps its P; a signal (preemption, GC) ends the nap early.
-func napFor(ts *unix.Timespec) {
-	unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(ts)), 0, 0)
-}
+func napFor(ts *unix.Timespec) { sys.Nap(ts) }
 
 // poll reaps one batch of completions and dispatches them.
 func (p *poller) poll() int {
