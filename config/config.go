@@ -453,7 +453,7 @@ func (c *Config) ApplyDefaults() {
 			s.CNTLIDMin = 1
 		}
 		if s.CNTLIDMax == 0 {
-			s.CNTLIDMax = limits.CNTLIDMax
+			s.CNTLIDMax = cntlidMax
 		}
 		for j := range s.Namespaces {
 			n := &s.Namespaces[j]

@@ -99,7 +99,7 @@ func TestLoadExample(t *testing.T) {
 		Serial:       limits.Serial("nqn.2026-11.io.example:disk1"),
 		Model:        "nvmeof-tgt",
 		CNTLIDMin:    1,
-		CNTLIDMax:    limits.CNTLIDMax,
+		CNTLIDMax:    cntlidMax,
 		Namespaces: []Namespace{
 			{NSID: 1, Backend: "file", Path: "/var/lib/nvmeof-tgt/disk1.img", Size: 1 * GiB, BlockSize: 512, ANAGroup: 1},
 			{NSID: 2, Backend: "memory", Size: 256 * MiB, BlockSize: 512, UUID: "4f0e2c1a-0000-4000-8000-000000000002", ANAGroup: 1},

@@ -206,16 +206,16 @@ func (im *importer) cntlids(path string, attr map[string]any) (lo, hi int) {
 			return def
 		}
 		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 || v > limits.CNTLIDMax {
-			im.note(path+"."+k, "%q: not carried: want 1..%d; %d instead", s, limits.CNTLIDMax, def)
+		if err != nil || v < 1 || v > cntlidMax {
+			im.note(path+"."+k, "%q: not carried: want 1..%d; %d instead", s, cntlidMax, def)
 			return def
 		}
 		return v
 	}
-	lo, hi = get("cntlid_min", 1), get("cntlid_max", limits.CNTLIDMax)
+	lo, hi = get("cntlid_min", 1), get("cntlid_max", cntlidMax)
 	if lo > hi {
-		im.note(path, "cntlid_min %d is above cntlid_max %d: not carried; 1..%d instead", lo, hi, limits.CNTLIDMax)
-		return 1, limits.CNTLIDMax
+		im.note(path, "cntlid_min %d is above cntlid_max %d: not carried; 1..%d instead", lo, hi, cntlidMax)
+		return 1, cntlidMax
 	}
 	return lo, hi
 }
@@ -376,7 +376,7 @@ func (im *importer) ports(v any) {
 			for taken[pid] || used[pid] {
 				pid++
 			}
-			im.note(path+".portid", "%s: not carried: want a port ID in 1..%d not taken by another port; id %d instead", describe(m["portid"]), limits.PortIDMax, pid)
+			im.note(path+".portid", "%s: not carried: want a port ID in 1..%d not taken by another port; id %d instead", describe(m["portid"]), nvme.PortIDMax, pid)
 		}
 		used[pid] = true
 		im.noteRest(path+".addr", addr, map[string]bool{"trtype": true, "adrfam": true, "traddr": true, "trsvcid": true},
@@ -411,7 +411,7 @@ func (im *importer) ports(v any) {
 func portID(v any) (int, bool) {
 	s, _ := scalar(v)
 	id, err := strconv.Atoi(s)
-	return id, err == nil && id >= 1 && id <= limits.PortIDMax
+	return id, err == nil && id >= 1 && id <= nvme.PortIDMax
 }
 
 // portANA reads the states of the groups created on a port.
@@ -526,8 +526,8 @@ func (im *importer) referral(path string, pid int, m map[string]any) {
 		}
 	}
 	if s := get("portid"); s != "" {
-		if r.PortID, err = strconv.Atoi(s); err != nil || r.PortID < 0 || r.PortID > limits.PortIDMax {
-			im.note(path+".addr.portid", "%q: not carried: want 0..%d; listed with port_id 0", s, limits.PortIDMax)
+		if r.PortID, err = strconv.Atoi(s); err != nil || r.PortID < 0 || r.PortID > nvme.PortIDMax {
+			im.note(path+".addr.portid", "%q: not carried: want 0..%d; listed with port_id 0", s, nvme.PortIDMax)
 			r.PortID = 0
 		}
 	}
@@ -608,7 +608,7 @@ func (im *importer) yaml() []byte {
 		if len(s.Ports) > 0 {
 			fmt.Fprintf(&b, "    ports: [%s]\n", joinInts(s.Ports))
 		}
-		if s.CNTLIDMin != 1 || s.CNTLIDMax != limits.CNTLIDMax {
+		if s.CNTLIDMin != 1 || s.CNTLIDMax != cntlidMax {
 			fmt.Fprintf(&b, "    cntlid_min: %d\n    cntlid_max: %d\n", s.CNTLIDMin, s.CNTLIDMax)
 		}
 		if len(s.Namespaces) == 0 {

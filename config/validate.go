@@ -26,6 +26,9 @@ type FieldError struct {
 	Msg string
 }
 
+// cntlidMax is nvme.CNTLIDMax as the int the file's keys are.
+const cntlidMax = int(nvme.CNTLIDMax)
+
 func (e *FieldError) Error() string { return e.Key + ": " + e.Msg }
 
 type problems []error
@@ -79,8 +82,8 @@ func (c *Config) validatePorts(p *problems) {
 	for i, pt := range c.Ports {
 		k := fmt.Sprintf("ports[%d]", i)
 		switch j, dup := ids[pt.ID]; {
-		case pt.ID < 1 || pt.ID > limits.PortIDMax:
-			p.add(k+".id", "%d is out of range 1..%d", pt.ID, limits.PortIDMax)
+		case pt.ID < 1 || pt.ID > nvme.PortIDMax:
+			p.add(k+".id", "%d is out of range 1..%d", pt.ID, nvme.PortIDMax)
 		case dup:
 			p.add(k+".id", "%d is also the ID of ports[%d]", pt.ID, j)
 		default:
@@ -447,8 +450,8 @@ func (c *Config) validateReferrals(p *problems) {
 		if r.Port < 1 || r.Port > 65535 {
 			p.add(k+".port", "%d is out of range 1..65535", r.Port)
 		}
-		if r.PortID < 0 || r.PortID > limits.PortIDMax {
-			p.add(k+".port_id", "%d is out of range 0..%d", r.PortID, limits.PortIDMax)
+		if r.PortID < 0 || r.PortID > nvme.PortIDMax {
+			p.add(k+".port_id", "%d is out of range 0..%d", r.PortID, nvme.PortIDMax)
 		}
 	}
 }
@@ -468,10 +471,10 @@ func (c *Config) validatePortsOf(p *problems, k string, s Subsystem) {
 		}
 	}
 	switch {
-	case s.CNTLIDMin < 1 || s.CNTLIDMin > limits.CNTLIDMax:
-		p.add(k+".cntlid_min", "%d is out of range 1..%d", s.CNTLIDMin, limits.CNTLIDMax)
-	case s.CNTLIDMax < 1 || s.CNTLIDMax > limits.CNTLIDMax:
-		p.add(k+".cntlid_max", "%d is out of range 1..%d", s.CNTLIDMax, limits.CNTLIDMax)
+	case s.CNTLIDMin < 1 || s.CNTLIDMin > cntlidMax:
+		p.add(k+".cntlid_min", "%d is out of range 1..%d", s.CNTLIDMin, cntlidMax)
+	case s.CNTLIDMax < 1 || s.CNTLIDMax > cntlidMax:
+		p.add(k+".cntlid_max", "%d is out of range 1..%d", s.CNTLIDMax, cntlidMax)
 	case s.CNTLIDMin > s.CNTLIDMax:
 		p.add(k+".cntlid_max", "%d is below cntlid_min %d", s.CNTLIDMax, s.CNTLIDMin)
 	}

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -165,8 +166,8 @@ func (c *Controller) identify(id nvme.IdentifyController) {
 	id.SetANACAP(nvme.ANACAPOptimized | nvme.ANACAPNonOptimized | nvme.ANACAPInaccessible |
 		nvme.ANACAPPersistentLoss | nvme.ANACAPChange)
 	id.SetANATT(uint8(min(255, (c.s.t.opts.ANATransitionTime+time.Second-1)/time.Second)))
-	id.SetANAGRPMAX(nvme.MaxANAGroups)
-	id.SetNANAGRPID(nvme.MaxANAGroups)
+	id.SetANAGRPMAX(limits.ANAGroups)
+	id.SetNANAGRPID(limits.ANAGroups)
 	id.SetMNAN(uint32(c.s.nn()))
 	id.SetOAES(nvme.OAESNSAttrNotices | nvme.OAESANAChange)
 	id.SetACL(3)

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -15,22 +15,14 @@ import (
 // inaccessible, lost or in transition gets a Path Related status and
 // retries on another path; the admin queue keeps working.
 
-// DefaultANAGroup is the group of a namespace that names none.
-const DefaultANAGroup = 1
-
-// DefaultANATransitionTime is ANATT: how long a group may stay in change
-// before the host gives up on the path (the Linux host then resets the
-// controller).
-const DefaultANATransitionTime = 10 * time.Second
-
 // anaTable is one port's state of every group, copied on write so that the
 // I/O path reads it without a lock. A zero state is optimized: a group the
 // configuration leaves out.
 type anaTable struct {
-	state [nvme.MaxANAGroups + 1]nvme.ANAState
+	state [limits.ANAGroups + 1]nvme.ANAState
 	// changed is the port's change count when each group's state last
 	// changed; count the port's change count (the log header's).
-	changed [nvme.MaxANAGroups + 1]uint64
+	changed [limits.ANAGroups + 1]uint64
 	count   uint64
 }
 
@@ -45,7 +37,7 @@ func (p *Port) anaTable() *anaTable {
 
 // ANAState is the state group has through p.
 func (p *Port) ANAState(group uint32) nvme.ANAState {
-	if group == 0 || group > nvme.MaxANAGroups {
+	if group == 0 || group > limits.ANAGroups {
 		return nvme.ANAInaccessible
 	}
 	if s := p.anaTable().state[group]; s != 0 {
@@ -58,7 +50,7 @@ func (p *Port) ANAState(group uint32) nvme.ANAState {
 func (p *Port) ANAStates() map[uint32]nvme.ANAState {
 	t := p.anaTable()
 	out := map[uint32]nvme.ANAState{}
-	for g := uint32(1); g <= nvme.MaxANAGroups; g++ {
+	for g := uint32(1); g <= limits.ANAGroups; g++ {
 		if s := t.state[g]; s != 0 && s != nvme.ANAOptimized {
 			out[g] = s
 		}
@@ -68,8 +60,8 @@ func (p *Port) ANAStates() map[uint32]nvme.ANAState {
 
 // CheckANAGroup reports whether g is a valid ANA group ID.
 func CheckANAGroup(g uint32) error {
-	if g < 1 || g > nvme.MaxANAGroups {
-		return fmt.Errorf("ANA group %d is not in 1..%d", g, nvme.MaxANAGroups)
+	if g < 1 || g > limits.ANAGroups {
+		return fmt.Errorf("ANA group %d is not in 1..%d", g, limits.ANAGroups)
 	}
 	return nil
 }
@@ -98,7 +90,7 @@ func (t *Target) SetANAStates(portID uint16, states map[uint32]nvme.ANAState) er
 	old := p.anaTable()
 	next := *old
 	var changed []uint32
-	for g := uint32(1); g <= nvme.MaxANAGroups; g++ {
+	for g := uint32(1); g <= limits.ANAGroups; g++ {
 		s := states[g]
 		if s == nvme.ANAOptimized {
 			s = 0
@@ -186,7 +178,7 @@ func (c *Controller) anaLog(groupsOnly bool) []byte {
 	}
 	// Read in pieces to the length Identify implies (nvme-cli does), the
 	// page is that long; what the descriptors do not fill is zero.
-	n := max(nvme.ANALogSize(descs, groupsOnly), nvme.ANALogMaxSize(nvme.MaxANAGroups, uint32(c.s.nn()), groupsOnly))
+	n := max(nvme.ANALogSize(descs, groupsOnly), nvme.ANALogMaxSize(limits.ANAGroups, uint32(c.s.nn()), groupsOnly))
 	log := make([]byte, n)
 	nvme.PutANALog(log[:nvme.ANALogSize(descs, groupsOnly)], t.count, descs, groupsOnly)
 	return log

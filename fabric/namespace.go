@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -22,8 +23,8 @@ type NamespaceConfig struct {
 	NGUID    [16]byte // all zeroes: none
 	EUI64    [8]byte  // all zeroes: none
 	ReadOnly bool
-	// ANAGroup is the namespace's ANA group, 1..nvme.MaxANAGroups;
-	// 0: DefaultANAGroup.
+	// ANAGroup is the namespace's ANA group, 1..limits.ANAGroups;
+	// 0: limits.ANAGroup.
 	ANAGroup uint32
 	// Workers is how many goroutines run the backend's blocking I/O; 0 runs
 	// it inline on the transport's goroutine (the memory backend).
@@ -87,7 +88,7 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 	}
 	group := c.ANAGroup
 	if group == 0 {
-		group = DefaultANAGroup
+		group = limits.ANAGroup
 	}
 	if err := CheckANAGroup(group); err != nil {
 		return nil, fmt.Errorf("add namespace %d: %w", c.NSID, err)

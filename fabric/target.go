@@ -35,7 +35,7 @@ type Options struct {
 	// refused with Controller Busy.
 	MaxConnectionsPerHost int
 	// ANATransitionTime is ANATT, reported in Identify Controller
-	// (DefaultANATransitionTime; whole seconds, at most 255).
+	// (limits.ANATransitionTime; whole seconds, at most 255).
 	ANATransitionTime time.Duration
 	// StateDir is where state that outlives the process is kept:
 	// reservations that persist through power loss. "": none (hosts
@@ -84,7 +84,7 @@ func (o *Options) setDefaults() {
 		o.MaxConnectionsPerHost = DefaultMaxConnectionsPerHost
 	}
 	if o.ANATransitionTime == 0 {
-		o.ANATransitionTime = DefaultANATransitionTime
+		o.ANATransitionTime = limits.ANATransitionTime
 	}
 	if o.FirmwareRevision == "" {
 		o.FirmwareRevision = "0.1"
@@ -296,15 +296,12 @@ func (t *Target) AddPort(tr Transport, p *Port) error {
 	return nil
 }
 
-// MaxPortID is the largest NVMe port ID; FFF0h and up are reserved.
-const MaxPortID = 0xffef
-
 // freePortID is the next port ID no port has, never one given out before:
 // a host that knew the port by an ID does not meet another under it. t.mu
 // is held.
 func (t *Target) freePortID() uint16 {
 	for {
-		t.nextPortID = t.nextPortID%MaxPortID + 1
+		t.nextPortID = t.nextPortID%nvme.PortIDMax + 1
 		if !slices.ContainsFunc(t.ports, func(p *Port) bool { return p.ID == t.nextPortID }) {
 			return t.nextPortID
 		}

@@ -70,9 +70,6 @@ const (
 	StatusANATransition     Status = SCTPath<<statusSCTShift | 0x03
 )
 
-// ANA limits: group IDs are 1..MaxANAGroups (ANAGRPMAX, NANAGRPID).
-const MaxANAGroups = 128
-
 // ANACAP bits (Identify Controller byte 343).
 const (
 	ANACAPOptimized      = 1 << 0
