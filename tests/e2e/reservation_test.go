@@ -129,7 +129,9 @@ func TestReservations(t *testing.T) {
 
 	ha, hb := newHost(t), newHost(t)
 	a := resvHost{host: ha, ctrl: "/dev/" + mpConnect(t, ha, sub, labAddr, portRDMA), id: ha.ID}
-	bh := resvHost{host: hb, ctrl: "/dev/" + mpConnect(t, hb, sub, labAddr, portRDMA), id: hb.ID}
+	// nvme-cli sees a controller of the subsystem through this address already (A's) and
+	// would refuse B's without --duplicate-connect.
+	bh := resvHost{host: hb, ctrl: "/dev/" + mpConnect(t, hb, sub, labAddr, portRDMA, "--duplicate-connect"), id: hb.ID}
 
 	a.ok(t, "resv-register", "--nrkey=1", "--rrega=0", "--cptpl=3")
 	bh.ok(t, "resv-register", "--nrkey=2", "--rrega=0")
