@@ -76,12 +76,12 @@ func (p *tgtProcess) setPorts(t *testing.T, ports string) {
 }
 
 // mpConnect connects one path (a controller) of subnqn through addr:port and returns its
-// nvmeN; it is disconnected when the test ends. extra are more connect flags.
-func mpConnect(t *testing.T, h host, subnqn, addr string, port int, extra ...string) string {
+// nvmeN; it is disconnected when the test ends.
+func mpConnect(t *testing.T, h host, subnqn, addr string, port int) string {
 	t.Helper()
 	before := nvmeControllers()
 	args := append([]string{"connect", "-t", "rdma", "-a", addr, "-s", strconv.Itoa(port), "-n", subnqn}, h.flags()...)
-	args = append(append(args, "--ctrl-loss-tmo=60", "--reconnect-delay=1"), extra...)
+	args = append(args, "--ctrl-loss-tmo=60", "--reconnect-delay=1")
 	mustRun(t, connectTimeout, "nvme", args...)
 	for name := range nvmeControllers() {
 		if !before[name] && readSys(filepath.Join("/sys/class/nvme", name, "subsysnqn")) == subnqn {

@@ -116,8 +116,12 @@ func TestReservations(t *testing.T) {
 	p, dir := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
 		NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 0, "")},
 	}}})
-	// Reservations persist in a state directory of the test's own.
-	state := filepath.Join(dir, "state")
+	// Reservations persist in a state directory of the test's own. Host B connects through a
+	// second port: nvme-cli refuses a second controller of the subsystem through the same
+	// address and port, whatever the host NQN (even with --duplicate-connect).
+	p.setPorts(t, fmt.Sprintf("ports:\n  - {id: 1, transport: rdma, address: %q, port: %d}\n  - {id: 2, transport: rdma, address: %q, port: %d}\n",
+		labAddr, portRDMA, labAddr, mpPort2))
+	state := filepath.Join(dir, "state") // restart-only: not by reload
 	b, err := os.ReadFile(p.cfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -129,9 +133,7 @@ func TestReservations(t *testing.T) {
 
 	ha, hb := newHost(t), newHost(t)
 	a := resvHost{host: ha, ctrl: "/dev/" + mpConnect(t, ha, sub, labAddr, portRDMA), id: ha.ID}
-	// nvme-cli sees a controller of the subsystem through this address already (A's) and
-	// would refuse B's without --duplicate-connect.
-	bh := resvHost{host: hb, ctrl: "/dev/" + mpConnect(t, hb, sub, labAddr, portRDMA, "--duplicate-connect"), id: hb.ID}
+	bh := resvHost{host: hb, ctrl: "/dev/" + mpConnect(t, hb, sub, labAddr, mpPort2), id: hb.ID}
 
 	a.ok(t, "resv-register", "--nrkey=1", "--rrega=0", "--cptpl=3")
 	bh.ok(t, "resv-register", "--nrkey=2", "--rrega=0")
