@@ -135,8 +135,7 @@ func TestBench(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env.ours = &tgtProcess{bin: tgtBin, dir: filepath.Join(env.dir, "tgt")}
-	env.ours.Start(t, ospec)
+	env.ours, _ = startTgt(t, ospec, withDir(filepath.Join(env.dir, "tgt")))
 	oc := h.mustConnectPort(t, ospec.Subsystems[0].NQN, benchPortOurs, 1, 2)
 	env.devs = map[string]map[string]string{
 		bench.TargetOurs: {"memory": oc.blockDev(t, 1), "file": oc.blockDev(t, 2)},
