@@ -187,11 +187,9 @@ func mpFio(t *testing.T, dev, dir string, bs int, runtime time.Duration) <-chan 
 func TestMultipathANA(t *testing.T) {
 	h := newHost(t)
 	sub := nqn("multipath")
-	if targetKind == kindKernel {
-		t.Skip("the kernel target is changed through configfs, not nvmeof-tgt's API")
-	}
+	requireTgt(t, "ANA states set through nvmeof-tgt's configuration and API")
 	secondRDMAAddress(t)
-	p, dir := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
+	p, dir := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
 		NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 64*mib, 0, ""), memNS(2, 64*mib, 0, "")},
 	}}})
 	p.ctl(t, "ns", "ana-group", sub, "2", "2")
