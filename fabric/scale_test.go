@@ -1,8 +1,11 @@
 package fabric
 
 import (
+	"encoding/binary"
+	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,5 +157,96 @@ func TestNamespaceWorkersOnDemand(t *testing.T) {
 	// The loop queues' own goroutines come and go; the workers are at most Workers.
 	if g := runtime.NumGoroutine() - g1; g > workers+8 {
 		t.Errorf("%d more goroutines after three writes, want at most %d workers", g, workers)
+	}
+}
+
+// readLog reads n bytes of log page lid at offset off.
+func readLog(t *testing.T, h *host, lid uint8, n int, off uint64, retain bool) []byte {
+	t.Helper()
+	c := newCmd(nvme.OpAdminGetLogPage, 40)
+	c.SetGetLogPage(lid, uint32(n/4), off)
+	if retain {
+		c.SetCDW(10, c.CDW(10)|1<<15)
+	}
+	buf := make([]byte, n)
+	h.mustOK(withData(c, n), buf)
+	return buf
+}
+
+// discoveryNQNs reads the discovery log as libnvme 1.3 does (nvme_discovery_log): the
+// 1 KiB header, then the whole log in 4 KiB pieces, retaining the event but for the last. It
+// returns the generation of the header and of the whole log's first piece, and the NQNs.
+func discoveryNQNs(t *testing.T, h *host) (genHeader, genLog uint64, nqns []string) {
+	t.Helper()
+	hdr := readLog(t, h, nvme.LogDiscovery, nvme.DiscoveryLogHeaderSize, 0, true)
+	genHeader = binary.LittleEndian.Uint64(hdr[0:])
+	numrec := binary.LittleEndian.Uint64(hdr[8:])
+	size := nvme.DiscoveryLogHeaderSize + int(numrec)*nvme.DiscoveryLogEntrySize
+	log := make([]byte, 0, size)
+	for off := 0; off < size; off += 4096 {
+		n := min(4096, size-off)
+		log = append(log, readLog(t, h, nvme.LogDiscovery, n, uint64(off), off+n < size)...)
+	}
+	genLog = binary.LittleEndian.Uint64(log[0:])
+	if got := binary.LittleEndian.Uint64(log[8:]); got != numrec {
+		t.Fatalf("NUMREC %d in the log, %d in its header", got, numrec)
+	}
+	for i := 0; i < int(numrec); i++ {
+		e := log[nvme.DiscoveryLogHeaderSize+i*nvme.DiscoveryLogEntrySize:][:nvme.DiscoveryLogEntrySize]
+		nqns = append(nqns, strings.TrimRight(string(e[256:512]), "\x00"))
+	}
+	return genHeader, genLog, nqns
+}
+
+// TestDiscoveryLogInPieces: 256 subsystems make a 257 KiB discovery log, which the host reads
+// in 4 KiB pieces at increasing offsets; every subsystem is in it once.
+func TestDiscoveryLogInPieces(t *testing.T) {
+	r := newRig(t)
+	want := []string{testNQN}
+	for i := 1; i < 256; i++ {
+		nqn := fmt.Sprintf("%s-%03d", testNQN, i)
+		if _, err := r.tgt.AddSubsystem(SubsystemConfig{NQN: nqn, AllowAnyHost: true}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, nqn)
+	}
+	disc, _ := r.adminConnect(nvme.DiscoveryNQN, testHostNQN, 0)
+	g1, g2, got := discoveryNQNs(t, disc)
+	if g1 != g2 {
+		t.Fatalf("generation %d in the header, %d in the log, with nothing changed", g1, g2)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("discovery log lists %d subsystems, want the %d", len(got), len(want))
+	}
+}
+
+// TestDiscoveryLogGenerationFirst: a subsystem added while a log is being built. The log
+// carries the generation from before the change, so that a host comparing it with its next
+// read sees the change and reads again (libnvme retries while the generation moves); with the
+// later generation, the host would keep a log that lacks the subsystem.
+func TestDiscoveryLogGenerationFirst(t *testing.T) {
+	r := newRig(t)
+	disc, _ := r.adminConnect(nvme.DiscoveryNQN, testHostNQN, 0)
+	late := testNQN + "-late"
+	var once sync.Once
+	discoveryListed = func() {
+		once.Do(func() {
+			if _, err := r.tgt.AddSubsystem(SubsystemConfig{NQN: late, AllowAnyHost: true}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(func() { discoveryListed = func() {} })
+	first := readLog(t, disc, nvme.LogDiscovery, 4096, 0, false)
+	second := readLog(t, disc, nvme.LogDiscovery, 4096, 0, false)
+	n1, n2 := binary.LittleEndian.Uint64(first[8:]), binary.LittleEndian.Uint64(second[8:])
+	g1, g2 := binary.LittleEndian.Uint64(first[0:]), binary.LittleEndian.Uint64(second[0:])
+	if n1 != 1 || n2 != 2 {
+		t.Fatalf("records %d then %d, want 1 (built before the change) then 2", n1, n2)
+	}
+	if g1 == g2 {
+		t.Fatalf("generation %d on the log built before the change and on the one after", g1)
 	}
 }
