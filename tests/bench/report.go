@@ -322,7 +322,11 @@ func scaleMarkdown(b *strings.Builder, sc *ScaleRun) {
 
 // memText is a MemSample in KiB or MiB.
 func memText(m MemSample) string {
-	return fmt.Sprintf("RSS %s, heap %s, %.1f goroutines", bytesText(m.RSS), bytesText(m.Heap), m.Goroutines)
+	g := m.Goroutines
+	if math.Abs(g) < 0.05 {
+		g = 0 // not "-0.0"
+	}
+	return fmt.Sprintf("RSS %s, heap %s, %.1f goroutines", bytesText(m.RSS), bytesText(m.Heap), g)
 }
 
 func bytesText(v float64) string {

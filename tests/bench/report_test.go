@@ -418,7 +418,7 @@ func TestMarkdownScale(t *testing.T) {
 		FileLoaded:        MemSample{RSS: 70 << 20, Heap: 50 << 20},
 	}
 	onlySubsystems := sample()
-	onlySubsystems.Scale = &ScaleRun{Subsystems: 4, ConnectSeconds: 1, Connected: MemSample{RSS: 4096}}
+	onlySubsystems.Scale = &ScaleRun{Subsystems: 4, ConnectSeconds: 1, Idle: MemSample{Goroutines: 12}, Connected: MemSample{RSS: 4096, Goroutines: 11.9}}
 	for _, tc := range []struct {
 		name    string
 		r       *Results
@@ -435,7 +435,7 @@ func TestMarkdownScale(t *testing.T) {
 			"| per memory namespace (1 MiB, untouched) | RSS 20.0 KiB, heap 20.0 KiB, 0.0 goroutines |",
 			"| per file namespace, never used | RSS 20.0 KiB, heap 20.0 KiB, 0.0 goroutines |",
 		}, []string{"Not measured.\n\n## Notes"}},
-		{"subsystems only", onlySubsystems, []string{"| host connects to 4 subsystems", "| per controller (admin + 1 I/O queue) | RSS 1.0 KiB"},
+		{"subsystems only", onlySubsystems, []string{"| host connects to 4 subsystems", "| per controller (admin + 1 I/O queue) | RSS 1.0 KiB, heap 0.0 KiB, 0.0 goroutines |"},
 			[]string{"namespaces of one subsystem", "file namespace"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

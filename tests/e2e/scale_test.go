@@ -79,7 +79,11 @@ type tgtMem struct {
 }
 
 func (m tgtMem) String() string {
-	return fmt.Sprintf("RSS %s, heap %s, %.1f goroutines", memText(m.RSS), memText(m.Heap), m.Goroutines)
+	g := m.Goroutines
+	if g > -0.05 && g < 0.05 {
+		g = 0 // not "-0.0"
+	}
+	return fmt.Sprintf("RSS %s, heap %s, %.1f goroutines", memText(m.RSS), memText(m.Heap), g)
 }
 
 func memText(v float64) string {
