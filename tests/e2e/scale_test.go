@@ -52,13 +52,8 @@ func scaleTarget(t *testing.T, dir string, spec Spec, extra string) *tgtProcess 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p := &tgtProcess{bin: tgtBin, dir: dir, keepConfig: true, env: []string{"NVMEOF_TGT_METRICS_PPROF=true"}}
-	// Start puts the API socket in place of the empty one.
-	cfg := tgtConfigYAML(spec, nil, "") + extra
-	if err := os.WriteFile(filepath.Join(dir, "nvmeof-tgt.yaml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p.Start(t, spec)
+	p, _ := startTgt(t, spec, withDir(dir), withEnv("NVMEOF_TGT_METRICS_PPROF=true"),
+		withConfigEdit(func(y string) string { return y + extra }))
 	return p
 }
 
@@ -316,7 +311,7 @@ func raiseFileLimit(t *testing.T) {
 // reload writes r.spec to the target's configuration file and reloads it.
 func (r *nsScale) reload(t *testing.T) time.Duration {
 	t.Helper()
-	if err := os.WriteFile(r.p.cfgPath, []byte(tgtConfigYAML(r.spec, nil, r.p.apiSock)), 0o600); err != nil {
+	if err := os.WriteFile(r.p.cfgPath, []byte(r.p.configYAML(t, r.spec)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -331,9 +326,7 @@ func (r *nsScale) reload(t *testing.T) time.Duration {
 // target, another subsystem's host keeps its keep-alives and its I/O.
 func TestScaleNamespaces(t *testing.T) {
 	subA, subB, subC := nqn("scale-ns"), nqn("scale-ns-other"), nqn("scale-ns-idle")
-	if targetKind == kindKernel {
-		t.Skip("nvmeof-tgt only: it changes namespaces through nvmeof-tgt's API and reads its metrics")
-	}
+	requireTgt(t, "it changes namespaces through nvmeof-tgt's API and reads its metrics")
 	dir := testDir(t)
 	dumpDmesgOnFailure(t, dir)
 	r := seeNamespaces(t, dir, subA, scaleNamespaces, []Subsystem{
@@ -659,9 +652,7 @@ func deleteControllersOf(t *testing.T, hostnqn string) {
 // discovery log, which libnvme reads in 4 KiB pieces), nvme connect-all connects to all of
 // them, nvme list-subsys lists them live, and their keep-alives hold.
 func TestScaleSubsystems(t *testing.T) {
-	if targetKind == kindKernel {
-		t.Skip("nvmeof-tgt only: it sets nvmeof-tgt's limits and reads its metrics")
-	}
+	requireTgt(t, "it sets nvmeof-tgt's limits and reads its metrics")
 	dir := testDir(t)
 	dumpDmesgOnFailure(t, dir)
 	r := startSubsystems(t, dir, scaleSubsystems)
