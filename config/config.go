@@ -23,24 +23,52 @@ import (
 
 // Config is the whole target configuration.
 type Config struct {
-	Ports      []Port      `mapstructure:"ports"`
+	Ports []Port `mapstructure:"ports"`
+	// Referrals are other targets' discovery services, listed in the
+	// discovery log of every port.
+	Referrals  []Referral  `mapstructure:"referrals"`
 	Subsystems []Subsystem `mapstructure:"subsystems"`
 	Discovery  Discovery   `mapstructure:"discovery"`
-	RDMA       RDMA        `mapstructure:"rdma"`
-	Controller Controller  `mapstructure:"controller"`
-	Metrics    Metrics     `mapstructure:"metrics"`
-	API        API         `mapstructure:"api"`
-	Log        Log         `mapstructure:"log"`
+	// StateDir is where state that outlives the process is kept:
+	// reservations that persist through power loss. Default
+	// limits.StateDir; "" keeps none (hosts cannot set PTPL).
+	StateDir string `mapstructure:"state_dir"`
+	// ANATransitionTime is ANATT, reported to hosts: how long a group
+	// may stay in change. Default limits.ANATransitionTime.
+	ANATransitionTime time.Duration `mapstructure:"ana_transition_time"`
+	RDMA              RDMA          `mapstructure:"rdma"`
+	Controller        Controller    `mapstructure:"controller"`
+	Metrics           Metrics       `mapstructure:"metrics"`
+	API               API           `mapstructure:"api"`
+	Log               Log           `mapstructure:"log"`
 }
 
 // Port is one listening address.
 type Port struct {
+	// ID is the NVMe port ID (PORTID in the discovery log), 1..65519,
+	// unique; 0 (unset) takes the port's 1-based position in the list.
+	ID int `mapstructure:"id"`
 	// Transport is "rdma", or "loop" for tests.
 	Transport string `mapstructure:"transport"`
 	// Address is an IPv4 or IPv6 literal; "0.0.0.0" or "::" listens on all.
 	Address string `mapstructure:"address"`
 	// Port is the service port, 4420 (the IANA NVMe-oF port) when unset.
 	Port int `mapstructure:"port"`
+	// ANAGroups is the ANA state, through this port, of each group ID
+	// ("1".."128"): optimized, non-optimized, inaccessible,
+	// persistent-loss or change (nvmet's names). A group left out is
+	// optimized.
+	ANAGroups map[string]string `mapstructure:"ana_groups"`
+}
+
+// Referral is another target's discovery service.
+type Referral struct {
+	Transport string `mapstructure:"transport"`
+	Address   string `mapstructure:"address"`
+	// Port is its service port, 4420 when unset.
+	Port int `mapstructure:"port"`
+	// PortID is the PORTID the discovery log shows for it; default 0.
+	PortID int `mapstructure:"port_id"`
 }
 
 // Subsystem is one NVM subsystem and the hosts allowed to connect to it.
@@ -57,7 +85,15 @@ type Subsystem struct {
 	// subsystems.
 	Serial string `mapstructure:"serial"`
 	// Model defaults to limits.Model, "nvmeof-tgt".
-	Model      string      `mapstructure:"model"`
+	Model string `mapstructure:"model"`
+	// Ports are the IDs of the ports that serve the subsystem; empty:
+	// every port.
+	Ports []int `mapstructure:"ports"`
+	// CNTLIDMin and CNTLIDMax bound the controller IDs this target hands
+	// out: default 1..65519 (FFEFh). Two targets serving one subsystem
+	// get disjoint ranges.
+	CNTLIDMin  int         `mapstructure:"cntlid_min"`
+	CNTLIDMax  int         `mapstructure:"cntlid_max"`
 	Namespaces []Namespace `mapstructure:"namespaces"`
 }
 
@@ -90,9 +126,11 @@ type Namespace struct {
 	// by default. Left empty it is derived from the UUID (ResolvedNGUID).
 	NGUID HexID `mapstructure:"nguid"`
 	// EUI64 is 16 hex digits; left empty the namespace has none.
-	EUI64      HexID `mapstructure:"eui64"`
-	ReadOnly   bool  `mapstructure:"read_only"`
-	BufferedIO bool  `mapstructure:"buffered_io"`
+	EUI64 HexID `mapstructure:"eui64"`
+	// ANAGroup is the namespace's ANA group, 1..128; default 1.
+	ANAGroup   uint32 `mapstructure:"ana_group"`
+	ReadOnly   bool   `mapstructure:"read_only"`
+	BufferedIO bool   `mapstructure:"buffered_io"`
 }
 
 // HexID is an identifier written in hex (a namespace's nguid, eui64). It
@@ -195,6 +233,8 @@ var scalarDefaults = []struct {
 	{"metrics.listen", "127.0.0.1:9771"},
 	{"metrics.pprof", false},
 	{"api.socket", DefaultAPISocket},
+	{"state_dir", limits.StateDir},
+	{"ana_transition_time", limits.ANATransitionTime},
 	{"log.level", "info"},
 	{"log.format", "text"},
 }
@@ -392,6 +432,14 @@ func (c *Config) ApplyDefaults() {
 		if p.Port == 0 {
 			p.Port = defaultPort
 		}
+		if p.ID == 0 {
+			p.ID = i + 1
+		}
+	}
+	for i := range c.Referrals {
+		if r := &c.Referrals[i]; r.Port == 0 {
+			r.Port = defaultPort
+		}
 	}
 	for i := range c.Subsystems {
 		s := &c.Subsystems[i]
@@ -401,6 +449,12 @@ func (c *Config) ApplyDefaults() {
 		if s.Model == "" {
 			s.Model = defaultModel
 		}
+		if s.CNTLIDMin == 0 {
+			s.CNTLIDMin = 1
+		}
+		if s.CNTLIDMax == 0 {
+			s.CNTLIDMax = cntlidMax
+		}
 		for j := range s.Namespaces {
 			n := &s.Namespaces[j]
 			if n.Backend == "" {
@@ -408,6 +462,9 @@ func (c *Config) ApplyDefaults() {
 			}
 			if n.BlockSize == 0 && n.Backend != BackendBlock {
 				n.BlockSize = defaultBlockSize
+			}
+			if n.ANAGroup == 0 {
+				n.ANAGroup = limits.ANAGroup
 			}
 		}
 	}

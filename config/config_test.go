@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,7 +89,7 @@ func TestLoadExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantPorts := []Port{{Transport: "rdma", Address: "10.255.0.1", Port: 4420}}
+	wantPorts := []Port{{ID: 1, Transport: "rdma", Address: "10.255.0.1", Port: 4420}}
 	if !reflect.DeepEqual(c.Ports, wantPorts) {
 		t.Errorf("ports = %+v, want %+v", c.Ports, wantPorts)
 	}
@@ -97,9 +98,11 @@ func TestLoadExample(t *testing.T) {
 		AllowAnyHost: true,
 		Serial:       limits.Serial("nqn.2026-11.io.example:disk1"),
 		Model:        "nvmeof-tgt",
+		CNTLIDMin:    1,
+		CNTLIDMax:    cntlidMax,
 		Namespaces: []Namespace{
-			{NSID: 1, Backend: "file", Path: "/var/lib/nvmeof-tgt/disk1.img", Size: 1 * GiB, BlockSize: 512},
-			{NSID: 2, Backend: "memory", Size: 256 * MiB, BlockSize: 512, UUID: "4f0e2c1a-0000-4000-8000-000000000002"},
+			{NSID: 1, Backend: "file", Path: "/var/lib/nvmeof-tgt/disk1.img", Size: 1 * GiB, BlockSize: 512, ANAGroup: 1},
+			{NSID: 2, Backend: "memory", Size: 256 * MiB, BlockSize: 512, UUID: "4f0e2c1a-0000-4000-8000-000000000002", ANAGroup: 1},
 		},
 	}}
 	if !reflect.DeepEqual(c.Subsystems, wantSubs) {
@@ -231,7 +234,7 @@ func TestLoadDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Ports) != 1 || c.Ports[0] != (Port{Transport: "rdma", Address: "0.0.0.0", Port: 4420}) {
+	if len(c.Ports) != 1 || !reflect.DeepEqual(c.Ports[0], Port{ID: 1, Transport: "rdma", Address: "0.0.0.0", Port: 4420}) {
 		t.Errorf("ports = %+v", c.Ports)
 	}
 	if len(c.Subsystems) != 1 {
@@ -241,7 +244,7 @@ func TestLoadDefault(t *testing.T) {
 	if s.NQN != "nqn.2026-11.io.nvmeof-tgt:mem0" || !s.AllowAnyHost || len(s.Hosts) != 0 {
 		t.Errorf("subsystem = %+v", s)
 	}
-	want := []Namespace{{NSID: 1, Backend: "memory", Size: 1 * GiB, BlockSize: 512}}
+	want := []Namespace{{NSID: 1, Backend: "memory", Size: 1 * GiB, BlockSize: 512, ANAGroup: 1}}
 	if !reflect.DeepEqual(s.Namespaces, want) {
 		t.Errorf("namespaces = %+v, want %+v", s.Namespaces, want)
 	}
@@ -343,10 +346,14 @@ func TestExampleFile(t *testing.T) {
 			section = m[1]
 		}
 		m := line.FindStringSubmatch(l)
-		if m == nil || section == "ports" || section == "subsystems" {
+		if m == nil || section == "ports" || section == "subsystems" || section == "referrals" {
 			continue
 		}
-		commented[section+"."+m[1]] = true
+		key := section + "." + m[1]
+		if !strings.HasPrefix(l, " ") {
+			key = m[1] // a top-level scalar
+		}
+		commented[key] = true
 		if m[2] != m[3] {
 			t.Errorf("example line %d: %s.%s is %s but its comment says default %s", i+1, section, m[1], m[2], m[3])
 		}
@@ -463,4 +470,62 @@ func structKeys(t reflect.Type) []string {
 		}
 	}
 	return keys
+}
+
+// TestLoadMultipath loads the multipath keys as the documentation writes
+// them: ANA group states keyed by number, in block and flow style.
+func TestLoadMultipath(t *testing.T) {
+	c, err := loadYAML([]byte(`
+ports:
+  - id: 1
+    transport: rdma
+    address: 10.0.0.1
+    port: 4420
+    ana_groups:
+      2: non-optimized
+  - id: 2
+    transport: rdma
+    address: 10.0.0.1
+    port: 4421
+    ana_groups: {1: inaccessible, 2: optimized}
+referrals:
+  - {transport: rdma, address: 10.0.0.2, port: 4420, port_id: 1}
+state_dir: /var/lib/nvmeof-tgt
+ana_transition_time: 10s
+subsystems:
+  - nqn: nqn.2026-11.io.example:shared
+    allow_any_host: true
+    ports: [1, 2]
+    cntlid_min: 1
+    cntlid_max: 1000
+    namespaces:
+      - {nsid: 1, backend: memory, size: 1MiB, ana_group: 1}
+      - {nsid: 2, backend: memory, size: 1MiB, ana_group: 2}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Ports[0].ANAGroups, map[string]string{"2": "non-optimized"}) ||
+		!reflect.DeepEqual(c.Ports[1].ANAGroups, map[string]string{"1": "inaccessible", "2": "optimized"}) ||
+		c.Ports[1].ID != 2 {
+		t.Errorf("ports %+v", c.Ports)
+	}
+	if len(c.Referrals) != 1 || c.Referrals[0] != (Referral{Transport: "rdma", Address: "10.0.0.2", Port: 4420, PortID: 1}) {
+		t.Errorf("referrals %+v", c.Referrals)
+	}
+	s := c.Subsystems[0]
+	if !slices.Equal(s.Ports, []int{1, 2}) || s.CNTLIDMin != 1 || s.CNTLIDMax != 1000 || s.Namespaces[1].ANAGroup != 2 {
+		t.Errorf("subsystem %+v", s)
+	}
+	if c.StateDir != "/var/lib/nvmeof-tgt" || c.ANATransitionTime != 10*time.Second {
+		t.Errorf("state_dir %q ana_transition_time %v", c.StateDir, c.ANATransitionTime)
+	}
+	// And it writes back to the same.
+	out, err := Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := loadYAML(out); err != nil || !reflect.DeepEqual(back, c) {
+		t.Fatalf("round trip: %v\n%s", err, out)
+	}
 }

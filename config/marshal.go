@@ -3,6 +3,7 @@ package config
 import (
 	"encoding"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -26,7 +27,10 @@ func Marshal(c *Config) ([]byte, error) {
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Type().Field(i)
 		key := keyOf(f)
-		omitZero := key == "ports" || key == "subsystems" || key == "discovery"
+		omitZero := key == "ports" || key == "referrals" || key == "subsystems" || key == "discovery"
+		if key == "referrals" && v.Field(i).Len() == 0 {
+			continue // most configurations have none
+		}
 		n, err := node(v.Field(i), omitZero)
 		if err != nil {
 			return nil, fmt.Errorf("marshal %s: %w", key, err)
@@ -90,6 +94,18 @@ func node(v reflect.Value, omitZero bool) (*yaml.Node, error) {
 			s.Content = append(s.Content, n)
 		}
 		return s, nil
+	case reflect.Map:
+		m := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return mapKeyCompare(a.String(), b.String()) })
+		for _, k := range keys {
+			n, err := node(v.MapIndex(k), omitZero)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			m.Content = append(m.Content, yamlString(k.String()), n)
+		}
+		return m, nil
 	case reflect.String:
 		return yamlString(v.String()), nil
 	case reflect.Bool:
@@ -102,10 +118,25 @@ func node(v reflect.Value, omitZero bool) (*yaml.Node, error) {
 	return nil, fmt.Errorf("cannot write a %s", v.Type())
 }
 
+// mapKeyCompare orders map keys numerically where they are numbers (ANA
+// group IDs), so that "10" comes after "9".
+func mapKeyCompare(a, b string) int {
+	x, errX := strconv.Atoi(a)
+	y, errY := strconv.Atoi(b)
+	if errX == nil && errY == nil {
+		return x - y
+	}
+	return strings.Compare(a, b)
+}
+
 // Clone returns a deep copy of c, to change without touching c.
 func (c *Config) Clone() *Config {
 	d := *c
 	d.Ports = slices.Clone(c.Ports)
+	for i := range d.Ports {
+		d.Ports[i].ANAGroups = maps.Clone(c.Ports[i].ANAGroups)
+	}
+	d.Referrals = slices.Clone(c.Referrals)
 	d.Subsystems = slices.Clone(c.Subsystems)
 	for i := range d.Subsystems {
 		s := &d.Subsystems[i]
@@ -113,6 +144,7 @@ func (c *Config) Clone() *Config {
 		s.DHCHAPHashes = slices.Clone(s.DHCHAPHashes)
 		s.DHCHAPDHGroups = slices.Clone(s.DHCHAPDHGroups)
 		s.Namespaces = slices.Clone(s.Namespaces)
+		s.Ports = slices.Clone(s.Ports)
 	}
 	d.Discovery.Hosts = slices.Clone(c.Discovery.Hosts)
 	return &d

@@ -75,6 +75,7 @@ type hostKeys struct {
 	hash, dhgroup string
 
 	used     bool // some subsystem makes it authenticate
+	skipped  bool // a subsystem skipped for its ports would
 	resolved bool
 	why      string // why its keys cannot be carried, once resolved
 	host     Host   // the entry with its keys, once resolved
@@ -281,11 +282,29 @@ func defaultNames(attr string) []string {
 	return out
 }
 
-// unusedKeys notes the keys of hosts that no subsystem makes
-// authenticate: nvmet never asked for them, so nothing is lost.
+// skipKeys marks the hosts with keys that a subsystem skipped for its
+// ports would make authenticate: their keys are not carried either.
+func (im *importer) skipKeys(m map[string]any) {
+	if s, _ := scalar(asMap(m["attr"])["allow_any_host"]); s == "1" {
+		return
+	}
+	for _, h := range asList(m["allowed_hosts"]) {
+		nqn, _ := scalar(h)
+		if hk := im.hostKeys[nqn]; hk != nil {
+			hk.skipped = true
+		}
+	}
+}
+
+// unusedKeys notes the keys of hosts that no carried subsystem makes
+// authenticate: nvmet never asked for them here, so nothing is lost.
 func (im *importer) unusedKeys() {
 	for _, hk := range im.hostOrder {
-		if (hk.key != "" || hk.ctrlKey != "") && !hk.used {
+		switch {
+		case (hk.key == "" && hk.ctrlKey == "") || hk.used:
+		case hk.skipped:
+			im.note(hk.path+".dhchap", "keys of %s not carried: only subsystems skipped for their ports (above) make it authenticate", hk.nqn)
+		default:
 			im.note(hk.path+".dhchap", "keys of %s not carried: no subsystem closed to other hosts allows it, so nvmet never asked it to authenticate", hk.nqn)
 		}
 	}

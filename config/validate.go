@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -25,6 +26,9 @@ type FieldError struct {
 	Msg string
 }
 
+// cntlidMax is nvme.CNTLIDMax as the int the file's keys are.
+const cntlidMax = int(nvme.CNTLIDMax)
+
 func (e *FieldError) Error() string { return e.Key + ": " + e.Msg }
 
 type problems []error
@@ -40,7 +44,16 @@ func (p *problems) add(key, format string, args ...any) {
 func (c *Config) Validate() error {
 	var p problems
 	c.validatePorts(&p)
+	c.validateReferrals(&p)
 	c.validateSubsystems(&p)
+	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
+		p.add("state_dir", "%q: want an absolute path, or \"\" for none", c.StateDir)
+	}
+	// ANATT is a byte of seconds; 0 would make the Linux host reset a
+	// controller as soon as a group is in change.
+	if c.ANATransitionTime < time.Second || c.ANATransitionTime > 255*time.Second {
+		p.add("ana_transition_time", "%v: want 1s..255s", c.ANATransitionTime)
+	}
 	for j, h := range c.Discovery.Hosts {
 		hk := fmt.Sprintf("discovery.hosts[%d]", j)
 		if err := nvme.CheckNQN(h.NQN); err != nil {
@@ -65,8 +78,26 @@ func (c *Config) validatePorts(p *problems) {
 		port      int
 	}
 	seen := make(map[listenKey]int)
+	ids := make(map[int]int)
 	for i, pt := range c.Ports {
 		k := fmt.Sprintf("ports[%d]", i)
+		switch j, dup := ids[pt.ID]; {
+		case pt.ID < 1 || pt.ID > nvme.PortIDMax:
+			p.add(k+".id", "%d is out of range 1..%d", pt.ID, nvme.PortIDMax)
+		case dup:
+			p.add(k+".id", "%d is also the ID of ports[%d]", pt.ID, j)
+		default:
+			ids[pt.ID] = i
+		}
+		for g, state := range pt.ANAGroups {
+			gk := k + ".ana_groups." + g
+			if id, err := strconv.Atoi(g); err != nil || id < 1 || id > limits.ANAGroups {
+				p.add(gk, "%q is not an ANA group ID (want 1..%d)", g, limits.ANAGroups)
+			}
+			if _, ok := nvme.ParseANAState(state); !ok {
+				p.add(gk, "%q is not an ANA state (want optimized, non-optimized, inaccessible, persistent-loss or change)", state)
+			}
+		}
 		switch pt.Transport {
 		case "rdma", "loop":
 		default:
@@ -133,6 +164,7 @@ func (c *Config) validateSubsystems(p *problems) {
 			p.add(k+".allow_any_host", "true while hosts lists %d hosts: set one or the other", len(s.Hosts))
 		}
 
+		c.validatePortsOf(p, k, s)
 		if err := checkIdentifyString(s.Serial, 20); err != nil {
 			p.add(k+".serial", "%v", err)
 		}
@@ -153,6 +185,9 @@ func (c *Config) validateSubsystems(p *problems) {
 				nsids[n.NSID] = j
 			}
 			n.validate(p, nk)
+			if n.ANAGroup < 1 || n.ANAGroup > limits.ANAGroups {
+				p.add(nk+".ana_group", "%d is out of range 1..%d", n.ANAGroup, limits.ANAGroups)
+			}
 			n.uniqueIDs(p, nk, s.NQN, nguids, eui64s)
 			if dupNSID && n.UUID == "" {
 				continue // its derived UUID repeats too: one problem is enough
@@ -399,4 +434,48 @@ func checkIdentifyString(s string, limit int) error {
 		}
 	}
 	return nil
+}
+
+func (c *Config) validateReferrals(p *problems) {
+	for i, r := range c.Referrals {
+		k := fmt.Sprintf("referrals[%d]", i)
+		switch r.Transport {
+		case "rdma", "loop":
+		default:
+			p.add(k+".transport", "%q is not a transport (want rdma or loop)", r.Transport)
+		}
+		if _, err := netip.ParseAddr(r.Address); err != nil {
+			p.add(k+".address", "%q is not an IP address", r.Address)
+		}
+		if r.Port < 1 || r.Port > 65535 {
+			p.add(k+".port", "%d is out of range 1..65535", r.Port)
+		}
+		if r.PortID < 0 || r.PortID > nvme.PortIDMax {
+			p.add(k+".port_id", "%d is out of range 0..%d", r.PortID, nvme.PortIDMax)
+		}
+	}
+}
+
+// validatePortsOf checks a subsystem's ports and controller ID range.
+func (c *Config) validatePortsOf(p *problems, k string, s Subsystem) {
+	seen := make(map[int]int)
+	for j, id := range s.Ports {
+		pk := fmt.Sprintf("%s.ports[%d]", k, j)
+		if prev, dup := seen[id]; dup {
+			p.add(pk, "%d is also ports[%d]", id, prev)
+			continue
+		}
+		seen[id] = j
+		if !slices.ContainsFunc(c.Ports, func(pt Port) bool { return pt.ID == id }) {
+			p.add(pk, "%d is the ID of no port", id)
+		}
+	}
+	switch {
+	case s.CNTLIDMin < 1 || s.CNTLIDMin > cntlidMax:
+		p.add(k+".cntlid_min", "%d is out of range 1..%d", s.CNTLIDMin, cntlidMax)
+	case s.CNTLIDMax < 1 || s.CNTLIDMax > cntlidMax:
+		p.add(k+".cntlid_max", "%d is out of range 1..%d", s.CNTLIDMax, cntlidMax)
+	case s.CNTLIDMin > s.CNTLIDMax:
+		p.add(k+".cntlid_max", "%d is below cntlid_min %d", s.CNTLIDMax, s.CNTLIDMin)
+	}
 }

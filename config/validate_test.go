@@ -41,6 +41,34 @@ func TestValidateRejects(t *testing.T) {
 		{"port too big", func(c *Config) { c.Ports[0].Port = 65536 }, "ports[0].port", ""},
 		{"port negative", func(c *Config) { c.Ports[0].Port = -1 }, "ports[0].port", ""},
 		{"duplicate port", func(c *Config) { c.Ports = append(c.Ports, c.Ports[0]) }, "ports[1]", "ports[0]"},
+		{"port ID zero", func(c *Config) { c.Ports[0].ID = 0 }, "ports[0].id", "1..65519"},
+		{"port ID reserved", func(c *Config) { c.Ports[0].ID = 0xfff0 }, "ports[0].id", "1..65519"},
+		{"duplicate port ID", func(c *Config) {
+			c.Ports = append(c.Ports, Port{ID: 1, Transport: "rdma", Address: "10.255.0.1", Port: 4421})
+		}, "ports[1].id", "also the ID of ports[0]"},
+		{"ANA group 0", func(c *Config) { c.Ports[0].ANAGroups = map[string]string{"0": "optimized"} }, "ports[0].ana_groups.0", "1..128"},
+		{"ANA group 129", func(c *Config) { c.Ports[0].ANAGroups = map[string]string{"129": "optimized"} }, "ports[0].ana_groups.129", ""},
+		{"ANA group not a number", func(c *Config) { c.Ports[0].ANAGroups = map[string]string{"one": "optimized"} }, "ports[0].ana_groups.one", ""},
+		{"ANA state", func(c *Config) { c.Ports[0].ANAGroups = map[string]string{"2": "fast"} }, "ports[0].ana_groups.2", `"fast"`},
+		{"referral transport", func(c *Config) {
+			c.Referrals = []Referral{{Transport: "tcp", Address: "10.0.0.2", Port: 4420}}
+		}, "referrals[0].transport", ""},
+		{"referral address", func(c *Config) {
+			c.Referrals = []Referral{{Transport: "rdma", Address: "target2", Port: 4420}}
+		}, "referrals[0].address", ""},
+		{"referral port ID", func(c *Config) {
+			c.Referrals = []Referral{{Transport: "rdma", Address: "10.0.0.2", Port: 4420, PortID: 70000}}
+		}, "referrals[0].port_id", ""},
+		{"state_dir relative", func(c *Config) { c.StateDir = "state" }, "state_dir", "absolute"},
+		{"ana_transition_time zero", func(c *Config) { c.ANATransitionTime = 0 }, "ana_transition_time", "1s..255s"},
+		{"ana_transition_time long", func(c *Config) { c.ANATransitionTime = 256 * time.Second }, "ana_transition_time", ""},
+		{"subsystem port unknown", func(c *Config) { c.Subsystems[0].Ports = []int{7} }, "subsystems[0].ports[0]", "no port"},
+		{"subsystem port twice", func(c *Config) { c.Subsystems[0].Ports = []int{1, 1} }, "subsystems[0].ports[1]", "also ports[0]"},
+		{"cntlid_min zero", func(c *Config) { c.Subsystems[0].CNTLIDMin = 0 }, "subsystems[0].cntlid_min", ""},
+		{"cntlid_max reserved", func(c *Config) { c.Subsystems[0].CNTLIDMax = 0xfff0 }, "subsystems[0].cntlid_max", ""},
+		{"cntlid range reversed", func(c *Config) { c.Subsystems[0].CNTLIDMin, c.Subsystems[0].CNTLIDMax = 100, 10 }, "subsystems[0].cntlid_max", "below"},
+		{"ana_group 0", func(c *Config) { ns(c, 0).ANAGroup = 0 }, "subsystems[0].namespaces[0].ana_group", ""},
+		{"ana_group 129", func(c *Config) { ns(c, 0).ANAGroup = 129 }, "subsystems[0].namespaces[0].ana_group", "1..128"},
 		{"duplicate mapped address", func(c *Config) {
 			c.Ports = append(c.Ports, Port{Transport: "rdma", Address: "::ffff:10.255.0.1", Port: 4420})
 		}, "ports[1]", "ports[0]"},
@@ -227,15 +255,15 @@ func TestValidateAccepts(t *testing.T) {
 		{"ipv6 any", func(c *Config) { c.Ports[0].Address = "::" }},
 		{"ipv6 link-local with zone", func(c *Config) { c.Ports[0].Address = "fe80::1%eth0" }},
 		{"two ports", func(c *Config) {
-			c.Ports = append(c.Ports, Port{Transport: "rdma", Address: "10.255.0.1", Port: 4421},
-				Port{Transport: "loop", Address: "10.255.0.1", Port: 4420})
+			c.Ports = append(c.Ports, Port{ID: 2, Transport: "rdma", Address: "10.255.0.1", Port: 4421},
+				Port{ID: 3, Transport: "loop", Address: "10.255.0.1", Port: 4420})
 		}},
 		{"existing file without size", func(c *Config) { ns(c, 0).Path, ns(c, 0).Size = existing, 0 }},
 		// Validate leaves the machine to CheckPaths.
 		{"missing file without size", func(c *Config) { ns(c, 0).Size = 0 }},
 		{"file is a directory", func(c *Config) { ns(c, 0).Path = t.TempDir() }},
 		{"block with device block size", func(c *Config) {
-			*ns(c, 0) = Namespace{NSID: 1, Backend: "block", Path: "/dev/nvme0n1"}
+			*ns(c, 0) = Namespace{NSID: 1, Backend: "block", Path: "/dev/nvme0n1", ANAGroup: 1}
 		}},
 		{"block size 4096", func(c *Config) { ns(c, 1).BlockSize = 4096 }},
 		{"nguid and eui64", func(c *Config) {
@@ -249,6 +277,16 @@ func TestValidateAccepts(t *testing.T) {
 		{"mdts bounds", func(c *Config) { c.RDMA.MDTS, c.RDMA.IOUnitSize = 4*KiB, 4*KiB }},
 		{"mdts 16MiB", func(c *Config) { c.RDMA.MDTS, c.RDMA.IOUnitSize = 16*MiB, 16*MiB }},
 		{"metrics disabled", func(c *Config) { c.Metrics.Listen = "" }},
+		{"multipath", func(c *Config) {
+			c.Ports = append(c.Ports, Port{ID: 2, Transport: "rdma", Address: "10.255.0.1", Port: 4421,
+				ANAGroups: map[string]string{"1": "inaccessible", "2": "optimized", "128": "change"}})
+			c.Ports[0].ANAGroups = map[string]string{"2": "non-optimized", "3": "persistent-loss"}
+			c.Referrals = []Referral{{Transport: "rdma", Address: "10.0.0.2", Port: 4420, PortID: 1}}
+			c.Subsystems[0].Ports = []int{2, 1}
+			c.Subsystems[0].CNTLIDMin, c.Subsystems[0].CNTLIDMax = 1, 1000
+			ns(c, 1).ANAGroup = 128
+			c.StateDir, c.ANATransitionTime = "", 255*time.Second
+		}},
 		{"metrics any", func(c *Config) { c.Metrics.Listen = ":9771" }},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -66,6 +67,10 @@ const (
 	pathHost       = pathHosts + "/{host}"
 	pathPorts      = "/v1/ports"
 	pathPort       = pathPorts + "/{transport}/{address}/{port}"
+	pathPortANA    = pathPorts + "/{id}/ana"
+	pathPortGroup  = pathPortANA + "/{group}"
+	pathSubPorts   = pathSubsystem + "/ports"
+	pathNSGroup    = pathNamespace + "/ana_group"
 )
 
 // route is a method on a path.
@@ -90,6 +95,10 @@ var (
 	routePorts           = route{http.MethodGet, pathPorts}
 	routeAddPort         = route{http.MethodPost, pathPorts}
 	routeRemovePort      = route{http.MethodDelete, pathPort}
+	routePortANA         = route{http.MethodGet, pathPortANA}
+	routeSetANAState     = route{http.MethodPut, pathPortGroup}
+	routeSetSubPorts     = route{http.MethodPut, pathSubPorts}
+	routeSetANAGroup     = route{http.MethodPut, pathNSGroup}
 )
 
 // pattern is the route as http.ServeMux takes it.
@@ -153,6 +162,10 @@ func (m *Manager) Handler() http.Handler {
 	})
 	mux.HandleFunc(routeAddPort.pattern(), m.addPortHTTP)
 	mux.HandleFunc(routeRemovePort.pattern(), m.removePortHTTP)
+	mux.HandleFunc(routePortANA.pattern(), m.portANAHTTP)
+	mux.HandleFunc(routeSetANAState.pattern(), m.setANAStateHTTP)
+	mux.HandleFunc(routeSetSubPorts.pattern(), m.setSubsystemPortsHTTP)
+	mux.HandleFunc(routeSetANAGroup.pattern(), m.setANAGroupHTTP)
 	return jsonErrors{mux}
 }
 
@@ -239,6 +252,9 @@ type SubsystemRequest struct {
 	Hosts        []string           `json:"hosts"`
 	Serial       string             `json:"serial,omitempty"`
 	Model        string             `json:"model,omitempty"`
+	Ports        []int              `json:"ports,omitempty"`
+	CNTLIDMin    int                `json:"cntlid_min,omitempty"`
+	CNTLIDMax    int                `json:"cntlid_max,omitempty"`
 	Namespaces   []NamespaceRequest `json:"namespaces,omitempty"`
 }
 
@@ -250,13 +266,17 @@ type NamespaceRequest struct {
 	Size       Size   `json:"size,omitempty"`
 	BlockSize  uint32 `json:"block_size,omitempty"`
 	UUID       string `json:"uuid,omitempty"`
+	NGUID      string `json:"nguid,omitempty"`
+	EUI64      string `json:"eui64,omitempty"`
+	ANAGroup   uint32 `json:"ana_group,omitempty"`
 	ReadOnly   bool   `json:"read_only,omitempty"`
 	BufferedIO bool   `json:"buffered_io,omitempty"`
 }
 
 func (n NamespaceRequest) config() config.Namespace {
 	return config.Namespace{NSID: n.NSID, Backend: n.Backend, Path: n.Path, Size: config.Bytes(n.Size),
-		BlockSize: n.BlockSize, UUID: n.UUID, ReadOnly: n.ReadOnly, BufferedIO: n.BufferedIO}
+		BlockSize: n.BlockSize, UUID: n.UUID, NGUID: config.HexID(n.NGUID), EUI64: config.HexID(n.EUI64),
+		ANAGroup: n.ANAGroup, ReadOnly: n.ReadOnly, BufferedIO: n.BufferedIO}
 }
 
 // ResizeRequest is the body of POST /v1/subsystems/{nqn}/namespaces/{nsid}/resize.
@@ -294,9 +314,29 @@ type HostInfo struct {
 
 // PortRequest is the body of POST /v1/ports. Port 0 means 4420.
 type PortRequest struct {
-	Transport string `json:"transport"`
-	Address   string `json:"address"`
-	Port      int    `json:"port,omitempty"`
+	// ID is the NVMe port ID; 0: the next after the highest in use.
+	ID        int               `json:"id,omitempty"`
+	Transport string            `json:"transport"`
+	Address   string            `json:"address"`
+	Port      int               `json:"port,omitempty"`
+	ANAGroups map[string]string `json:"ana_groups,omitempty"`
+}
+
+// ANAStateRequest is the body of PUT /v1/ports/{id}/ana/{group}.
+type ANAStateRequest struct {
+	State string `json:"state"`
+}
+
+// SubsystemPortsRequest is the body of PUT /v1/subsystems/{nqn}/ports:
+// the IDs of the ports that serve it, none for every port.
+type SubsystemPortsRequest struct {
+	Ports []int `json:"ports"`
+}
+
+// ANAGroupRequest is the body of PUT
+// /v1/subsystems/{nqn}/namespaces/{nsid}/ana_group.
+type ANAGroupRequest struct {
+	ANAGroup uint32 `json:"ana_group"`
 }
 
 // Size is a size in bytes that JSON gives as a number or as a string with
@@ -337,7 +377,7 @@ func (m *Manager) addSubsystemHTTP(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	sc := config.Subsystem{NQN: req.NQN, AllowAnyHost: req.AllowAnyHost, Hosts: hostsOf(req.Hosts), Serial: req.Serial, Model: req.Model}
+	sc := config.Subsystem{NQN: req.NQN, AllowAnyHost: req.AllowAnyHost, Hosts: hostsOf(req.Hosts), Serial: req.Serial, Model: req.Model, Ports: req.Ports, CNTLIDMin: req.CNTLIDMin, CNTLIDMax: req.CNTLIDMax}
 	for _, n := range req.Namespaces {
 		sc.Namespaces = append(sc.Namespaces, n.config())
 	}
@@ -568,7 +608,7 @@ func (m *Manager) addPortHTTP(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	p := config.Port{Transport: req.Transport, Address: req.Address, Port: req.Port}
+	p := config.Port{ID: req.ID, Transport: req.Transport, Address: req.Address, Port: req.Port, ANAGroups: req.ANAGroups}
 	if p.Port == 0 {
 		p.Port = 4420 // as config.ApplyDefaults, before looking for a duplicate
 	}
@@ -576,10 +616,104 @@ func (m *Manager) addPortHTTP(w http.ResponseWriter, r *http.Request) {
 		if slices.ContainsFunc(c.Ports, func(q config.Port) bool { return samePort(p, q) }) {
 			return conflict(fmt.Errorf("port %s: %w", portName(p), errExists))
 		}
+		if p.ID == 0 {
+			for _, q := range c.Ports {
+				p.ID = max(p.ID, q.ID)
+			}
+			p.ID++
+		} else if findPort(c, p.ID) != nil {
+			return conflict(fmt.Errorf("port ID %d: %w", p.ID, errExists))
+		}
 		c.Ports = append(c.Ports, p)
 		return nil
 	}, false)
 	writeResult(w, http.StatusCreated, res, err)
+}
+
+// portID parses the path's port ID, or writes a 400.
+func portID(w http.ResponseWriter, r *http.Request) (int, bool) {
+	id, err := strconv.Atoi(r.PathValue("id"))
+	if err != nil || id < 1 {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: port ID %q: want a number from 1", ErrInvalid, r.PathValue("id")))
+		return 0, false
+	}
+	return id, true
+}
+
+// portANAHTTP answers the ANA state of each group through a port: those of
+// the groups its namespaces use or the configuration names.
+func (m *Manager) portANAHTTP(w http.ResponseWriter, r *http.Request) {
+	id, ok := portID(w, r)
+	if !ok {
+		return
+	}
+	for _, p := range m.Status().Ports {
+		if int(p.ID) == id {
+			writeJSON(w, http.StatusOK, p.ANAGroups)
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, fmt.Errorf("port %d: %w", id, fabric.ErrNoPort))
+}
+
+// setANAStateHTTP sets one ANA group's state through a port, live.
+func (m *Manager) setANAStateHTTP(w http.ResponseWriter, r *http.Request) {
+	id, ok := portID(w, r)
+	if !ok {
+		return
+	}
+	var req ANAStateRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	group := r.PathValue("group")
+	res, err := m.Update(apiCaller(r), func(c *config.Config) error {
+		p := findPort(c, id)
+		if p == nil {
+			return notFound(fmt.Errorf("port %d: %w", id, fabric.ErrNoPort))
+		}
+		p.ANAGroups = maps.Clone(p.ANAGroups)
+		if p.ANAGroups == nil {
+			p.ANAGroups = map[string]string{}
+		}
+		p.ANAGroups[group] = req.State // Validate checks both
+		return nil
+	}, false)
+	writeResult(w, http.StatusOK, res, err)
+}
+
+// setSubsystemPortsHTTP sets the ports that serve a subsystem.
+func (m *Manager) setSubsystemPortsHTTP(w http.ResponseWriter, r *http.Request) {
+	var req SubsystemPortsRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
+		s.Ports = slices.Clone(req.Ports)
+		return nil
+	})
+	writeResult(w, http.StatusOK, res, err)
+}
+
+// setANAGroupHTTP moves a namespace to another ANA group, live.
+func (m *Manager) setANAGroupHTTP(w http.ResponseWriter, r *http.Request) {
+	id, ok := nsid(w, r)
+	if !ok {
+		return
+	}
+	var req ANAGroupRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
+		n := findNamespace(s, id)
+		if n == nil {
+			return notFound(fmt.Errorf("namespace %d of %s: %w", id, s.NQN, fabric.ErrNoNamespace))
+		}
+		n.ANAGroup = req.ANAGroup
+		return nil
+	})
+	writeResult(w, http.StatusOK, res, err)
 }
 
 func (m *Manager) removePortHTTP(w http.ResponseWriter, r *http.Request) {

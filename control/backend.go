@@ -59,7 +59,7 @@ func openNamespace(subnqn string, nc config.Namespace, log *slog.Logger) (backen
 		return backend{}, err
 	}
 	return backend{NamespaceConfig: fabric.NamespaceConfig{
-		NSID: nc.NSID, Device: dev, UUID: nc.ResolvedUUID(subnqn), NGUID: nc.ResolvedNGUID(subnqn), EUI64: nc.ResolvedEUI64(),
+		NSID: nc.NSID, Device: dev, UUID: nc.ResolvedUUID(subnqn), NGUID: nc.ResolvedNGUID(subnqn), EUI64: nc.ResolvedEUI64(), ANAGroup: nc.ANAGroup,
 		ReadOnly: nc.ReadOnly, Workers: workers,
 	}, undo: undo}, nil
 }

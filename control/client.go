@@ -209,6 +209,28 @@ func (c *Client) RemovePort(ctx context.Context, p PortRequest) (Result, error) 
 	return c.change(ctx, routeRemovePort, nil, p.Transport, p.Address, strconv.Itoa(p.Port))
 }
 
+// PortANA is the ANA state of each group through a port, by group ID.
+func (c *Client) PortANA(ctx context.Context, id int) (map[string]string, error) {
+	var out map[string]string
+	err := c.call(ctx, routePortANA, nil, &out, strconv.Itoa(id))
+	return out, err
+}
+
+// SetANAState sets one ANA group's state through a port.
+func (c *Client) SetANAState(ctx context.Context, id int, group string, state string) (Result, error) {
+	return c.change(ctx, routeSetANAState, ANAStateRequest{State: state}, strconv.Itoa(id), group)
+}
+
+// SetSubsystemPorts sets the ports that serve a subsystem (none: every port).
+func (c *Client) SetSubsystemPorts(ctx context.Context, nqn string, ports []int) (Result, error) {
+	return c.change(ctx, routeSetSubPorts, SubsystemPortsRequest{Ports: ports}, nqn)
+}
+
+// SetANAGroup moves a namespace to another ANA group.
+func (c *Client) SetANAGroup(ctx context.Context, nqn string, nsid, group uint32) (Result, error) {
+	return c.change(ctx, routeSetANAGroup, ANAGroupRequest{ANAGroup: group}, nqn, strconv.FormatUint(uint64(nsid), 10))
+}
+
 // change makes a change and returns its Result.
 func (c *Client) change(ctx context.Context, r route, in any, args ...string) (Result, error) {
 	var res Result

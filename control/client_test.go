@@ -101,6 +101,27 @@ func TestClient(t *testing.T) {
 	if err != nil || len(ports) != 2 || ports[1].Address != "::1" || ports[1].ID == 0 {
 		t.Fatalf("Ports: %+v %v", ports, err)
 	}
+	res, err = c.SetANAState(ctx, 2, "1", "inaccessible")
+	ok("SetANAState", res, err, "set the ANA states of port 2 to map[1:inaccessible]")
+	ana, err := c.PortANA(ctx, 2)
+	if err != nil || ana["1"] != "inaccessible" {
+		t.Fatalf("PortANA: %v %v", ana, err)
+	}
+	if _, err := c.SetANAState(ctx, 2, "1", "fast"); !IsInvalid(err) {
+		t.Fatalf("SetANAState with a bad state: %v", err)
+	}
+	if _, err := c.SetANAState(ctx, 9, "1", "optimized"); !IsNotFound(err) {
+		t.Fatalf("SetANAState of port 9: %v", err)
+	}
+	res, err = c.SetSubsystemPorts(ctx, subC, []int{2})
+	ok("SetSubsystemPorts", res, err, "serve "+subC+" on ports [2]")
+	res, err = c.SetANAGroup(ctx, subC, 1, 5)
+	ok("SetANAGroup", res, err, "move namespace 1 of "+subC+" to ANA group 5")
+	if s, _ := c.Subsystem(ctx, subC); !slices.Equal(s.Ports, []int{2}) || s.Namespaces[0].ANAGroup != 5 {
+		t.Fatalf("after: %+v", s)
+	}
+	res, err = c.SetSubsystemPorts(ctx, subC, nil)
+	ok("SetSubsystemPorts", res, err, "serve "+subC+" on ports []")
 	res, err = c.RemovePort(ctx, PortRequest{Transport: "loop", Address: "::1", Port: 4421})
 	ok("RemovePort", res, err, "remove port loop [::1]:4421")
 

@@ -40,7 +40,6 @@ type Manager struct {
 
 	mu      sync.Mutex
 	running *config.Config
-	ports   map[config.Port]uint16 // fabric port ID of each running port
 	// file is the configuration the file holds as the target last loaded
 	// or wrote it, and sum the SHA-256 of that content: persist keeps the
 	// file's restart-only keys, and refuses a file edited since.
@@ -67,7 +66,7 @@ func New(tgt *fabric.Target, cfg *config.Config, o Options) (*Manager, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	m := &Manager{tgt: tgt, path: o.Path, transport: o.Transport, log: o.Logger, ports: map[config.Port]uint16{}, file: cfg.Clone()}
+	m := &Manager{tgt: tgt, path: o.Path, transport: o.Transport, log: o.Logger, file: cfg.Clone()}
 	if o.Path != "" {
 		if o.Loaded == nil {
 			var err error
@@ -78,7 +77,7 @@ func New(tgt *fabric.Target, cfg *config.Config, o Options) (*Manager, error) {
 		m.sum = sha256.Sum256(o.Loaded)
 	}
 	empty := cfg.Clone()
-	empty.Ports, empty.Subsystems = nil, nil
+	empty.Ports, empty.Referrals, empty.Subsystems = nil, nil, nil
 	m.running = empty
 	steps, _, err := m.plan(empty, cfg, changeOpts{})
 	if err != nil {

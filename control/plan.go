@@ -3,6 +3,7 @@ package control
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -65,17 +66,41 @@ func (m *Manager) plan(old, next *config.Config, opts changeOpts) (steps []step,
 		removes, changes, adds = append(removes, r...), append(changes, c...), append(adds, a...)
 	}
 	changes = append(changes, m.planDiscovery(old.Discovery.Hosts, next.Discovery.Hosts)...)
+	if !reflect.DeepEqual(old.Referrals, next.Referrals) {
+		changes = append(changes, m.setReferrals(next.Referrals))
+	}
+	// Ports are known by ID. A port whose address changed is another
+	// listener; one whose ANA states alone changed stays, and its hosts
+	// with it.
 	for _, op := range old.Ports {
-		if !slices.Contains(next.Ports, op) {
+		np := findPort(next, op.ID)
+		if np == nil || !sameListener(op, *np) {
 			removes = append(removes, m.removePort(op))
 		}
 	}
 	for _, np := range next.Ports {
-		if !slices.Contains(old.Ports, np) {
+		switch op := findPort(old, np.ID); {
+		case op == nil || !sameListener(*op, np):
 			adds = append(adds, m.addPort(np))
+		case !maps.Equal(op.ANAGroups, np.ANAGroups):
+			changes = append(changes, m.setANAStates(np))
 		}
 	}
 	return slices.Concat(removes, changes, adds), restart, nil
+}
+
+// sameListener reports whether two ports listen on the same address.
+func sameListener(a, b config.Port) bool {
+	return a.ID == b.ID && a.Transport == b.Transport && a.Address == b.Address && a.Port == b.Port
+}
+
+func findPort(c *config.Config, id int) *config.Port {
+	for i := range c.Ports {
+		if c.Ports[i].ID == id {
+			return &c.Ports[i]
+		}
+	}
+	return nil
 }
 
 // planDiscovery sets the secrets of the hosts that must authenticate to the
@@ -115,6 +140,12 @@ func (m *Manager) planSubsystem(os, ns config.Subsystem, opts changeOpts) (remov
 	if os.AllowAnyHost && !ns.AllowAnyHost {
 		removes = append(removes, m.setAllowAnyHost(nqn, false))
 	}
+	if !slices.Equal(os.Ports, ns.Ports) {
+		changes = append(changes, m.setSubsystemPorts(nqn, ns.Ports))
+	}
+	if os.CNTLIDMin != ns.CNTLIDMin || os.CNTLIDMax != ns.CNTLIDMax {
+		changes = append(changes, m.setCNTLIDRange(ns))
+	}
 	for _, on := range os.Namespaces {
 		nn := findNamespace(&ns, on.NSID)
 		switch {
@@ -125,11 +156,17 @@ func (m *Manager) planSubsystem(os, ns config.Subsystem, opts changeOpts) (remov
 			// namespace go and the new one come.
 			removes = append(removes, m.removeNamespace(nqn, on.NSID))
 			adds = append(adds, m.addNamespace(nqn, *nn))
-		case on.Backend == config.BackendMemory:
-			if nn.Size != on.Size {
-				return nil, nil, nil, fmt.Errorf("namespace %d of %s: a memory namespace cannot change size; remove it and add it again", on.NSID, nqn)
-			}
+		case on.Backend == config.BackendMemory && nn.Size != on.Size:
+			return nil, nil, nil, fmt.Errorf("namespace %d of %s: a memory namespace cannot change size; remove it and add it again", on.NSID, nqn)
 		default:
+			if on.ANAGroup != nn.ANAGroup {
+				// Hosts stay: they re-read the ANA log.
+				changes = append(changes, m.setANAGroup(nqn, on.NSID, nn.ANAGroup))
+				on.ANAGroup = nn.ANAGroup
+			}
+			if on.Backend == config.BackendMemory {
+				break
+			}
 			st, err := m.planResize(nqn, on, *nn, opts)
 			if err != nil {
 				return nil, nil, nil, err
@@ -210,9 +247,10 @@ func (m *Manager) liveNamespace(nqn string, nsid uint32) *fabric.Namespace {
 	return nil
 }
 
-// sameBackend reports whether a and b differ at most in size.
+// sameBackend reports whether a and b differ at most in size and ANA
+// group, which change in place.
 func sameBackend(a, b config.Namespace) bool {
-	a.Size = b.Size
+	a.Size, a.ANAGroup = b.Size, b.ANAGroup
 	return a == b
 }
 
@@ -227,6 +265,12 @@ func staticChanges(old, next *config.Config) []string {
 		if !isStatic(sec) {
 			continue
 		}
+		if sec.Type.Kind() != reflect.Struct {
+			if !reflect.DeepEqual(ov.Field(i).Interface(), nv.Field(i).Interface()) {
+				keys = append(keys, tagOf(sec))
+			}
+			continue
+		}
 		for j := 0; j < sec.Type.NumField(); j++ {
 			if !reflect.DeepEqual(ov.Field(i).Field(j).Interface(), nv.Field(i).Field(j).Interface()) {
 				keys = append(keys, tagOf(sec)+"."+tagOf(sec.Type.Field(j)))
@@ -236,10 +280,11 @@ func staticChanges(old, next *config.Config) []string {
 	return keys
 }
 
-// isStatic reports whether a section of the configuration is set up at
-// start only: ports, subsystems and discovery change live.
+// isStatic reports whether a section or top-level key of the
+// configuration is set up at start only: ports, referrals, subsystems and
+// discovery change live; state_dir and ana_transition_time do not.
 func isStatic(sec reflect.StructField) bool {
-	return sec.Type.Kind() == reflect.Struct && sec.Type != reflect.TypeOf(config.Discovery{})
+	return sec.Type.Kind() != reflect.Slice && sec.Type != reflect.TypeOf(config.Discovery{})
 }
 
 // withRestartKeys is c with the keys that take effect only at the next

@@ -1,11 +1,12 @@
 package control
 
 import (
+	"maps"
+	"strconv"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
-
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -22,6 +23,9 @@ type PortStatus struct {
 	Transport string `json:"transport"`
 	Address   string `json:"address"`
 	Port      int    `json:"port"`
+	// ANAGroups is the state, through this port, of every ANA group a
+	// namespace is in or the configuration names.
+	ANAGroups map[string]string `json:"ana_groups"`
 	// State is PortLive or PortDown; Reason and DownSince say why and
 	// since when a port is down.
 	State     string     `json:"state"`
@@ -38,24 +42,27 @@ const (
 	PortDown = "down"
 )
 
-// portStatus is p, port ID id, in its state on tgt.
-func portStatus(tgt *fabric.Target, id uint16, p config.Port) PortStatus {
-	ps := PortStatus{ID: id, Transport: p.Transport, Address: p.Address, Port: p.Port, State: PortLive}
-	if st, ok := tgt.PortState(id); ok && st.Down {
+// portState sets ps's State, Reason and DownSince from tgt.
+func portState(tgt *fabric.Target, ps *PortStatus) {
+	ps.State = PortLive
+	if st, ok := tgt.PortState(ps.ID); ok && st.Down {
 		since := st.Since
 		ps.State, ps.Reason, ps.DownSince = PortDown, st.Reason, &since
 	}
-	return ps
 }
 
 // SubsystemStatus is one subsystem with its namespaces and allowed hosts.
 type SubsystemStatus struct {
-	NQN          string            `json:"nqn"`
-	AllowAnyHost bool              `json:"allow_any_host"`
-	Hosts        []string          `json:"hosts"`
-	Serial       string            `json:"serial"`
-	Model        string            `json:"model"`
-	Namespaces   []NamespaceStatus `json:"namespaces"`
+	NQN          string   `json:"nqn"`
+	AllowAnyHost bool     `json:"allow_any_host"`
+	Hosts        []string `json:"hosts"`
+	Serial       string   `json:"serial"`
+	Model        string   `json:"model"`
+	// Ports are the IDs of the ports that serve it; empty: every port.
+	Ports      []int             `json:"ports"`
+	CNTLIDMin  int               `json:"cntlid_min"`
+	CNTLIDMax  int               `json:"cntlid_max"`
+	Namespaces []NamespaceStatus `json:"namespaces"`
 }
 
 // NamespaceStatus is one namespace, its size as hosts see it.
@@ -67,6 +74,25 @@ type NamespaceStatus struct {
 	BlockSize uint32 `json:"block_size"`
 	ReadOnly  bool   `json:"read_only"`
 	UUID      string `json:"uuid"`
+	ANAGroup  uint32 `json:"ana_group"`
+	// Reservation is the namespace's persistent reservation, if any host
+	// registered.
+	Reservation *ReservationStatus `json:"reservation,omitempty"`
+}
+
+// ReservationStatus is a namespace's registrants and holder.
+type ReservationStatus struct {
+	Generation  uint32             `json:"generation"`
+	Type        string             `json:"type"` // "none", or the reservation type
+	Holders     []string           `json:"holders"`
+	Registrants []RegistrantStatus `json:"registrants"`
+	PTPL        bool               `json:"persist_through_power_loss"`
+}
+
+// RegistrantStatus is a registered host (by host identifier) and its key.
+type RegistrantStatus struct {
+	HostID string `json:"host_id"`
+	Key    uint64 `json:"key"`
 }
 
 // ControllerStatus is one connected controller.
@@ -86,33 +112,46 @@ type ControllerStatus struct {
 func (m *Manager) Status() Status {
 	m.mu.Lock()
 	cfg := m.running.Clone()
-	ids := make(map[int]uint16, len(cfg.Ports))
-	for i, p := range cfg.Ports {
-		ids[i] = m.ports[p]
-	}
 	m.mu.Unlock()
 	st := Status{Ports: []PortStatus{}, Subsystems: []SubsystemStatus{}, Controllers: []ControllerStatus{}}
-	for i, p := range cfg.Ports {
-		st.Ports = append(st.Ports, portStatus(m.tgt, ids[i], p))
-	}
+	used := map[uint32]bool{}
 	for _, sc := range cfg.Subsystems {
 		ss := SubsystemStatus{NQN: sc.NQN, AllowAnyHost: sc.AllowAnyHost, Hosts: config.HostNQNs(sc.Hosts),
-			Serial: sc.Serial, Model: sc.Model, Namespaces: []NamespaceStatus{}}
-		fs := m.tgt.Subsystem(sc.NQN)
+			Serial: sc.Serial, Model: sc.Model, Ports: append([]int{}, sc.Ports...), CNTLIDMin: sc.CNTLIDMin,
+			CNTLIDMax: sc.CNTLIDMax, Namespaces: []NamespaceStatus{}}
 		for _, nc := range sc.Namespaces {
+			used[nc.ANAGroup] = true
 			ns := NamespaceStatus{NSID: nc.NSID, Backend: nc.Backend, Path: nc.Path, ReadOnly: nc.ReadOnly,
-				UUID: nc.ResolvedUUID(sc.NQN).String(), Size: int64(nc.Size), BlockSize: nc.BlockSize}
-			if fs != nil {
-				for _, fn := range fs.Namespaces() {
-					if fn.NSID() == nvme.NSID(nc.NSID) {
-						info := fn.Info()
-						ns.Size, ns.BlockSize = info.Size, info.BlockSize
-					}
-				}
+				UUID: nc.ResolvedUUID(sc.NQN).String(), Size: int64(nc.Size), BlockSize: nc.BlockSize, ANAGroup: nc.ANAGroup}
+			if fn := m.liveNamespace(sc.NQN, nc.NSID); fn != nil {
+				info := fn.Info()
+				ns.Size, ns.BlockSize = info.Size, info.BlockSize
+				ns.Reservation = reservationStatus(fn.Reservation())
 			}
 			ss.Namespaces = append(ss.Namespaces, ns)
 		}
 		st.Subsystems = append(st.Subsystems, ss)
+	}
+	ports := map[uint16]*fabric.Port{}
+	for _, p := range m.tgt.Ports() {
+		ports[p.ID] = p
+	}
+	for _, p := range cfg.Ports {
+		ps := PortStatus{ID: uint16(p.ID), Transport: p.Transport, Address: p.Address, Port: p.Port, ANAGroups: map[string]string{}}
+		groups := maps.Clone(used)
+		for g := range p.ANAGroups {
+			id, _ := strconv.Atoi(g)
+			groups[uint32(id)] = true
+		}
+		for g := range groups {
+			state := nvme.ANAOptimized
+			if fp := ports[ps.ID]; fp != nil {
+				state = fp.ANAState(g)
+			}
+			ps.ANAGroups[strconv.Itoa(int(g))] = state.String()
+		}
+		portState(m.tgt, &ps)
+		st.Ports = append(st.Ports, ps)
 	}
 	for _, ci := range m.tgt.Controllers() {
 		st.Controllers = append(st.Controllers, ControllerStatus{
@@ -121,4 +160,21 @@ func (m *Manager) Status() Status {
 		})
 	}
 	return st
+}
+
+// reservationStatus shows a namespace's reservation; nil when no host has
+// registered.
+func reservationStatus(r fabric.ReservationInfo) *ReservationStatus {
+	if len(r.Registrants) == 0 && r.Type == 0 && !r.PTPL {
+		return nil
+	}
+	rs := &ReservationStatus{Generation: r.Generation, Type: r.Type.String(), PTPL: r.PTPL, Holders: []string{},
+		Registrants: []RegistrantStatus{}}
+	for _, h := range r.Holders {
+		rs.Holders = append(rs.Holders, h.String())
+	}
+	for _, g := range r.Registrants {
+		rs.Registrants = append(rs.Registrants, RegistrantStatus{HostID: g.HostID.String(), Key: g.Key})
+	}
+	return rs
 }

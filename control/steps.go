@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -42,7 +43,8 @@ func (m *Manager) addSubsystem(sc config.Subsystem) step {
 		do: func(m *Manager) error {
 			s, err := m.tgt.AddSubsystem(fabric.SubsystemConfig{
 				NQN: sc.NQN, Serial: sc.Serial, Model: sc.Model, AllowAnyHost: sc.AllowAnyHost, Hosts: config.HostNQNs(sc.Hosts),
-				HostAuth: keys, Auth: policy,
+				HostAuth: keys, Auth: policy, Ports: portIDs(sc.Ports),
+				CNTLIDMin: nvme.CNTLID(sc.CNTLIDMin), CNTLIDMax: nvme.CNTLID(sc.CNTLIDMax),
 			})
 			if err != nil {
 				releaseAll(opened)
@@ -160,20 +162,28 @@ func (m *Manager) resizeNamespace(nqn string, nc config.Namespace, size int64) s
 }
 
 func (m *Manager) addHost(nqn string, host config.Host) step {
+	return hostStep(fmt.Sprintf("allow host %s on %s", host.NQN, nqn), nqn, host, func(m *Manager, s *fabric.Subsystem, keys fabric.HostAuth) {
+		// The secrets first: the host is never in without them.
+		s.SetHostAuth(host.NQN, keys)
+		s.AddHost(host.NQN)
+		rs := findSubsystem(m.running, nqn)
+		rs.Hosts = append(rs.Hosts, host)
+	})
+}
+
+// hostStep is a step on host's entry in subsystem nqn that parses its
+// secrets first (prepare): apply gets the live subsystem and the keys.
+func hostStep(what, nqn string, host config.Host, apply func(m *Manager, s *fabric.Subsystem, keys fabric.HostAuth)) step {
 	var keys fabric.HostAuth
 	return step{
-		what:    fmt.Sprintf("allow host %s on %s", host.NQN, nqn),
+		what:    what,
 		prepare: func() (err error) { keys, err = hostAuth(host); return err },
 		do: func(m *Manager) error {
 			s, err := m.liveSubsystem(nqn)
 			if err != nil {
 				return err
 			}
-			// The secrets first: the host is never in without them.
-			s.SetHostAuth(host.NQN, keys)
-			s.AddHost(host.NQN)
-			rs := findSubsystem(m.running, nqn)
-			rs.Hosts = append(rs.Hosts, host)
+			apply(m, s, keys)
 			return nil
 		},
 	}
@@ -182,33 +192,24 @@ func (m *Manager) addHost(nqn string, host config.Host) step {
 // setHostAuth rotates a host's secrets on a subsystem (nqn), or on the
 // discovery subsystem (nvme.DiscoveryNQN). Never logs them.
 func (m *Manager) setHostAuth(nqn string, host config.Host) step {
-	var keys fabric.HostAuth
-	return step{
-		what:    fmt.Sprintf("set the DH-HMAC-CHAP secrets of host %s on %s", host.NQN, nqn),
-		prepare: func() (err error) { keys, err = hostAuth(host); return err },
-		do: func(m *Manager) error {
-			s, err := m.liveSubsystem(nqn)
-			if err != nil {
-				return err
-			}
-			s.SetHostAuth(host.NQN, keys)
-			hosts := &m.running.Discovery.Hosts
-			if nqn != nvme.DiscoveryNQN {
-				hosts = &findSubsystem(m.running, nqn).Hosts
-			}
-			switch h := config.FindHost(*hosts, host.NQN); {
-			case nqn == nvme.DiscoveryNQN && !host.HasSecret():
-				// discovery.hosts lists only hosts that must authenticate
-				*hosts = slices.DeleteFunc(*hosts, func(e config.Host) bool { return e.NQN == host.NQN })
-			case h != nil:
-				*h = host
-			default:
-				*hosts = append(*hosts, host)
-			}
-			m.log.Info("host secrets set", "subnqn", nqn, "hostnqn", host.NQN, "authenticate", keys.Required(), "bidirectional", !keys.CtrlKey.IsZero())
-			return nil
-		},
-	}
+	what := fmt.Sprintf("set the DH-HMAC-CHAP secrets of host %s on %s", host.NQN, nqn)
+	return hostStep(what, nqn, host, func(m *Manager, s *fabric.Subsystem, keys fabric.HostAuth) {
+		s.SetHostAuth(host.NQN, keys)
+		hosts := &m.running.Discovery.Hosts
+		if nqn != nvme.DiscoveryNQN {
+			hosts = &findSubsystem(m.running, nqn).Hosts
+		}
+		switch h := config.FindHost(*hosts, host.NQN); {
+		case nqn == nvme.DiscoveryNQN && !host.HasSecret():
+			// discovery.hosts lists only hosts that must authenticate
+			*hosts = slices.DeleteFunc(*hosts, func(e config.Host) bool { return e.NQN == host.NQN })
+		case h != nil:
+			*h = host
+		default:
+			*hosts = append(*hosts, host)
+		}
+		m.log.Info("host secrets set", "subnqn", nqn, "hostnqn", host.NQN, "authenticate", keys.Required(), "bidirectional", !keys.CtrlKey.IsZero())
+	})
 }
 
 func (m *Manager) setAuthPolicy(sc config.Subsystem) step {
@@ -267,25 +268,85 @@ func (m *Manager) addPort(p config.Port) step {
 		if err != nil {
 			return fmt.Errorf("port %s: %w", portName(p), err)
 		}
-		fp := &fabric.Port{Address: p.Address, Service: strconv.Itoa(p.Port)}
+		fp := &fabric.Port{ID: uint16(p.ID), Address: p.Address, Service: strconv.Itoa(p.Port)}
 		if err := m.tgt.AddPort(tr, fp); err != nil {
 			return err
 		}
-		m.ports[p] = fp.ID
 		m.running.Ports = append(m.running.Ports, p)
-		return nil
+		return m.tgt.SetANAStates(fp.ID, anaStates(p.ANAGroups))
 	}}
 }
 
 func (m *Manager) removePort(p config.Port) step {
 	return step{what: "remove port " + portName(p), do: func(m *Manager) error {
-		id, ok := m.ports[p]
-		if !ok {
-			return fmt.Errorf("port %s: %w", portName(p), fabric.ErrNoPort)
-		}
-		err := m.tgt.RemovePort(id)
-		delete(m.ports, p)
-		m.running.Ports = slices.DeleteFunc(m.running.Ports, func(q config.Port) bool { return q == p })
+		err := m.tgt.RemovePort(uint16(p.ID))
+		m.running.Ports = slices.DeleteFunc(m.running.Ports, func(q config.Port) bool { return q.ID == p.ID })
 		return err
+	}}
+}
+
+// setANAStates sets the ANA states of a port, live: hosts stay connected
+// and are told.
+func (m *Manager) setANAStates(p config.Port) step {
+	return step{what: fmt.Sprintf("set the ANA states of port %d to %v", p.ID, p.ANAGroups), do: func(m *Manager) error {
+		if err := m.tgt.SetANAStates(uint16(p.ID), anaStates(p.ANAGroups)); err != nil {
+			return err
+		}
+		findPort(m.running, p.ID).ANAGroups = maps.Clone(p.ANAGroups)
+		return nil
+	}}
+}
+
+func (m *Manager) setReferrals(refs []config.Referral) step {
+	return step{what: fmt.Sprintf("set %d referrals", len(refs)), do: func(m *Manager) error {
+		m.tgt.SetReferrals(referrals(refs))
+		m.running.Referrals = slices.Clone(refs)
+		return nil
+	}}
+}
+
+// setSubsystemPorts changes the ports that serve a subsystem; hosts
+// connected through one that no longer does are disconnected.
+func (m *Manager) setSubsystemPorts(nqn string, ports []int) step {
+	return step{what: fmt.Sprintf("serve %s on ports %v", nqn, ports), do: func(m *Manager) error {
+		s, err := m.liveSubsystem(nqn)
+		if err != nil {
+			return err
+		}
+		n := s.SetPorts(portIDs(ports))
+		findSubsystem(m.running, nqn).Ports = slices.Clone(ports)
+		m.log.Info("subsystem ports changed", "subnqn", nqn, "ports", ports, "controllers_deleted", n)
+		return nil
+	}}
+}
+
+// setCNTLIDRange changes the IDs new controllers of a subsystem get.
+func (m *Manager) setCNTLIDRange(sc config.Subsystem) step {
+	return step{what: fmt.Sprintf("controller IDs %d..%d for %s", sc.CNTLIDMin, sc.CNTLIDMax, sc.NQN), do: func(m *Manager) error {
+		s, err := m.liveSubsystem(sc.NQN)
+		if err != nil {
+			return err
+		}
+		if err := s.SetCNTLIDRange(nvme.CNTLID(sc.CNTLIDMin), nvme.CNTLID(sc.CNTLIDMax)); err != nil {
+			return err
+		}
+		rs := findSubsystem(m.running, sc.NQN)
+		rs.CNTLIDMin, rs.CNTLIDMax = sc.CNTLIDMin, sc.CNTLIDMax
+		return nil
+	}}
+}
+
+// setANAGroup moves a namespace to another ANA group, live.
+func (m *Manager) setANAGroup(nqn string, nsid, group uint32) step {
+	return step{what: fmt.Sprintf("move namespace %d of %s to ANA group %d", nsid, nqn, group), do: func(m *Manager) error {
+		s, err := m.liveSubsystem(nqn)
+		if err != nil {
+			return err
+		}
+		if err := s.SetNamespaceANAGroup(nvme.NSID(nsid), group); err != nil {
+			return err
+		}
+		findNamespace(findSubsystem(m.running, nqn), nsid).ANAGroup = group
+		return nil
 	}}
 }

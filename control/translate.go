@@ -1,9 +1,52 @@
 package control
 
 import (
+	"log/slog"
+	"strconv"
+
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
+
+// TargetOptions are the core's options from a configuration.
+func TargetOptions(c *config.Config, firmware string, log *slog.Logger) fabric.Options {
+	return fabric.Options{
+		KATOMax:               c.Controller.KeepAliveTimeoutMax,
+		MaxConnectionsPerHost: c.Controller.MaxConnectionsPerHost,
+		ANATransitionTime:     c.ANATransitionTime,
+		StateDir:              c.StateDir,
+		FirmwareRevision:      firmware,
+		Logger:                log,
+	}
+}
+
+// anaStates are a port's ANA group states (Validate checked the names).
+func anaStates(groups map[string]string) map[uint32]nvme.ANAState {
+	out := make(map[uint32]nvme.ANAState, len(groups))
+	for g, name := range groups {
+		id, _ := strconv.Atoi(g)
+		s, _ := nvme.ParseANAState(name)
+		out[uint32(id)] = s
+	}
+	return out
+}
+
+func referrals(refs []config.Referral) []fabric.Referral {
+	out := make([]fabric.Referral, len(refs))
+	for i, r := range refs {
+		out[i] = fabric.Referral{Transport: r.Transport, Address: r.Address, Service: strconv.Itoa(r.Port), PortID: uint16(r.PortID)}
+	}
+	return out
+}
+
+func portIDs(ids []int) []uint16 {
+	out := make([]uint16, len(ids))
+	for i, id := range ids {
+		out[i] = uint16(id)
+	}
+	return out
+}
 
 // The one place configuration structs become the core's option types
 // (config knows the file format only; the transports' options are made in

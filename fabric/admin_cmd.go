@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -157,15 +158,25 @@ func (c *Controller) identify(id nvme.IdentifyController) {
 	c.identifyCommon(id)
 	id.SetCNTRLTYPE(nvme.ControllerTypeIO)
 	id.SetRAB(6)
-	id.SetCMIC(nvme.CMICMultiController) // more than one host may have a controller
-	id.SetOAES(nvme.OAESNSAttrNotices)
+	// More than one host may have a controller, and the controller reports
+	// ANA (base 2.0 §8.1.3): every state, ANAGRPID changeable while
+	// attached (ANACAP bit 6 clear: the host then re-reads the log). The
+	// Linux host refuses a controller with CMIC.ANA and MNAN 0.
+	id.SetCMIC(nvme.CMICMultiController | nvme.CMICANAReporting)
+	id.SetANACAP(nvme.ANACAPOptimized | nvme.ANACAPNonOptimized | nvme.ANACAPInaccessible |
+		nvme.ANACAPPersistentLoss | nvme.ANACAPChange)
+	id.SetANATT(uint8(min(255, (c.s.t.opts.ANATransitionTime+time.Second-1)/time.Second)))
+	id.SetANAGRPMAX(limits.ANAGroups)
+	id.SetNANAGRPID(limits.ANAGroups)
+	id.SetMNAN(uint32(c.s.nn()))
+	id.SetOAES(nvme.OAESNSAttrNotices | nvme.OAESANAChange)
 	id.SetACL(3)
 	id.SetFRMW(1<<nvme.FRMWSlotsShift | nvme.FRMWSlot1ReadOnly) // one slot, read-only
 	id.SetSQES(nvme.QueueEntrySizes(nvme.CommandSizeShift))
 	id.SetCQES(nvme.QueueEntrySizes(nvme.CompletionSizeShift))
 	id.SetMAXCMD(uint16(c.port.MaxQueueDepth))
 	id.SetNN(uint32(c.s.nn()))
-	id.SetONCS(nvme.ONCSDSM | nvme.ONCSWriteZeroes)
+	id.SetONCS(nvme.ONCSDSM | nvme.ONCSWriteZeroes | nvme.ONCSReservations)
 	id.SetVWC(nvme.VWCPresent)
 	id.SetIOCCSZ((nvme.CommandSize + c.port.InCapsuleDataSize) / 16)
 	id.SetIORCSZ(nvme.CompletionSize / 16)
@@ -179,6 +190,12 @@ func (ns *Namespace) identify(id nvme.IdentifyNamespace) {
 	id.SetNCAP(nb)
 	id.SetNUSE(nb)
 	id.SetNMIC(nvme.NMICShared)
+	id.SetANAGRPID(ns.ANAGroup())
+	rescap := uint8(nvme.RESCAPTypes | nvme.RESCAPIEKEY)
+	if ns.statePath != "" {
+		rescap |= nvme.RESCAPPTPL
+	}
+	id.SetRESCAP(rescap)
 	id.SetNGUID(ns.nguid)
 	id.SetEUI64(ns.eui64)
 	id.LBAF(0).SetLBADS(uint8(ns.blockShift))
@@ -214,7 +231,7 @@ func handleGetLogPage(r *Request) nvme.Status {
 	case nvme.LogSupportedPages:
 		log = make([]byte, nvme.SupportedLogPagesSize)
 		nvme.PutSupportedLogPages(log, []uint8{nvme.LogSupportedPages, nvme.LogError, nvme.LogSMART,
-			nvme.LogFirmwareSlot, nvme.LogChangedNSList, nvme.LogCommandEffects})
+			nvme.LogFirmwareSlot, nvme.LogChangedNSList, nvme.LogCommandEffects, nvme.LogANA, nvme.LogReservationNotification})
 	case nvme.LogError:
 		log = c.errorLog()
 	case nvme.LogSMART:
@@ -229,6 +246,12 @@ func handleGetLogPage(r *Request) nvme.Status {
 		nvme.PutChangedNSList(log, c.takeChangedNS(r.Cmd.LogPageRAE()))
 	case nvme.LogCommandEffects:
 		log = commandEffectsLog()
+	case nvme.LogReservationNotification:
+		log = make([]byte, nvme.ResvNotificationSize)
+		nvme.PutResvNotification(log, c.events.takeResvLog(r.Cmd.LogPageRAE()))
+	case nvme.LogANA:
+		log = c.anaLog(r.Cmd.LogPageLSP()&nvme.LSPANAReturnGroupsOnly != 0)
+		c.events.logRead(aenANA, r.Cmd.LogPageRAE())
 	default:
 		return nvme.StatusInvalidLogPage.WithDNR()
 	}
@@ -293,9 +316,11 @@ var (
 	}
 	ioEffects = map[uint8]uint32{
 		nvme.OpFlush: nvme.EffectsCSUPP, nvme.OpRead: nvme.EffectsCSUPP,
-		nvme.OpWrite:       nvme.EffectsCSUPP | nvme.EffectsLBCC,
-		nvme.OpWriteZeroes: nvme.EffectsCSUPP | nvme.EffectsLBCC,
-		nvme.OpDSM:         nvme.EffectsCSUPP | nvme.EffectsLBCC,
+		nvme.OpWrite:        nvme.EffectsCSUPP | nvme.EffectsLBCC,
+		nvme.OpWriteZeroes:  nvme.EffectsCSUPP | nvme.EffectsLBCC,
+		nvme.OpDSM:          nvme.EffectsCSUPP | nvme.EffectsLBCC,
+		nvme.OpResvRegister: nvme.EffectsCSUPP, nvme.OpResvReport: nvme.EffectsCSUPP,
+		nvme.OpResvAcquire: nvme.EffectsCSUPP, nvme.OpResvRelease: nvme.EffectsCSUPP,
 	}
 )
 
@@ -351,6 +376,14 @@ func handleSetFeatures(r *Request) nvme.Status {
 		c.events.setAEC(v)
 	case nvme.FeatVolatileWriteCache:
 		c.wce.Store(v&1 != 0)
+	case nvme.FeatHostIdentifier:
+		// Over fabrics the host identifier is Connect's (nvmet answers
+		// the same).
+		return nvme.StatusCommandSequenceError.WithDNR()
+	case nvme.FeatReservationMask:
+		return c.setResvMask(r, v)
+	case nvme.FeatReservationPersist:
+		return setPTPL(r, v&1 != 0)
 	case nvme.FeatArbitration, nvme.FeatPowerManagement, nvme.FeatTemperatureThreshold,
 		nvme.FeatErrorRecovery, nvme.FeatWriteAtomicity:
 		c.mu.Lock()
@@ -386,6 +419,9 @@ func handleGetFeatures(r *Request) nvme.Status {
 			return nvme.StatusSuccess
 		case nvme.FeatHostIdentifier:
 			return nvme.StatusSuccess
+		case nvme.FeatReservationMask, nvme.FeatReservationPersist:
+			r.setResult(nvme.FeatCapChangeable | nvme.FeatCapPerNamespace)
+			return nvme.StatusSuccess
 		}
 		return r.invalidField(nvme.ErrLocCDW10)
 	}
@@ -418,6 +454,22 @@ func handleGetFeatures(r *Request) nvme.Status {
 			v = featureDefault(fid)
 		}
 		r.setResult(v)
+	case nvme.FeatReservationMask, nvme.FeatReservationPersist:
+		ns := c.s.namespace(r.Cmd.NSID())
+		if ns == nil {
+			r.errLoc = nvme.ErrLocNSID
+			return nvme.StatusInvalidNamespace.WithDNR()
+		}
+		switch {
+		case fid == nvme.FeatReservationPersist && current && ns.resv.load().PTPL:
+			r.setResult(1)
+		case fid == nvme.FeatReservationMask && current:
+			if m, ok := c.resvMasks[ns.nsid]; ok {
+				r.setResult(m)
+			} else {
+				r.setResult(c.resvMaskAll)
+			}
+		}
 	case nvme.FeatHostIdentifier:
 		// Only the 128-bit host identifier exists over fabrics (EXHID).
 		if !r.Cmd.HostIDExtended() {

@@ -39,7 +39,7 @@ func TestIdentifyController(t *testing.T) {
 		{"IORCSZ", id.IORCSZ(), uint32(1)},
 		{"KAS", id.KAS(), uint16(10)},
 		{"NN", id.NN(), uint32(1024)},
-		{"ONCS DSM+WZ", id.ONCS(), uint16(1<<2 | 1<<3)},
+		{"ONCS DSM+WZ+reservations", id.ONCS(), uint16(1<<2 | 1<<3 | 1<<5)},
 		{"SQES", id.SQES(), uint8(0x66)},
 		{"CQES", id.CQES(), uint8(0x44)},
 		{"MAXCMD", id.MAXCMD(), uint16(64)},

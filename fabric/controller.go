@@ -49,6 +49,10 @@ type Controller struct {
 	// events are the controller's asynchronous events, under their own
 	// lock (events.go).
 	events asyncEvents
+	// resvMasks are the Reservation Notification Masks set per namespace
+	// (Set Features 82h), resvMaskAll the one set for every namespace.
+	resvMasks   map[nvme.NSID]uint32
+	resvMaskAll uint32
 
 	wce     atomic.Bool // volatile write cache enabled
 	enabled atomic.Bool // CSTS.RDY, read lock-free on the I/O path

@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"net"
+	"slices"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
@@ -102,16 +103,23 @@ func (c *Controller) discoveryLog() []byte {
 		local = c.admin.hint.LocalIP
 	}
 	c.mu.Unlock()
+	// The generation before the entries: a change made while they are
+	// listed moves it past this log's, and the host reads again (libnvme
+	// compares a log's generation with its next read's).
+	gen := t.discoveryGeneration()
 	var recs []rec
 	for _, p := range t.Ports() {
 		for _, s := range t.Subsystems() {
-			if s.hostAllowed(c.hostNQN) {
+			if s.hostAllowed(c.hostNQN) && s.servedOn(p) {
 				recs = append(recs, rec{p, s})
 			}
 		}
 	}
-	log := make([]byte, nvme.DiscoveryLogHeaderSize+len(recs)*nvme.DiscoveryLogEntrySize)
-	nvme.PutDiscoveryLogHeader(log, t.discoveryGeneration(), uint64(len(recs)))
+	refs := t.Referrals()
+	discoveryListed()
+	n := len(recs) + len(refs)
+	log := make([]byte, nvme.DiscoveryLogHeaderSize+n*nvme.DiscoveryLogEntrySize)
+	nvme.PutDiscoveryLogHeader(log, gen, uint64(n))
 	for i, rc := range recs {
 		addr := rc.p.Address
 		if ip := net.ParseIP(addr); ip != nil && ip.IsUnspecified() && local != "" {
@@ -124,5 +132,59 @@ func (c *Controller) discoveryLog() []byte {
 		}
 		e.MarshalTo(log[nvme.DiscoveryLogHeaderSize+i*nvme.DiscoveryLogEntrySize:])
 	}
+	for i, ref := range refs {
+		e := ref.entry()
+		e.MarshalTo(log[nvme.DiscoveryLogHeaderSize+(len(recs)+i)*nvme.DiscoveryLogEntrySize:])
+	}
 	return log
+}
+
+// discoveryListed, in tests, runs once discoveryLog has listed the entries.
+var discoveryListed = func() {}
+
+// Referral is another discovery service, listed in the discovery log of
+// every port (NVMe-oF 1.1 §5.3: an entry of subtype referral).
+type Referral struct {
+	Transport string // "rdma"
+	Address   string
+	Service   string // TRSVCID, "4420"
+	// PortID is the PORTID shown for it.
+	PortID uint16
+}
+
+// entry is the referral's discovery log entry.
+func (r Referral) entry() nvme.DiscoveryLogEntry {
+	e := nvme.DiscoveryLogEntry{
+		SUBTYPE: nvme.SubtypeReferral, PORTID: r.PortID, CNTLID: nvme.CNTLIDDynamic, ASQSZ: AdminQueueDepth,
+		TRSVCID: r.Service, SubNQN: nvme.DiscoveryNQN, TRADDR: r.Address, ADRFAM: nvme.AdrFamIPv4,
+	}
+	if ip := net.ParseIP(r.Address); ip != nil && ip.To4() == nil {
+		e.ADRFAM = nvme.AdrFamIPv6
+	}
+	switch r.Transport {
+	case "rdma":
+		e.TRTYPE = nvme.TRTypeRDMA
+		e.TSAS = nvme.RDMATSAS(nvme.RDMAQPTypeConnected, 1, 1, 0)
+	case "loop":
+		e.TRTYPE, e.ADRFAM = nvme.TRTypeLoop, nvme.AdrFamLoop
+	}
+	return e
+}
+
+// SetReferrals replaces the referrals every discovery log lists.
+func (t *Target) SetReferrals(refs []Referral) {
+	t.mu.Lock()
+	changed := !slices.Equal(t.referrals, refs)
+	t.referrals = slices.Clone(refs)
+	t.mu.Unlock()
+	if changed {
+		t.discoveryChanged()
+	}
+}
+
+// Referrals lists the referrals.
+func (t *Target) Referrals() []Referral {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.referrals)
 }

@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 
@@ -19,6 +20,8 @@ type aenKind uint8
 const (
 	aenNSAttr    aenKind = 1 << iota // Namespace Attribute Changed, log page 04h
 	aenDiscovery                     // Discovery Log Page Change, log page 70h
+	aenANA                           // ANA Change, log page 0Ch
+	aenResv                          // Reservation Log Page Available, log page 80h
 )
 
 // asyncEvents is one controller's asynchronous event state under one lock,
@@ -42,8 +45,60 @@ type asyncEvents struct {
 	// attributes changed since the host last read it; [NSIDAll] once more
 	// than it holds changed.
 	changedNS []nvme.NSID
+	// resvLog are the Reservation Notification log entries not yet read,
+	// oldest first; resvCount the Log Page Count of the last one queued.
+	resvLog   []nvme.ResvNotification
+	resvCount uint64
 	// closed: the admin queue is gone; nothing more is held or reported.
 	closed bool
+}
+
+// resvLogMax is how many reservation notifications a controller keeps
+// unread (the Number of Available Log Pages field is a byte); past it the
+// newest entry's count moves on, so the host sees that some were lost.
+const resvLogMax = 255
+
+// reservation queues a Reservation Notification log entry and tells the
+// host a log page is available, once until it reads them. It is not
+// governed by AEC: the Reservation Notification Mask is (resvNotify).
+func (e *asyncEvents) reservation(nsid nvme.NSID, kind uint8) {
+	e.mu.Lock()
+	e.resvCount++
+	if e.resvCount == 0 {
+		e.resvCount = 1 // the count wraps to 1, never 0
+	}
+	n := nvme.ResvNotification{Count: e.resvCount, Type: kind, NSID: nsid}
+	if len(e.resvLog) < resvLogMax {
+		e.resvLog = append(e.resvLog, n)
+	} else {
+		e.resvLog[len(e.resvLog)-1] = n
+	}
+	var r *Request
+	result := nvme.MakeAsyncEventResult(nvme.AsyncEventTypeIO, nvme.AsyncInfoReservationLog, nvme.LogReservationNotification)
+	if !e.closed && e.masked&aenResv == 0 {
+		e.masked |= aenResv
+		r = e.reportLocked(result)
+	}
+	e.mu.Unlock()
+	complete(r, result)
+}
+
+// takeResvLog returns the oldest Reservation Notification log entry (an
+// empty one when there is none) and removes it; unless the host retains the
+// event, the notice is unmasked.
+func (e *asyncEvents) takeResvLog(retain bool) nvme.ResvNotification {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var n nvme.ResvNotification
+	if len(e.resvLog) > 0 {
+		n = e.resvLog[0]
+		e.resvLog = e.resvLog[1:]
+		n.Available = uint8(len(e.resvLog))
+	}
+	if !retain {
+		e.masked &^= aenResv
+	}
+	return n
 }
 
 // hold takes an Asynchronous Event Request: it completes at once with the
@@ -56,6 +111,7 @@ func (e *asyncEvents) hold(r *Request) nvme.Status {
 		return nvme.StatusAbortSQDeleted
 	case len(e.pending) > 0:
 		r.setResult(e.pending[0])
+		logEvent(r, e.pending[0])
 		e.pending = e.pending[1:]
 		return nvme.StatusSuccess
 	case len(e.held) >= aerLimit:
@@ -92,7 +148,16 @@ func (e *asyncEvents) reportLocked(result uint32) *Request {
 func complete(r *Request, result uint32) {
 	if r != nil {
 		r.setResult(result)
+		logEvent(r, result)
 		r.complete(nvme.StatusSuccess)
+	}
+}
+
+// logEvent notes at debug level an event sent to the host in r's completion:
+// a host's log shows nothing of most events it receives.
+func logEvent(r *Request, result uint32) {
+	if c := r.q.ctrl.Load(); c != nil {
+		c.log.Debug("async event sent", "result", fmt.Sprintf("%#08x", result))
 	}
 }
 

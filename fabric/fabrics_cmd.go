@@ -133,7 +133,9 @@ func parseConnect(r *Request, a *connectArgs) nvme.Status {
 	if a.sqsize == 1 || (q.hint.Depth > 0 && int(a.sqsize) > q.hint.Depth) {
 		return connectInvalid(r, false, nvme.ErrLocConnectSQSize)
 	}
-	if a.s = q.t.Subsystem(a.subNQN); a.s == nil {
+	// A subsystem the port does not serve is, through that port, as
+	// unknown (nvmet answers the same).
+	if a.s = q.t.Subsystem(a.subNQN); a.s == nil || !a.s.servedOn(q.port) {
 		return connectInvalid(r, true, nvme.IPOSubNQN)
 	}
 	// An empty Host NQN (SPDK's initiator sends one unless told otherwise)

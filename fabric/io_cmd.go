@@ -14,6 +14,9 @@ func (c *Controller) parseIO(r *Request) nvme.Status {
 		return nvme.StatusInvalidNamespace.WithDNR()
 	}
 	r.ns = ns
+	if st := c.ioPathStatus(ns); !st.IsSuccess() {
+		return st // not DNR: the host retries on another path
+	}
 	switch op := r.Cmd.Opcode(); op {
 	case nvme.OpRead, nvme.OpWrite:
 		if st := ns.checkRange(r); !st.IsSuccess() {
@@ -42,6 +45,8 @@ func (c *Controller) parseIO(r *Request) nvme.Status {
 			return st
 		}
 		r.handle = handleWriteZeroes
+	case nvme.OpResvRegister, nvme.OpResvReport, nvme.OpResvAcquire, nvme.OpResvRelease:
+		return c.parseResv(r)
 	case nvme.OpDSM:
 		if ns.readOnly && r.Cmd.DSMDeallocate() {
 			return nvme.StatusNamespaceWriteProtected.WithDNR()
@@ -76,24 +81,12 @@ func (ns *Namespace) submit(r *Request, fn handler) nvme.Status {
 		return fn(r)
 	}
 	r.io = fn
-	select {
-	case ns.work <- r:
+	if ns.work.submit(r) {
 		return statusPending
-	default:
-		r.io = nil
-		ns.stats.workersFull.Add(1)
-		return nvme.StatusCommandInterrupted
 	}
-}
-
-func (ns *Namespace) worker() {
-	defer ns.wg.Done()
-	for r := range ns.work {
-		if r == nil {
-			return
-		}
-		r.complete(r.io(r))
-	}
+	r.io = nil
+	ns.stats.workersFull.Add(1)
+	return nvme.StatusCommandInterrupted
 }
 
 // submitQueued puts a read, write or flush on the queue's IOContext when it

@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"math/bits"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -22,6 +22,9 @@ type NamespaceConfig struct {
 	NGUID    [16]byte // all zeroes: none
 	EUI64    [8]byte  // all zeroes: none
 	ReadOnly bool
+	// ANAGroup is the namespace's ANA group, 1..limits.ANAGroups;
+	// 0: limits.ANAGroup.
+	ANAGroup uint32
 	// Workers is how many goroutines run the backend's blocking I/O; 0 runs
 	// it inline on the transport's goroutine (the memory backend).
 	Workers int
@@ -38,12 +41,18 @@ type Namespace struct {
 	blockShift uint
 	// nblocks is the size in blocks, read on every I/O and changed by
 	// ResizeNamespace.
-	nblocks    atomic.Uint64
-	work       chan *Request
+	nblocks  atomic.Uint64
+	anaGroup atomic.Uint32 // read on every I/O, changed by SetNamespaceANAGroup
+	// work runs the blocking backend calls; nil runs them inline (memory).
+	work       *nsWorkers
 	queuer     blockdev.Queuer // the backend, when it can queue I/O on an IOContext
-	wg         sync.WaitGroup
-	workers    int
-	lastErrLog atomic.Int64 // unix seconds of the last logged backend error
+	lastErrLog atomic.Int64    // unix seconds of the last logged backend error
+
+	// resv is the namespace's reservations (resvcmd.go); statePath the
+	// file they persist in through power loss ("": no state directory).
+	resv      nsResv
+	statePath string
+	subnqn    string
 
 	stats nsCounters
 	// refs counts the commands executing on the namespace, so that it is
@@ -75,6 +84,19 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 		nsid: nsid, dev: c.Device, uuid: c.UUID, nguid: c.NGUID, eui64: c.EUI64, readOnly: c.ReadOnly,
 		blockShift: uint(bits.TrailingZeros32(bs)),
 	}
+	group := c.ANAGroup
+	if group == 0 {
+		group = limits.ANAGroup
+	}
+	if err := CheckANAGroup(group); err != nil {
+		return nil, fmt.Errorf("add namespace %d: %w", c.NSID, err)
+	}
+	ns.anaGroup.Store(group)
+	ns.subnqn = s.nqn
+	ns.statePath = resvStatePath(s.t.opts.StateDir, s.nqn, nsid)
+	if err := ns.restoreResv(); err != nil {
+		return nil, fmt.Errorf("add namespace %d: %w", c.NSID, err)
+	}
 	ns.queuer, _ = c.Device.(blockdev.Queuer)
 	ns.nblocks.Store(uint64(c.Device.Size()) >> ns.blockShift)
 	if ns.nblocks.Load() == 0 {
@@ -103,13 +125,9 @@ func (s *Subsystem) insertNamespace(ns *Namespace, workers int) error {
 		return fmt.Errorf("add namespace %d: NSID in use", ns.nsid)
 	}
 	if workers > 0 {
-		// Past workQueueDepth waiting, submit refuses: it never blocks.
-		ns.work = make(chan *Request, workQueueDepth)
-		ns.workers = workers
-		for i := 0; i < workers; i++ {
-			ns.wg.Add(1)
-			go ns.worker()
-		}
+		// They start as commands wait; past workQueueDepth waiting,
+		// submit refuses: it never blocks.
+		ns.work = newNSWorkers(workers)
 	}
 	s.namespaces[ns.nsid] = ns
 	s.publishNamespaces()
@@ -261,12 +279,9 @@ func (ns *Namespace) close() error {
 				"executing", ns.executing(), "waited", time.Since(start).Round(time.Second))
 		}
 	}
-	// A nil request stops a worker; the channel is never closed, so a late
-	// submit cannot panic.
-	for i := 0; i < ns.workers; i++ {
-		ns.work <- nil
+	if ns.work != nil {
+		ns.work.stop()
 	}
-	ns.wg.Wait()
 	var errs []error
 	if err := ns.dev.Flush(); err != nil {
 		errs = append(errs, fmt.Errorf("flush namespace %d: %w", ns.nsid, err))

@@ -42,6 +42,9 @@ type Queue struct {
 	// hostClaim is where this queue counts against its host's cap
 	// (hostQueues).
 	hostClaim hostClaim
+	// nsExec counts the queue's commands executing on a namespace: a
+	// Preempt and Abort waits for those of the hosts it preempts.
+	nsExec atomic.Int64
 }
 
 // NewQueue registers a transport queue with the target.
@@ -139,12 +142,21 @@ func (q *Queue) Execute(r *Request) {
 	}
 	r.state = reqExecuting
 	if r.ns != nil {
+		q.nsExec.Add(1)
 		if !r.ns.enter(r) {
 			// Removed since Parse: as if it had been gone then.
+			q.nsExec.Add(-1)
 			r.complete(nvme.StatusInvalidNamespace.WithDNR())
 			return
 		}
 		r.nsEntered = true
+		// Checked once counted, at Execute: a Preempt and Abort publishes
+		// the new state, then waits for the counts of the hosts it
+		// preempted (waitHosts).
+		if !r.ns.resvAllows(r) {
+			r.complete(nvme.StatusReservationConflict.WithDNR())
+			return
+		}
 	}
 	if st := r.handle(r); st != statusPending {
 		r.complete(st)
@@ -180,6 +192,7 @@ func (r *Request) complete(st nvme.Status) {
 	if r.nsEntered {
 		r.nsEntered = false
 		r.ns.exit(r)
+		q.nsExec.Add(-1)
 	}
 	r.Rsp.SetCID(r.Cmd.CID())
 	r.Rsp.SetSQID(q.qid)

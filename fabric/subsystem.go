@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -23,6 +24,13 @@ type SubsystemConfig struct {
 	HostAuth map[string]HostAuth
 	// Auth is the hashes and DH groups allowed; zero: DefaultAuthPolicy.
 	Auth AuthPolicy
+	// Ports are the IDs of the ports that serve the subsystem; empty:
+	// every port.
+	Ports []uint16
+	// CNTLIDMin and CNTLIDMax bound the controller IDs it hands out
+	// (0: 1 and nvme.CNTLIDMax). Two targets serving one subsystem give
+	// each a range of its own, so that no two controllers share an ID.
+	CNTLIDMin, CNTLIDMax nvme.CNTLID
 }
 
 // Subsystem is an NVM subsystem (or the discovery subsystem): namespaces
@@ -44,6 +52,10 @@ type Subsystem struct {
 	nsTable     atomic.Pointer[map[nvme.NSID]*Namespace] // copy-on-write, for the I/O path
 	controllers map[nvme.CNTLID]*Controller
 	nextCNTLID  nvme.CNTLID
+	// cntlidMin and cntlidMax bound the IDs allocCNTLID hands out.
+	cntlidMin, cntlidMax nvme.CNTLID
+	// ports serve the subsystem, by ID; nil: every port.
+	ports map[uint16]bool
 	// removed is set by Target.RemoveSubsystem: no namespace or
 	// controller is added after it.
 	removed bool
@@ -59,6 +71,15 @@ func newSubsystem(t *Target, c SubsystemConfig, discovery bool) *Subsystem {
 	if s.model == "" {
 		s.model = DefaultModel
 	}
+	s.cntlidMin, s.cntlidMax = c.CNTLIDMin, c.CNTLIDMax
+	if s.cntlidMin == 0 {
+		s.cntlidMin = 1
+	}
+	if s.cntlidMax == 0 {
+		s.cntlidMax = nvme.CNTLIDMax
+	}
+	s.nextCNTLID = s.cntlidMin
+	s.ports = portSet(c.Ports)
 	if s.serial == "" {
 		s.serial = DefaultSerial(c.NQN)
 	}
@@ -169,12 +190,13 @@ func (s *Subsystem) nn() nvme.NSID {
 }
 
 func (s *Subsystem) allocCNTLID() (nvme.CNTLID, bool) {
-	// Dynamic controller model: 1..FFEFh (NVMe base §5.15.2.1).
-	for i := 0; i < int(nvme.CNTLIDMax); i++ {
+	// Dynamic controller model: 1..FFEFh (NVMe base §5.15.2.1), within the
+	// subsystem's range.
+	for i := 0; i <= int(s.cntlidMax-s.cntlidMin); i++ {
 		id := s.nextCNTLID
 		s.nextCNTLID++
-		if s.nextCNTLID > nvme.CNTLIDMax {
-			s.nextCNTLID = 1
+		if s.nextCNTLID > s.cntlidMax || s.nextCNTLID < s.cntlidMin {
+			s.nextCNTLID = s.cntlidMin
 		}
 		if _, used := s.controllers[id]; !used {
 			return id, true
@@ -259,6 +281,67 @@ func (s *Subsystem) RemoveHost(hostnqn string) int {
 	s.mu.Unlock()
 	s.t.discoveryChanged()
 	return s.disconnectUnless(func(c *Controller) bool { return c.hostNQN != hostnqn })
+}
+
+// CheckCNTLIDRange reports whether min..max is a valid controller ID range.
+func CheckCNTLIDRange(min, max nvme.CNTLID) error {
+	if min < 1 || max > nvme.CNTLIDMax || min > max {
+		return fmt.Errorf("controller ID range %d..%d is not within 1..%d", min, max, nvme.CNTLIDMax)
+	}
+	return nil
+}
+
+func portSet(ids []uint16) map[uint16]bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	m := make(map[uint16]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+// servedOn reports whether p serves the subsystem. The discovery subsystem
+// is on every port.
+func (s *Subsystem) servedOn(p *Port) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ports == nil || s.ports[p.ID]
+}
+
+// Ports lists the IDs of the ports that serve the subsystem, sorted; nil:
+// every port.
+func (s *Subsystem) Ports() []uint16 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ports == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(s.ports))
+}
+
+// SetCNTLIDRange changes the controller IDs new controllers get; those
+// connected keep theirs.
+func (s *Subsystem) SetCNTLIDRange(min, max nvme.CNTLID) error {
+	if err := CheckCNTLIDRange(min, max); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.cntlidMin, s.cntlidMax, s.nextCNTLID = min, max, min
+	s.mu.Unlock()
+	return nil
+}
+
+// SetPorts changes the ports that serve the subsystem (empty: every port).
+// The controllers connected through a port that no longer serves it are
+// deleted, and discovery controllers told.
+func (s *Subsystem) SetPorts(ids []uint16) int {
+	s.mu.Lock()
+	s.ports = portSet(ids)
+	s.mu.Unlock()
+	s.t.discoveryChanged()
+	return s.disconnectUnless(func(c *Controller) bool { return s.servedOn(c.port) })
 }
 
 // SetAllowAnyHost opens the subsystem to every host, or restricts it to its

@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,13 @@ type Options struct {
 	// controllers) one host NQN may have connected; a Connect past it is
 	// refused with Controller Busy.
 	MaxConnectionsPerHost int
+	// ANATransitionTime is ANATT, reported in Identify Controller
+	// (limits.ANATransitionTime; whole seconds, at most 255).
+	ANATransitionTime time.Duration
+	// StateDir is where state that outlives the process is kept:
+	// reservations that persist through power loss. "": none (hosts
+	// cannot set PTPL).
+	StateDir string
 	// FirmwareRevision is reported in Identify Controller.
 	FirmwareRevision string
 	// Logger receives the target's log; nil discards.
@@ -75,6 +83,9 @@ func (o *Options) setDefaults() {
 	if o.MaxConnectionsPerHost == 0 {
 		o.MaxConnectionsPerHost = DefaultMaxConnectionsPerHost
 	}
+	if o.ANATransitionTime == 0 {
+		o.ANATransitionTime = limits.ANATransitionTime
+	}
 	if o.FirmwareRevision == "" {
 		o.FirmwareRevision = "0.1"
 	}
@@ -93,8 +104,9 @@ type Target struct {
 	discovery  *Subsystem
 	ports      []*Port
 	listeners  []Listener
+	referrals  []Referral
 	genctr     uint64
-	nextPortID uint16
+	nextPortID uint16 // the last port ID given out
 	closed     bool
 
 	hosts       hostQueues
@@ -186,6 +198,11 @@ func (t *Target) addSubsystem(c SubsystemConfig) (*Subsystem, error) {
 	if err := checkNQNs(c, t.log); err != nil {
 		return nil, fmt.Errorf("add subsystem: %w", err)
 	}
+	if c.CNTLIDMin != 0 || c.CNTLIDMax != 0 {
+		if err := CheckCNTLIDRange(max(c.CNTLIDMin, 1), cmp.Or(c.CNTLIDMax, nvme.CNTLIDMax)); err != nil {
+			return nil, fmt.Errorf("add subsystem %s: %w", c.NQN, err)
+		}
+	}
 	if _, ok := t.subsystems[c.NQN]; ok {
 		return nil, fmt.Errorf("add subsystem %s: already exists", c.NQN)
 	}
@@ -256,8 +273,12 @@ func (t *Target) AddPort(tr Transport, p *Port) error {
 		t.mu.Unlock()
 		return ErrClosed
 	}
-	t.nextPortID++
-	p.ID = t.nextPortID
+	if p.ID == 0 {
+		p.ID = t.freePortID()
+	} else if slices.ContainsFunc(t.ports, func(q *Port) bool { return q.ID == p.ID }) {
+		t.mu.Unlock()
+		return fmt.Errorf("listen %s %s:%s: port ID %d in use", tr.Name(), p.Address, p.Service, p.ID)
+	}
 	if p.Transport == "" {
 		p.Transport = tr.Name()
 	}
@@ -273,6 +294,27 @@ func (t *Target) AddPort(tr Transport, p *Port) error {
 	t.discoveryChanged()
 	t.log.Info("listening", "transport", p.Transport, "address", p.Address, "port", p.Service)
 	return nil
+}
+
+// freePortID is the next port ID no port has, never one given out before:
+// a host that knew the port by an ID does not meet another under it. t.mu
+// is held.
+func (t *Target) freePortID() uint16 {
+	for {
+		t.nextPortID = t.nextPortID%nvme.PortIDMax + 1
+		if !slices.ContainsFunc(t.ports, func(p *Port) bool { return p.ID == t.nextPortID }) {
+			return t.nextPortID
+		}
+	}
+}
+
+// subsystemList snapshots the NVM subsystems; t.mu is held.
+func (t *Target) subsystemList() []*Subsystem {
+	out := make([]*Subsystem, 0, len(t.subsystems))
+	for _, s := range t.subsystems {
+		out = append(out, s)
+	}
+	return out
 }
 
 // RemovePort stops listening on the port with that ID: every queue

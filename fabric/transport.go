@@ -15,6 +15,7 @@ package fabric
 import (
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 	"time"
 )
 
@@ -115,7 +116,8 @@ type Conn interface {
 	Disconnect()
 }
 
-// Port is one transport address the target listens on.
+// Port is one transport address the target listens on. ID is the NVMe port
+// ID (PORTID in the discovery log); AddPort gives one to a port without.
 type Port struct {
 	ID        uint16
 	Transport string // "rdma", "loop"
@@ -126,6 +128,9 @@ type Port struct {
 	TSAS      [256]byte
 	// TransportLimits are the transport's, set by Target.AddPort.
 	TransportLimits
+	// ana is the state of each ANA group through the port (ana.go); nil:
+	// every group optimized.
+	ana atomic.Pointer[anaTable]
 }
 
 // QueueHint carries what the transport learned while connecting the queue.

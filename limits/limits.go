@@ -37,10 +37,6 @@ const (
 	// the most groups (ANAGRPMAX).
 	ANAGroup  = 1
 	ANAGroups = 128
-	// PortIDMax is the largest NVMe port ID; FFF0h and up are reserved.
-	PortIDMax = 0xffef
-	// CNTLIDMax is the largest controller ID of the dynamic model.
-	CNTLIDMax = 0xffef
 	// StateDir is where state that outlives the process is kept
 	// (reservations that persist through power loss).
 	StateDir = "/var/lib/nvmeof-tgt"

@@ -45,6 +45,10 @@ const (
 	OpWriteZeroes        = 0x08
 	OpDSM                = 0x09
 	OpVerify             = 0x0c
+	OpResvRegister       = 0x0d
+	OpResvReport         = 0x0e
+	OpResvAcquire        = 0x11
+	OpResvRelease        = 0x15
 )
 
 // Fabrics command types, byte 4 of a fabrics command (NVMe-oF §3;

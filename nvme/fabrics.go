@@ -29,6 +29,10 @@ const (
 	CNTLIDMax     CNTLID = 0xffef // the largest a controller may have
 )
 
+// PortIDMax is the largest NVMe port ID (PORTID); FFF0h and up are
+// reserved.
+const PortIDMax = 0xffef
+
 // Transport types for TRTYPE (NVMe-oF §5.3).
 const (
 	TRTypeRDMA = 1

@@ -112,6 +112,10 @@ const (
 	idcWCTEMP    le16 = 266
 	idcCCTEMP    le16 = 268
 	idcKAS       le16 = 320 // 100 ms units
+	idcANATT     u8   = 342 // seconds
+	idcANACAP    u8   = 343 // ANACAP*
+	idcANAGRPMAX le32 = 344
+	idcNANAGRPID le32 = 348
 	idcSQES      u8   = 512 // see QueueEntrySizes
 	idcCQES      u8   = 513 // see QueueEntrySizes
 	idcMAXCMD    le16 = 514
@@ -200,6 +204,14 @@ func (id IdentifyController) CCTEMP() uint16               { return idcCCTEMP.ge
 func (id IdentifyController) SetCCTEMP(v uint16)           { idcCCTEMP.set(id, v) }
 func (id IdentifyController) KAS() uint16                  { return idcKAS.get(id) }
 func (id IdentifyController) SetKAS(v uint16)              { idcKAS.set(id, v) }
+func (id IdentifyController) ANATT() uint8                 { return idcANATT.get(id) }
+func (id IdentifyController) SetANATT(v uint8)             { idcANATT.set(id, v) }
+func (id IdentifyController) ANACAP() uint8                { return idcANACAP.get(id) }
+func (id IdentifyController) SetANACAP(v uint8)            { idcANACAP.set(id, v) }
+func (id IdentifyController) ANAGRPMAX() uint32            { return idcANAGRPMAX.get(id) }
+func (id IdentifyController) SetANAGRPMAX(v uint32)        { idcANAGRPMAX.set(id, v) }
+func (id IdentifyController) NANAGRPID() uint32            { return idcNANAGRPID.get(id) }
+func (id IdentifyController) SetNANAGRPID(v uint32)        { idcNANAGRPID.set(id, v) }
 func (id IdentifyController) SQES() uint8                  { return idcSQES.get(id) }
 func (id IdentifyController) SetSQES(v uint8)              { idcSQES.set(id, v) }
 func (id IdentifyController) CQES() uint8                  { return idcCQES.get(id) }

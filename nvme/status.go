@@ -163,6 +163,7 @@ var statusNames = map[Status]string{
 	StatusCapacityExceeded:            "Capacity Exceeded",
 	StatusNamespaceNotReady:           "Namespace Not Ready",
 	StatusReservationConflict:         "Reservation Conflict",
+	StatusAbortPreempt:                "Command Aborted due to Preempt and Abort",
 
 	StatusCQInvalid:                   "Completion Queue Invalid",
 	StatusInvalidQID:                  "Invalid Queue Identifier",
@@ -189,6 +190,11 @@ var statusNames = map[Status]string{
 	StatusCompareFailure:         "Compare Failure",
 	StatusAccessDenied:           "Access Denied",
 	StatusDeallocatedOrUnwritten: "Deallocated or Unwritten Logical Block",
+
+	StatusInternalPathError: "Internal Path Error",
+	StatusANAPersistentLoss: "Asymmetric Access Persistent Loss",
+	StatusANAInaccessible:   "Asymmetric Access Inaccessible",
+	StatusANATransition:     "Asymmetric Access Transition",
 }
 
 // String returns the status name, its type and code, and the DNR and More

@@ -64,6 +64,9 @@ type device struct {
 	blocks     int // queue blocks in all
 	freeBlocks []int
 	pollers    []*poller
+	// newCQ makes another CQ for a poller, of p.cqSize entries on its
+	// channel; replaced in tests, which have no device.
+	newCQ func(p *poller) (*verbs.CQ, error)
 	// removed: the device is going (removal.go); no queue is set up on it
 	// any more, and idle closes once its last queue is gone.
 	removed bool
@@ -133,6 +136,7 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 		return fail(fmt.Errorf("register %d bytes (is the memlock limit high enough?): %w", size, err))
 	}
 	d.lkey = d.mr.LKey()
+	d.newCQ = func(p *poller) (*verbs.CQ, error) { return d.ctx.CreateCQ(p.cqSize, p.ch) }
 	d.blocks = blocks
 	for b := blocks - 1; b >= 0; b-- {
 		d.freeBlocks = append(d.freeBlocks, b)
@@ -182,35 +186,66 @@ func (d *device) queueMem(b int) queueMem {
 	}
 }
 
-// allocBlock takes a queue block and picks the least loaded poller whose
-// CQ can take cqes more entries.
-func (d *device) allocBlock(cqes int) (int, *poller, bool) {
+// errNoBlock: every queue block of the region is taken (rdma.max_queues).
+var errNoBlock = errors.New("queue limit reached")
+
+// errRemoved: the device is being removed; no queue is set up on it.
+var errRemoved = errors.New("device being removed")
+
+// allocBlock takes a queue block and room for cqes entries on a CQ of a
+// poller: the least loaded poller with a CQ that has the room, or else the
+// least loaded poller on a CQ made for it. A CQ holds the worst case of a
+// few queues only (every send and receive flushed at once: 640 entries for
+// an I/O queue of 128 and its admin queue), so a host connected to
+// hundreds of subsystems needs more CQs than pollers.
+func (d *device) allocBlock(cqes int) (int, *poller, *pollerCQ, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.removed || len(d.freeBlocks) == 0 {
-		return 0, nil, false
+	if d.removed {
+		return 0, nil, nil, errRemoved
 	}
-	var best *poller
+	if len(d.freeBlocks) == 0 {
+		return 0, nil, nil, errNoBlock
+	}
+	var best, least *poller
+	var cq *pollerCQ
 	for _, p := range d.pollers {
-		if p.cqBudget >= cqes && (best == nil || p.nqueues < best.nqueues) {
-			best = p
+		if least == nil || p.nqueues < least.nqueues {
+			least = p
+		}
+		if c := p.cqFor(cqes); c != nil && (best == nil || p.nqueues < best.nqueues) {
+			best, cq = p, c
 		}
 	}
 	if best == nil {
-		return 0, nil, false
+		if least == nil || cqes > least.cqSize {
+			return 0, nil, nil, fmt.Errorf("a queue of %d completion entries: larger than a CQ", cqes)
+		}
+		c, err := d.newCQ(least)
+		if err != nil {
+			return 0, nil, nil, fmt.Errorf("another CQ: %w", err)
+		}
+		best, cq = least, &pollerCQ{cq: c, room: least.cqSize}
+		best.addCQ(cq)
+		if d.log != nil {
+			d.log.Info("poller CQ added", "poller", best.idx, "cqs", len(*best.cqs.Load()), "entries", best.cqSize)
+		}
 	}
-	best.cqBudget -= cqes
+	cq.room -= cqes
 	best.nqueues++
 	b := d.freeBlocks[len(d.freeBlocks)-1]
 	d.freeBlocks = d.freeBlocks[:len(d.freeBlocks)-1]
-	return b, best, true
+	return b, best, cq, nil
 }
 
-func (d *device) freeBlock(b int, p *poller, cqes int) {
+// freeBlock gives back what allocBlock took. A CQ stays with its poller
+// until the device closes: a queue's QP must go before its CQ, and the
+// next queues take the room.
+func (d *device) freeBlock(b int, p *poller, cq *pollerCQ, cqes int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.freeBlocks = append(d.freeBlocks, b)
-	p.cqBudget += cqes
+	cq.room += cqes
 	p.nqueues--
 	d.checkIdle()
 }

@@ -484,13 +484,19 @@ func (l *listener) admit(ev *verbs.CMEvent) (connPlan, *refusal) {
 // poller finishes with it.
 func (l *listener) setup(ev *verbs.CMEvent, pl connPlan) (*cmConn, bool, *refusal) {
 	d := pl.d
-	block, p, ok := d.allocBlock(pl.cqes)
-	if !ok {
+	block, p, cq, err := d.allocBlock(pl.cqes)
+	if errors.Is(err, errNoBlock) {
 		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "queue limit reached", []any{"max_queues", l.t.cfg.MaxQueues}}
 	}
-	c := &cmConn{l: l, d: d, p: p, id: ev.ID, block: block, cqes: pl.cqes}
+	if errors.Is(err, errRemoved) {
+		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "device being removed", []any{"device", d.attr.Name}}
+	}
+	if err != nil {
+		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "no completion queue room", []any{"err", err}}
+	}
+	c := &cmConn{l: l, d: d, p: p, cq: cq, id: ev.ID, block: block, cqes: pl.cqes}
 	qp, err := ev.ID.CreateQP(d.pd, verbs.QPInit{
-		SendCQ: p.cq, RecvCQ: p.cq, MaxSendWR: uint32(pl.sqSize), MaxRecvWR: uint32(pl.depth),
+		SendCQ: cq.cq, RecvCQ: cq.cq, MaxSendWR: uint32(pl.sqSize), MaxRecvWR: uint32(pl.depth),
 		MaxSendSGE: uint32(d.sgePerWR), MaxRecvSGE: 2,
 	})
 	if err != nil {
@@ -540,7 +546,7 @@ func (c *cmConn) undoSetup() {
 	if c.qp != nil {
 		c.id.DestroyQP()
 	}
-	c.d.freeBlock(c.block, c.p, c.cqes)
+	c.d.freeBlock(c.block, c.p, c.cq, c.cqes)
 }
 
 // teardown tears c's queue down on its poller.

@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -136,7 +137,9 @@ func testDevice(tr *Transport, key uintptr, name string, blocks, held int) *devi
 		d.freeBlocks = append(d.freeBlocks, b)
 	}
 	if blocks > 0 {
-		d.pollers = []*poller{{d: d, ctl: make(chan func(), 16), cqBudget: 1 << 10, nqueues: held}}
+		p := &poller{d: d, ctl: make(chan func(), 16), cqSize: 1 << 10, nqueues: held}
+		p.cqs.Store(&[]*pollerCQ{{room: 1 << 10}})
+		d.pollers = []*poller{p}
 	}
 	return d
 }
@@ -297,7 +300,7 @@ func TestDeviceRemoved(t *testing.T) {
 			t.Errorf("a port not on the removed device: %+v, retry armed %v", st, l.retryC != nil)
 		}
 	}
-	if _, _, ok := gone.allocBlock(1); ok {
+	if _, _, _, err := gone.allocBlock(1); !errors.Is(err, errRemoved) {
 		t.Error("a queue was set up on the removed device")
 	}
 
@@ -309,7 +312,8 @@ func TestDeviceRemoved(t *testing.T) {
 	if !still {
 		t.Fatal("the removed device was released while a queue still held it")
 	}
-	gone.freeBlock(0, releasable(gone), 0)
+	rp := releasable(gone)
+	gone.freeBlock(0, rp, (*rp.cqs.Load())[0], 0)
 	tr.releases.Wait()
 	if tr.devices[1] != nil || tr.devices[2] != other {
 		t.Errorf("devices after the release: %v", tr.devices)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -129,9 +131,23 @@ func printPorts(w io.Writer, ports []control.PortStatus) {
 		if p.Reason != "" {
 			state += ": " + p.Reason
 		}
-		rows = append(rows, []string{strconv.Itoa(int(p.ID)), p.Transport, p.Address, strconv.Itoa(p.Port), state})
+		rows = append(rows, []string{strconv.Itoa(int(p.ID)), p.Transport, p.Address, strconv.Itoa(p.Port), state, anaStates(p.ANAGroups)})
 	}
-	table(w, "PORTS", []string{"ID", "TRANSPORT", "ADDRESS", "PORT", "STATE"}, rows)
+	table(w, "PORTS", []string{"ID", "TRANSPORT", "ADDRESS", "PORT", "STATE", "ANA GROUPS"}, rows)
+}
+
+// anaStates writes group states as "1=optimized 2=inaccessible", by group.
+func anaStates(groups map[string]string) string {
+	ids := slices.Collect(maps.Keys(groups))
+	slices.SortFunc(ids, func(a, b string) int { x, _ := strconv.Atoi(a); y, _ := strconv.Atoi(b); return x - y })
+	out := make([]string, len(ids))
+	for i, g := range ids {
+		out[i] = g + "=" + groups[g]
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, " ")
 }
 
 func printSubsystems(w io.Writer, subs []control.SubsystemStatus) {
@@ -141,12 +157,17 @@ func printSubsystems(w io.Writer, subs []control.SubsystemStatus) {
 		if s.AllowAnyHost {
 			hosts = "any"
 		}
-		rows = append(rows, []string{s.NQN, strconv.Itoa(len(s.Namespaces)), hosts, s.Serial, s.Model})
+		ports := "all"
+		if len(s.Ports) > 0 {
+			ports = strings.Trim(strings.Join(strings.Fields(fmt.Sprint(s.Ports)), ","), "[]")
+		}
+		rows = append(rows, []string{s.NQN, strconv.Itoa(len(s.Namespaces)), hosts, ports,
+			fmt.Sprintf("%d-%d", s.CNTLIDMin, s.CNTLIDMax), s.Serial, s.Model})
 	}
-	table(w, "SUBSYSTEMS", []string{"NQN", "NAMESPACES", "HOSTS", "SERIAL", "MODEL"}, rows)
+	table(w, "SUBSYSTEMS", []string{"NQN", "NAMESPACES", "HOSTS", "PORTS", "CNTLIDS", "SERIAL", "MODEL"}, rows)
 }
 
-var namespaceHeader = []string{"NSID", "BACKEND", "SIZE", "BLOCK SIZE", "ACCESS", "PATH", "UUID"}
+var namespaceHeader = []string{"NSID", "BACKEND", "SIZE", "BLOCK SIZE", "ACCESS", "ANA GROUP", "RESERVATION", "PATH", "UUID"}
 
 func namespaceRow(n control.NamespaceStatus) []string {
 	access, path := "rw", n.Path
@@ -156,8 +177,15 @@ func namespaceRow(n control.NamespaceStatus) []string {
 	if path == "" {
 		path = "-"
 	}
+	resv := "-"
+	if r := n.Reservation; r != nil {
+		resv = fmt.Sprintf("%s, %d registered, held by %s", r.Type, len(r.Registrants), strings.Join(r.Holders, ","))
+		if len(r.Holders) == 0 {
+			resv = fmt.Sprintf("%s, %d registered", r.Type, len(r.Registrants))
+		}
+	}
 	return []string{strconv.FormatUint(uint64(n.NSID), 10), n.Backend, config.Bytes(n.Size).String(),
-		strconv.FormatUint(uint64(n.BlockSize), 10), access, path, n.UUID}
+		strconv.FormatUint(uint64(n.BlockSize), 10), access, strconv.FormatUint(uint64(n.ANAGroup), 10), resv, path, n.UUID}
 }
 
 // change makes a change and prints its Result: each step applied, then
@@ -217,7 +245,23 @@ func subsystemCmd(o *ctlOptions) *cobra.Command {
 	add.Flags().StringArrayVar(&req.Hosts, "host", nil, "a host NQN allowed to connect (repeat for more)")
 	add.Flags().StringVar(&req.Serial, "serial", "", "serial number (default: derived from the NQN)")
 	add.Flags().StringVar(&req.Model, "model", "", "model number (default: nvmeof-tgt)")
+	add.Flags().IntSliceVar(&req.Ports, "port", nil, "ID of a port that serves it (repeat for more; default: every port)")
+	add.Flags().IntVar(&req.CNTLIDMin, "cntlid-min", 0, "lowest controller ID (default 1)")
+	add.Flags().IntVar(&req.CNTLIDMax, "cntlid-max", 0, "highest controller ID (default 65519)")
 	c.AddCommand(add, &cobra.Command{
+		Use:   "ports NQN [PORTID...]",
+		Short: "Set the ports that serve a subsystem (none: every port); hosts on a port taken away are disconnected",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(args[1:], "port ID")
+			if err != nil {
+				return err
+			}
+			return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.SetSubsystemPorts(ctx, args[0], ids)
+			})
+		},
+	}, &cobra.Command{
 		Use:   "remove NQN",
 		Short: "Remove a subsystem; its hosts are disconnected",
 		Args:  cobra.ExactArgs(1),
@@ -240,6 +284,19 @@ type usageError struct{ err error }
 
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
+
+// parseIDs reads port IDs (or other small numbers) given as arguments.
+func parseIDs(args []string, what string) ([]int, error) {
+	out := make([]int, 0, len(args))
+	for _, a := range args {
+		n, err := strconv.Atoi(a)
+		if err != nil || n < 1 {
+			return nil, &usageError{fmt.Errorf("%s %q: want a number from 1", what, a)}
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
 
 // parseSize reads a size as the configuration file writes it.
 func parseSize(s string) (control.Size, error) {
@@ -286,6 +343,9 @@ func nsCmd(o *ctlOptions) *cobra.Command {
 	add.Flags().StringVar(&size, "size", "", "size, e.g. 1GiB: required for memory; for a file, the size to create or grow to")
 	add.Flags().Uint32Var(&req.BlockSize, "block-size", 0, "512 or 4096 (default 512; a block device uses its own)")
 	add.Flags().StringVar(&req.UUID, "uuid", "", "namespace UUID (default: derived from the NQN and NSID)")
+	add.Flags().StringVar(&req.NGUID, "nguid", "", `NGUID, 32 hex digits or "none" (default: derived from the UUID)`)
+	add.Flags().StringVar(&req.EUI64, "eui64", "", "EUI-64, 16 hex digits (default: none)")
+	add.Flags().Uint32Var(&req.ANAGroup, "ana-group", 0, "ANA group, 1..128 (default 1)")
 	add.Flags().BoolVar(&req.ReadOnly, "read-only", false, "refuse writes")
 	add.Flags().BoolVar(&req.BufferedIO, "buffered-io", false, "use the page cache instead of O_DIRECT")
 
@@ -314,6 +374,23 @@ func nsCmd(o *ctlOptions) *cobra.Command {
 	resize.Flags().BoolVar(&force, "force", false, "allow the namespace to shrink")
 
 	c.AddCommand(add, resize, &cobra.Command{
+		Use:   "ana-group NQN NSID GROUP",
+		Short: "Move a namespace to another ANA group; hosts stay connected and re-read the ANA log",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nsid, err := parseNSID(args[1])
+			if err != nil {
+				return err
+			}
+			g, err := strconv.ParseUint(args[2], 10, 32)
+			if err != nil {
+				return &usageError{fmt.Errorf("ANA group %q: want a number", args[2])}
+			}
+			return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.SetANAGroup(ctx, args[0], nsid, uint32(g))
+			})
+		},
+	}, &cobra.Command{
 		Use:   "remove NQN NSID",
 		Short: "Remove a namespace; hosts see it go",
 		Args:  cobra.ExactArgs(2),
@@ -392,6 +469,7 @@ func portCmd(o *ctlOptions) *cobra.Command {
 		},
 	}
 	portFlags(add, &addReq)
+	add.Flags().IntVar(&addReq.ID, "id", 0, "NVMe port ID, 1..65519 (default: one more than the highest)")
 	remove := &cobra.Command{
 		Use:   "remove --address A",
 		Short: "Stop listening on a port; the controllers connected through it are disconnected",
@@ -403,7 +481,35 @@ func portCmd(o *ctlOptions) *cobra.Command {
 		},
 	}
 	portFlags(remove, &rmReq)
-	c.AddCommand(add, remove, showCmd(o, "list", "List ports", cobra.NoArgs,
+	ana := &cobra.Command{Use: "ana", Short: "Show or set the ANA state of each group through a port"}
+	ana.AddCommand(showCmd(o, "show PORTID", "Show the state of each ANA group through a port", cobra.ExactArgs(1),
+		func(ctx context.Context, c *control.Client, args []string) (map[string]string, error) {
+			ids, err := parseIDs(args, "port ID")
+			if err != nil {
+				return nil, err
+			}
+			return c.PortANA(ctx, ids[0])
+		},
+		func(w io.Writer, groups map[string]string) {
+			for _, g := range strings.Fields(anaStates(groups)) {
+				id, state, _ := strings.Cut(g, "=")
+				fmt.Fprintf(w, "%s\t%s\n", id, state)
+			}
+		}), &cobra.Command{
+		Use:   "set PORTID GROUP STATE",
+		Short: "Set an ANA group's state through a port (optimized, non-optimized, inaccessible, persistent-loss, change); hosts stay connected",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(args[:1], "port ID")
+			if err != nil {
+				return err
+			}
+			return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.SetANAState(ctx, ids[0], args[1], args[2])
+			})
+		},
+	})
+	c.AddCommand(add, remove, ana, showCmd(o, "list", "List ports", cobra.NoArgs,
 		func(ctx context.Context, c *control.Client, _ []string) ([]control.PortStatus, error) {
 			return c.Ports(ctx)
 		},

@@ -168,10 +168,10 @@ func TestCtl(t *testing.T) {
 		check   func(t *testing.T, b *ctlBench, stdout, stderr string)
 	}{
 		{name: "status", args: []string{"status"}, wantOut: []string{
-			"PORTS", "ID TRANSPORT ADDRESS PORT STATE", "1 loop 127.0.0.1 4420 live",
-			"SUBSYSTEMS", ctlSubA + " 2 " + ctlHost1 + "," + ctlHost2, ctlSubB + " 1 any",
-			"NAMESPACES", "SUBSYSTEM NSID BACKEND SIZE BLOCK SIZE ACCESS PATH UUID",
-			ctlSubA + " 1 memory 1MiB 512 rw -", ctlSubA + " 2 file 1MiB 512 rw", ctlSubB + " 1 memory 2MiB 512 rw -",
+			"PORTS", "ID TRANSPORT ADDRESS PORT STATE ANA GROUPS", "1 loop 127.0.0.1 4420 live 1=optimized",
+			"SUBSYSTEMS", ctlSubA + " 2 " + ctlHost1 + "," + ctlHost2 + " all 1-65519", ctlSubB + " 1 any all",
+			"NAMESPACES", "SUBSYSTEM NSID BACKEND SIZE BLOCK SIZE ACCESS ANA GROUP RESERVATION PATH UUID",
+			ctlSubA + " 1 memory 1MiB 512 rw 1 - -", ctlSubA + " 2 file 1MiB 512 rw 1 -", ctlSubB + " 1 memory 2MiB 512 rw 1 - -",
 			"CONTROLLERS", "SUBSYSTEM HOST NQN HOST ADDRESS CNTLID PORT I/O QUEUES KATO CONNECTED", ctlSubB + " " + ctlHost1,
 		}},
 		{name: "status json", args: []string{"status", "--json"}, check: func(t *testing.T, b *ctlBench, out, _ string) {
@@ -185,7 +185,7 @@ func TestCtl(t *testing.T) {
 			}
 		}},
 
-		{name: "subsystem list", args: []string{"subsystem", "list"}, wantOut: []string{"NQN NAMESPACES HOSTS SERIAL MODEL", ctlSubB + " 1 any"}},
+		{name: "subsystem list", args: []string{"subsystem", "list"}, wantOut: []string{"NQN NAMESPACES HOSTS PORTS CNTLIDS SERIAL MODEL", ctlSubB + " 1 any all 1-65519"}},
 		{name: "subsystem list json", args: []string{"subsystem", "list", "--json"}, check: func(t *testing.T, b *ctlBench, out, _ string) {
 			var ss []control.SubsystemStatus
 			if err := json.Unmarshal([]byte(out), &ss); err != nil || len(ss) != 2 || ss[1].NQN != ctlSubB {
@@ -224,7 +224,7 @@ func TestCtl(t *testing.T) {
 		{name: "subsystem remove needs NQN", args: []string{"subsystem", "remove"}, wantErr: "accepts 1 arg"},
 
 		{name: "ns list", args: []string{"ns", "list", ctlSubA}, wantOut: []string{
-			"NSID BACKEND SIZE BLOCK SIZE ACCESS PATH UUID", "1 memory 1MiB 512 rw -", "2 file 1MiB 512 rw"}},
+			"NSID BACKEND SIZE BLOCK SIZE ACCESS ANA GROUP RESERVATION PATH UUID", "1 memory 1MiB 512 rw 1 - -", "2 file 1MiB 512 rw 1 -"}},
 		{name: "ns list json", args: []string{"ns", "list", ctlSubA, "--json"}, check: func(t *testing.T, b *ctlBench, out, _ string) {
 			var ns []control.NamespaceStatus
 			if err := json.Unmarshal([]byte(out), &ns); err != nil || len(ns) != 2 || ns[1].Size != 1<<20 || ns[1].Path == "" {
@@ -235,7 +235,7 @@ func TestCtl(t *testing.T) {
 		{name: "ns add memory", args: []string{"ns", "add", ctlSubA, "--nsid", "3", "--backend", "memory", "--size", "1MiB", "--block-size", "4096", "--read-only"},
 			wantOut: []string{"add namespace 3 to " + ctlSubA}, check: func(t *testing.T, b *ctlBench, _, _ string) {
 				out, _, err := b.run("ns", "list", ctlSubA)
-				if err != nil || !hasRow(out, "3", "memory", "1MiB", "4096", "ro", "-") {
+				if err != nil || !hasRow(out, "3", "memory", "1MiB", "4096", "ro", "1", "-", "-") {
 					t.Fatalf("%v\n%s", err, out)
 				}
 			}},
@@ -268,7 +268,32 @@ func TestCtl(t *testing.T) {
 		{name: "host remove", args: []string{"host", "remove", ctlSubA, ctlHost2}, wantOut: []string{"remove host " + ctlHost2 + " from " + ctlSubA}},
 		{name: "host remove missing", args: []string{"host", "remove", ctlSubA, "nqn.2026-11.io.example:host9"}, wantErr: "no such host"},
 
-		{name: "port list", args: []string{"port", "list"}, wantOut: []string{"ID TRANSPORT ADDRESS PORT STATE", "1 loop 127.0.0.1 4420 live"}},
+		{name: "port list", args: []string{"port", "list"}, wantOut: []string{"ID TRANSPORT ADDRESS PORT STATE ANA GROUPS", "1 loop 127.0.0.1 4420 live 1=optimized"}},
+		{name: "port ana set", args: []string{"port", "ana", "set", "1", "2", "inaccessible"},
+			wantOut: []string{"set the ANA states of port 1 to map[2:inaccessible]"}, check: func(t *testing.T, b *ctlBench, _, _ string) {
+				out, _, err := b.run("port", "ana", "show", "1")
+				if err != nil || !hasRow(out, "1", "optimized") || !hasRow(out, "2", "inaccessible") {
+					t.Fatalf("%v\n%s", err, out)
+				}
+			}},
+		{name: "port ana set bad state", args: []string{"port", "ana", "set", "1", "2", "fast"}, wantErr: `"fast" is not an ANA state`},
+		{name: "port ana show missing", args: []string{"port", "ana", "show", "9"}, wantErr: "no such port"},
+		{name: "subsystem ports", args: []string{"subsystem", "ports", ctlSubA, "1"},
+			wantOut: []string{"serve " + ctlSubA + " on ports [1]"}, check: func(t *testing.T, b *ctlBench, _, _ string) {
+				out, _, err := b.run("subsystem", "list")
+				if err != nil || !hasRow(out, ctlSubA, "2", ctlHost1+","+ctlHost2, "1") {
+					t.Fatalf("%v\n%s", err, out)
+				}
+			}},
+		{name: "subsystem ports unknown", args: []string{"subsystem", "ports", ctlSubA, "5"}, wantErr: "5 is the ID of no port"},
+		{name: "ns ana-group", args: []string{"ns", "ana-group", ctlSubA, "1", "4"},
+			wantOut: []string{"move namespace 1 of " + ctlSubA + " to ANA group 4"}, check: func(t *testing.T, b *ctlBench, _, _ string) {
+				out, _, err := b.run("ns", "list", ctlSubA)
+				if err != nil || !hasRow(out, "1", "memory", "1MiB", "512", "rw", "4") {
+					t.Fatalf("%v\n%s", err, out)
+				}
+			}},
+		{name: "ns ana-group out of range", args: []string{"ns", "ana-group", ctlSubA, "1", "200"}, wantErr: "1..128"},
 		{name: "port add", args: []string{"port", "add", "--transport", "loop", "--address", "127.0.0.2"}, wantOut: []string{"add port loop 127.0.0.2:4420"}},
 		{name: "port add existing", args: []string{"port", "add", "--transport", "loop", "--address", "127.0.0.1"}, wantErr: "already exists"},
 		{name: "port add without address", args: []string{"port", "add"}, wantErr: `required flag(s) "address" not set`},

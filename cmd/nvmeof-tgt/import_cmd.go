@@ -19,10 +19,12 @@ func importNvmetcliCmd() *cobra.Command {
 		Short: "Convert an `nvmetcli save` JSON file to this target's YAML",
 		Long: `Convert the JSON that nvmetcli save writes (by default /etc/nvmet/config.json)
 to this target's configuration, printed on standard output. Every setting
-that cannot be carried (TCP ports, referrals, disabled namespaces,
-per-port subsystem links, ...) is named on standard error, one line each.
-It exits 0 when it converted, even with notes; run "config validate" on the
-result before serving it.
+that cannot be carried (TCP ports, disabled namespaces, subsystems linked
+to no RDMA port, ...) is named on standard error, one line each. Port IDs,
+ANA group states, referrals, CNTLID ranges and the ports each subsystem is
+linked to are carried, so hosts see what nvmet showed them. It exits 0
+when it converted, even with notes; run "config validate" on the result
+before serving it.
 
 A host with a DH-HMAC-CHAP key on the allowed list of a subsystem closed to
 other hosts must authenticate to nvmet, so it is carried with its keys:

@@ -115,12 +115,7 @@ func build(cfg *config.Config, file configFile, log *slog.Logger) (_ *server, er
 		}
 	}()
 	s.loop = fabric.NewLoopTransport(loopLimits(s.rcfg))
-	s.tgt = fabric.NewTarget(fabric.Options{
-		KATOMax:               cfg.Controller.KeepAliveTimeoutMax,
-		MaxConnectionsPerHost: cfg.Controller.MaxConnectionsPerHost,
-		FirmwareRevision:      firmwareRevision(),
-		Logger:                log,
-	})
+	s.tgt = fabric.NewTarget(control.TargetOptions(cfg, firmwareRevision(), log))
 	s.m, err = control.New(s.tgt, cfg, control.Options{Path: file.path, Loaded: file.loaded, Transport: s.transport, Logger: log})
 	switch {
 	case errors.Is(err, rdma.ErrNoDevice):

@@ -3,11 +3,9 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,13 +20,6 @@ import (
 // is down, and listen again once the device is back.
 
 const (
-	// The second Soft-RoCE device and its dummy netdev and address.
-	rmNetdev = "lab1"
-	rmDev    = "rxe1"
-	rmAddr   = "10.255.1.1"
-	// rmDeleteTimeout bounds `rdma link delete`: it returns within a couple
-	// of seconds once the target lets go of the device, and never before.
-	rmDeleteTimeout = 30 * time.Second
 	// portBackTimeout bounds how long a port takes to listen again once its
 	// device is back (the transport retries with a backoff of at most 10 s).
 	portBackTimeout = 60 * time.Second
@@ -74,62 +65,6 @@ func (p *tgtProcess) waitPortState(t *testing.T, addr, state string, within time
 	return pt
 }
 
-// runBounded runs a command that may block in the kernel where no signal
-// reaches it (a task in D state): past timeout it is killed and left
-// behind, never waited for, and the error says where it was blocked.
-func runBounded(timeout time.Duration, name string, args ...string) (string, error) {
-	cmd := exec.Command(name, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return out.String(), err
-	case <-time.After(timeout):
-		wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", cmd.Process.Pid))
-		stack, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stack", cmd.Process.Pid))
-		_ = cmd.Process.Kill()
-		return "", fmt.Errorf("%s %s still running after %v (left behind); waiting in %q, kernel stack:\n%s",
-			name, strings.Join(args, " "), timeout, wchan, stack)
-	}
-}
-
-// addSoftRoCE creates rxe1 on the dummy netdev lab1 with rmAddr. Call it
-// before the target starts: its cleanup (deleting the device and the
-// netdev) then runs after the target's, as cleanups run last-in first-out,
-// and never deletes a device under a target that may still hold it.
-func addSoftRoCE(t *testing.T) {
-	t.Helper()
-	t.Cleanup(func() {
-		if _, err := os.Stat("/sys/class/infiniband/" + rmDev); err == nil {
-			if out, err := runBounded(rmDeleteTimeout, "rdma", "link", "delete", rmDev); err != nil {
-				t.Errorf("cleanup: rdma link delete %s: %v\n%s", rmDev, err, out)
-			}
-		}
-		if err := runQuiet(cmdTimeout, "ip", "link", "del", rmNetdev); err != nil {
-			t.Logf("cleanup: %v", err)
-		}
-	})
-	reAddSoftRoCE(t)
-}
-
-// reAddSoftRoCE creates rxe1 (again); lab1 and its address stay.
-func reAddSoftRoCE(t *testing.T) {
-	t.Helper()
-	mustRun(t, cmdTimeout, tgtBin, "softroce", "add", "--netdev", rmNetdev, "--dummy",
-		"--address", rmAddr+"/32", "--name", rmDev)
-	if err := waitFor(deviceTimeout, func() bool {
-		_, err := os.Stat("/sys/class/infiniband/" + rmDev)
-		return err == nil
-	}); err != nil {
-		t.Fatalf("%s did not appear", rmDev)
-	}
-}
-
 // deleteSoftRoCE runs `rdma link delete rxe1` under the running target,
 // which must let go of the device for the command to return.
 func deleteSoftRoCE(t *testing.T) {
@@ -167,9 +102,7 @@ func (h host) connectAt(t *testing.T, subnqn, addr string, nsid uint32) (*contro
 // through it works. A second removal, with nothing connected, completes
 // too, and the target shuts down cleanly with the port down.
 func TestDeviceRemoval(t *testing.T) {
-	if targetKind == kindKernel {
-		t.Skip("nvmeof-tgt's port status and API (the kernel target lets go of a removed device in nvmet_rdma_remove_one)")
-	}
+	requireTgt(t, "nvmeof-tgt's port status and API (the kernel target lets go of a removed device in nvmet_rdma_remove_one)")
 	h := newHost(t)
 	addSoftRoCE(t)
 	sub1, sub2 := nqn("devrm-1"), nqn("devrm-2")
