@@ -77,19 +77,20 @@ sub=$(cli subsystem list --json | tr -d ' \n')
 [[ $sub == *"\"nqn\":\"$nqn\",\"allow_any_host\":false,\"hosts\":[\"$host\"]"* ]] ||
   fail "setup: subsystem $nqn for $host only not in $sub"
 ns=$(cli ns list "$nqn" --json | tr -d ' \n')
-[[ $ns == *'"nsid":1,'* && $ns == *"\"uuid\":\"$uuid\""* && $ns == *'"size":8388608'* && $ns == *'"block_size":4096'* ]] ||
-  fail "setup: namespace 1 (8 MiB, 4 KiB blocks, UUID $uuid) not in $ns"
+[[ $ns == *'"nsid":1,'* && $ns == *"\"uuid\":\"$uuid\""* && $ns == *'"size":8388608'* && $ns == *'"block_size":512'* ]] ||
+  fail "setup: namespace 1 (8 MiB, 512-byte blocks, UUID $uuid) not in $ns"
 [[ -f $tmp/ns/$nqn.img ]] || fail "setup: no backing file $tmp/ns/$nqn.img"
 cli port list --json | tr -d ' \n' | grep -q '"id":2,"transport":"loop","address":"127.0.0.2","port":4420' ||
   fail "setup: no port 2 on 127.0.0.2:4420"
 
 # A second subsystem, with secrets; a bad secret changes nothing.
 key=DHHC-1:00:tqgDIxKZiXC3Tp5Bs7EA8IHB6p4v5wSslk49tRhXyGsG377j:
-"$ctl" setup --subsysnqn "$nqn-2" --subsys-uuid 91fdba0d-f87b-4c25-b80f-db7be1418b00 --hostnqn "$host" \
+BLKTESTS_TGT_BLOCK_SIZE=4096 "$ctl" setup --subsysnqn "$nqn-2" --subsys-uuid 91fdba0d-f87b-4c25-b80f-db7be1418b00 --hostnqn "$host" \
   --hostkey "$key" --ctrkey "$key" || fail "setup with secrets failed"
 cli host list "$nqn-2" --json | tr -d ' \n' | grep -q '"dhchap":"bidirectional"' ||
   fail "setup with secrets: the host does not authenticate both ways"
 grep -q -F "${key:10:20}" "$tmp/ctl.log" && fail "a secret reached the control log"
+cli ns list "$nqn-2" --json | tr -d ' \n' | grep -q '"block_size":4096' || fail "BLKTESTS_TGT_BLOCK_SIZE=4096 not applied"
 rc=0
 "$ctl" setup --subsysnqn "$nqn-3" --hostnqn "$host" --hostkey 'x"}' 2>/dev/null || rc=$?
 ((rc != 0)) || fail "setup with a malformed secret succeeded"
