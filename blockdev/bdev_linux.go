@@ -98,17 +98,12 @@ func (d *blockDevice) setup(o Options) error {
 func (d *blockDevice) DiscardZeroes() bool { return false }
 
 func (d *blockDevice) Discard(off, length int64) error {
-	if err := d.checkModify("discard", off, length); err != nil {
+	l, err := d.beginModify("discard", off, length)
+	if l == nil {
 		return err
 	}
-	if length == 0 {
-		return nil
-	}
-	defer d.mu.rlock(uintptr(off)).RUnlock()
-	if d.fd < 0 {
-		return fmt.Errorf("discard %s: %w", d.path, ErrClosed)
-	}
-	err := sys.BlkRange(d.fd, unix.BLKDISCARD, off, length)
+	defer l.RUnlock()
+	err = sys.BlkRange(d.fd, unix.BLKDISCARD, off, length)
 	if isNotSupported(err) {
 		return fmt.Errorf("discard %s at %d: %w: %w", d.path, off, ErrNotSupported, err)
 	}
@@ -121,17 +116,12 @@ func (d *blockDevice) Discard(off, length int64) error {
 // WriteZeroes uses BLKZEROOUT, which lets the kernel pick the device's
 // cheapest zeroing method, and writes zeroes itself only if that is refused.
 func (d *blockDevice) WriteZeroes(off, length int64) error {
-	if err := d.checkModify("write zeroes", off, length); err != nil {
+	l, err := d.beginModify("write zeroes", off, length)
+	if l == nil {
 		return err
 	}
-	if length == 0 {
-		return nil
-	}
-	defer d.mu.rlock(uintptr(off)).RUnlock()
-	if d.fd < 0 {
-		return fmt.Errorf("write zeroes %s: %w", d.path, ErrClosed)
-	}
-	err := sys.BlkRange(d.fd, unix.BLKZEROOUT, off, length)
+	defer l.RUnlock()
+	err = sys.BlkRange(d.fd, unix.BLKZEROOUT, off, length)
 	if isNotSupported(err) {
 		err = d.writeZeroesSlow(off, length)
 	}

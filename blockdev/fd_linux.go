@@ -3,6 +3,7 @@ package blockdev
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -198,6 +199,23 @@ func (d *fdDev) checkModify(op string, off, length int64) error {
 		return fmt.Errorf("%s %s at %d: %w", op, d.path, off, ErrReadOnly)
 	}
 	return checkRange(op, d.path, off, length, d.size.Load(), d.bs)
+}
+
+// beginModify is the preamble of a call that changes [off, off+length)
+// without a buffer (Discard, WriteZeroes): the range checked, the device
+// held open (its close lock shared) with a valid descriptor. It returns the
+// lock to release when done, or nil when there is nothing to do: an error,
+// or an empty range (err nil).
+func (d *fdDev) beginModify(op string, off, length int64) (*sync.RWMutex, error) {
+	if err := d.checkModify(op, off, length); err != nil || length == 0 {
+		return nil, err
+	}
+	l := d.mu.rlock(uintptr(off))
+	if d.fd < 0 {
+		l.RUnlock()
+		return nil, fmt.Errorf("%s %s: %w", op, d.path, ErrClosed)
+	}
+	return l, nil
 }
 
 // writeZeroesSlow writes zeroes in bounded chunks, for backends that cannot

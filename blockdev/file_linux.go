@@ -216,20 +216,15 @@ func (f *fileDevice) DiscardZeroes() bool { return !f.noPunch.Load() }
 // Discard punches a hole. Without hole punching it fails with
 // ErrNotSupported rather than silently leaving data behind.
 func (f *fileDevice) Discard(off, length int64) error {
-	if err := f.checkModify("discard", off, length); err != nil {
+	l, err := f.beginModify("discard", off, length)
+	if l == nil {
 		return err
 	}
-	if length == 0 {
-		return nil
-	}
-	defer f.mu.rlock(uintptr(off)).RUnlock()
-	if f.fd < 0 {
-		return fmt.Errorf("discard %s: %w", f.path, ErrClosed)
-	}
+	defer l.RUnlock()
 	if f.noPunch.Load() {
 		return fmt.Errorf("discard %s at %d: %w: %w", f.path, off, ErrNotSupported, unix.EOPNOTSUPP)
 	}
-	err := fallocate(f.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, length)
+	err = fallocate(f.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, length)
 	if isNotSupported(err) {
 		f.noPunch.Store(true)
 		return fmt.Errorf("discard %s at %d: %w: %w", f.path, off, ErrNotSupported, err)
@@ -242,16 +237,11 @@ func (f *fileDevice) Discard(off, length int64) error {
 
 // WriteZeroes tries, in order, zero-range, punch-hole and writing zeroes.
 func (f *fileDevice) WriteZeroes(off, length int64) error {
-	if err := f.checkModify("write zeroes", off, length); err != nil {
+	l, err := f.beginModify("write zeroes", off, length)
+	if l == nil {
 		return err
 	}
-	if length == 0 {
-		return nil
-	}
-	defer f.mu.rlock(uintptr(off)).RUnlock()
-	if f.fd < 0 {
-		return fmt.Errorf("write zeroes %s: %w", f.path, ErrClosed)
-	}
+	defer l.RUnlock()
 	if !f.noZeroRange.Load() {
 		err := fallocate(f.fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, length)
 		switch {

@@ -3,7 +3,6 @@ package config
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -13,10 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/internal/golden"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme/dhchap"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
 
 // TestImportNvmetcli converts fixtures in the format `nvmetcli save`
 // writes (nvmetcli's nvmet/nvme.py dump: attributes as strings, IDs as
@@ -66,8 +64,8 @@ func TestImportNvmetcli(t *testing.T) {
 			}
 			yaml, notes := im.YAML, im.Notes
 			base := filepath.Join(dir, tt.golden)
-			golden(t, base+".yaml", string(yaml))
-			golden(t, base+".notes", strings.Join(notes, "\n")+"\n")
+			golden.Check(t, base+".yaml", string(yaml))
+			golden.Check(t, base+".notes", strings.Join(notes, "\n")+"\n")
 			for _, n := range notes {
 				if strings.Contains(n, "DHHC-1") {
 					t.Errorf("note holds a secret: %s", n)
@@ -97,23 +95,6 @@ func TestImportNvmetcli(t *testing.T) {
 				t.Errorf("converted config is empty: %+v", c)
 			}
 		})
-	}
-}
-
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test ./config -run TestImportNvmetcli -update writes it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs; got:\n%s", path, got)
 	}
 }
 

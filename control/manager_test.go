@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/internal/atomicfile"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -385,8 +386,7 @@ func TestPersistCrash(t *testing.T) {
 			before, _ := os.ReadFile(b.path)
 			// Crash on the configuration file itself; its .bak is written
 			// before it.
-			crashPoint = func(path, p string) bool { return p == point && path == b.path }
-			defer func() { crashPoint = func(string, string) bool { return false } }()
+			defer atomicfile.InjectCrash(func(path, p string) bool { return p == point && path == b.path })()
 			_, err := b.m.Update(tester, func(c *config.Config) error {
 				c.Subsystems = c.Subsystems[1:]
 				return nil

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/internal/atomicfile"
 )
 
 // persist writes the running configuration to the file serve was started
@@ -68,19 +69,10 @@ func (m *Manager) unedited() ([]byte, error) {
 	return data, nil
 }
 
-// crashPoint, in tests, stops writeAtomic at a named point as a crash
-// would: nothing after it happens, not even cleanup.
-var crashPoint = func(path, point string) bool { return false }
-
 // writeAtomic replaces path with data so that a crash at any point leaves
-// either the old file or the new one, never a torn one: the data goes to a
-// temporary file in the same directory, is synced, renamed over path, and
-// the directory is synced so that the rename itself is durable.
-func writeAtomic(path string, data []byte, private bool) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
+// either the old file or the new one, never a torn one. The file keeps its
+// mode (0600 when new); private takes group and other access away.
+func writeAtomic(path string, data []byte, private bool) error {
 	mode := os.FileMode(0o600)
 	if st, err := os.Stat(path); err == nil {
 		mode = st.Mode().Perm()
@@ -88,48 +80,5 @@ func writeAtomic(path string, data []byte, private bool) (err error) {
 	if private {
 		mode &^= 0o077
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	crashed := false
-	defer func() {
-		if err != nil && !crashed {
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if crashed = crashPoint(path, "written"); crashed {
-		tmp.Close()
-		return fmt.Errorf("crash injected after writing %s", tmp.Name())
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
-	}
-	if crashed = crashPoint(path, "synced"); crashed {
-		return fmt.Errorf("crash injected before renaming %s", tmp.Name())
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp.Name(), err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.Write(path, data, mode)
 }

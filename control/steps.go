@@ -162,20 +162,28 @@ func (m *Manager) resizeNamespace(nqn string, nc config.Namespace, size int64) s
 }
 
 func (m *Manager) addHost(nqn string, host config.Host) step {
+	return hostStep(fmt.Sprintf("allow host %s on %s", host.NQN, nqn), nqn, host, func(m *Manager, s *fabric.Subsystem, keys fabric.HostAuth) {
+		// The secrets first: the host is never in without them.
+		s.SetHostAuth(host.NQN, keys)
+		s.AddHost(host.NQN)
+		rs := findSubsystem(m.running, nqn)
+		rs.Hosts = append(rs.Hosts, host)
+	})
+}
+
+// hostStep is a step on host's entry in subsystem nqn that parses its
+// secrets first (prepare): apply gets the live subsystem and the keys.
+func hostStep(what, nqn string, host config.Host, apply func(m *Manager, s *fabric.Subsystem, keys fabric.HostAuth)) step {
 	var keys fabric.HostAuth
 	return step{
-		what:    fmt.Sprintf("allow host %s on %s", host.NQN, nqn),
+		what:    what,
 		prepare: func() (err error) { keys, err = hostAuth(host); return err },
 		do: func(m *Manager) error {
 			s, err := m.liveSubsystem(nqn)
 			if err != nil {
 				return err
 			}
-			// The secrets first: the host is never in without them.
-			s.SetHostAuth(host.NQN, keys)
-			s.AddHost(host.NQN)
-			rs := findSubsystem(m.running, nqn)
-			rs.Hosts = append(rs.Hosts, host)
+			apply(m, s, keys)
 			return nil
 		},
 	}
@@ -184,33 +192,24 @@ func (m *Manager) addHost(nqn string, host config.Host) step {
 // setHostAuth rotates a host's secrets on a subsystem (nqn), or on the
 // discovery subsystem (nvme.DiscoveryNQN). Never logs them.
 func (m *Manager) setHostAuth(nqn string, host config.Host) step {
-	var keys fabric.HostAuth
-	return step{
-		what:    fmt.Sprintf("set the DH-HMAC-CHAP secrets of host %s on %s", host.NQN, nqn),
-		prepare: func() (err error) { keys, err = hostAuth(host); return err },
-		do: func(m *Manager) error {
-			s, err := m.liveSubsystem(nqn)
-			if err != nil {
-				return err
-			}
-			s.SetHostAuth(host.NQN, keys)
-			hosts := &m.running.Discovery.Hosts
-			if nqn != nvme.DiscoveryNQN {
-				hosts = &findSubsystem(m.running, nqn).Hosts
-			}
-			switch h := config.FindHost(*hosts, host.NQN); {
-			case nqn == nvme.DiscoveryNQN && !host.HasSecret():
-				// discovery.hosts lists only hosts that must authenticate
-				*hosts = slices.DeleteFunc(*hosts, func(e config.Host) bool { return e.NQN == host.NQN })
-			case h != nil:
-				*h = host
-			default:
-				*hosts = append(*hosts, host)
-			}
-			m.log.Info("host secrets set", "subnqn", nqn, "hostnqn", host.NQN, "authenticate", keys.Required(), "bidirectional", !keys.CtrlKey.IsZero())
-			return nil
-		},
-	}
+	what := fmt.Sprintf("set the DH-HMAC-CHAP secrets of host %s on %s", host.NQN, nqn)
+	return hostStep(what, nqn, host, func(m *Manager, s *fabric.Subsystem, keys fabric.HostAuth) {
+		s.SetHostAuth(host.NQN, keys)
+		hosts := &m.running.Discovery.Hosts
+		if nqn != nvme.DiscoveryNQN {
+			hosts = &findSubsystem(m.running, nqn).Hosts
+		}
+		switch h := config.FindHost(*hosts, host.NQN); {
+		case nqn == nvme.DiscoveryNQN && !host.HasSecret():
+			// discovery.hosts lists only hosts that must authenticate
+			*hosts = slices.DeleteFunc(*hosts, func(e config.Host) bool { return e.NQN == host.NQN })
+		case h != nil:
+			*h = host
+		default:
+			*hosts = append(*hosts, host)
+		}
+		m.log.Info("host secrets set", "subnqn", nqn, "hostnqn", host.NQN, "authenticate", keys.Required(), "bidirectional", !keys.CtrlKey.IsZero())
+	})
 }
 
 func (m *Manager) setAuthPolicy(sc config.Subsystem) step {

@@ -103,6 +103,10 @@ func (c *Controller) discoveryLog() []byte {
 		local = c.admin.hint.LocalIP
 	}
 	c.mu.Unlock()
+	// The generation before the entries: a change made while they are
+	// listed moves it past this log's, and the host reads again (libnvme
+	// compares a log's generation with its next read's).
+	gen := t.discoveryGeneration()
 	var recs []rec
 	for _, p := range t.Ports() {
 		for _, s := range t.Subsystems() {
@@ -112,9 +116,10 @@ func (c *Controller) discoveryLog() []byte {
 		}
 	}
 	refs := t.Referrals()
+	discoveryListed()
 	n := len(recs) + len(refs)
 	log := make([]byte, nvme.DiscoveryLogHeaderSize+n*nvme.DiscoveryLogEntrySize)
-	nvme.PutDiscoveryLogHeader(log, t.discoveryGeneration(), uint64(n))
+	nvme.PutDiscoveryLogHeader(log, gen, uint64(n))
 	for i, rc := range recs {
 		addr := rc.p.Address
 		if ip := net.ParseIP(addr); ip != nil && ip.IsUnspecified() && local != "" {
@@ -133,6 +138,9 @@ func (c *Controller) discoveryLog() []byte {
 	}
 	return log
 }
+
+// discoveryListed, in tests, runs once discoveryLog has listed the entries.
+var discoveryListed = func() {}
 
 // Referral is another discovery service, listed in the discovery log of
 // every port (NVMe-oF 1.1 §5.3: an entry of subtype referral).

@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 
@@ -110,6 +111,7 @@ func (e *asyncEvents) hold(r *Request) nvme.Status {
 		return nvme.StatusAbortSQDeleted
 	case len(e.pending) > 0:
 		r.setResult(e.pending[0])
+		logEvent(r, e.pending[0])
 		e.pending = e.pending[1:]
 		return nvme.StatusSuccess
 	case len(e.held) >= aerLimit:
@@ -146,7 +148,16 @@ func (e *asyncEvents) reportLocked(result uint32) *Request {
 func complete(r *Request, result uint32) {
 	if r != nil {
 		r.setResult(result)
+		logEvent(r, result)
 		r.complete(nvme.StatusSuccess)
+	}
+}
+
+// logEvent notes at debug level an event sent to the host in r's completion:
+// a host's log shows nothing of most events it receives.
+func logEvent(r *Request, result uint32) {
+	if c := r.q.ctrl.Load(); c != nil {
+		c.log.Debug("async event sent", "result", fmt.Sprintf("%#08x", result))
 	}
 }
 

@@ -81,24 +81,12 @@ func (ns *Namespace) submit(r *Request, fn handler) nvme.Status {
 		return fn(r)
 	}
 	r.io = fn
-	select {
-	case ns.work <- r:
+	if ns.work.submit(r) {
 		return statusPending
-	default:
-		r.io = nil
-		ns.stats.workersFull.Add(1)
-		return nvme.StatusCommandInterrupted
 	}
-}
-
-func (ns *Namespace) worker() {
-	defer ns.wg.Done()
-	for r := range ns.work {
-		if r == nil {
-			return
-		}
-		r.complete(r.io(r))
-	}
+	r.io = nil
+	ns.stats.workersFull.Add(1)
+	return nvme.StatusCommandInterrupted
 }
 
 // submitQueued puts a read, write or flush on the queue's IOContext when it

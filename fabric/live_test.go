@@ -684,9 +684,9 @@ func TestWorkersFull(t *testing.T) {
 			<-dev.entered // the worker holds the first
 		}
 	}
-	for deadline := time.Now().Add(5 * time.Second); len(r.ns.work) < 2; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); r.ns.work.queued() < 2; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d commands waiting, want 2", len(r.ns.work))
+			t.Fatalf("%d commands waiting, want 2", r.ns.work.queued())
 		}
 	}
 	if st := qs[3].submit(ioCmd(nvme.OpWrite, 9, 0, 8), make([]byte, 4096)).Status(); st != nvme.StatusCommandInterrupted {

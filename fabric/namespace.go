@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/bits"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,13 +41,12 @@ type Namespace struct {
 	blockShift uint
 	// nblocks is the size in blocks, read on every I/O and changed by
 	// ResizeNamespace.
-	nblocks    atomic.Uint64
-	anaGroup   atomic.Uint32 // read on every I/O, changed by SetNamespaceANAGroup
-	work       chan *Request
+	nblocks  atomic.Uint64
+	anaGroup atomic.Uint32 // read on every I/O, changed by SetNamespaceANAGroup
+	// work runs the blocking backend calls; nil runs them inline (memory).
+	work       *nsWorkers
 	queuer     blockdev.Queuer // the backend, when it can queue I/O on an IOContext
-	wg         sync.WaitGroup
-	workers    int
-	lastErrLog atomic.Int64 // unix seconds of the last logged backend error
+	lastErrLog atomic.Int64    // unix seconds of the last logged backend error
 
 	// resv is the namespace's reservations (resvcmd.go); statePath the
 	// file they persist in through power loss ("": no state directory).
@@ -127,13 +125,9 @@ func (s *Subsystem) insertNamespace(ns *Namespace, workers int) error {
 		return fmt.Errorf("add namespace %d: NSID in use", ns.nsid)
 	}
 	if workers > 0 {
-		// Past workQueueDepth waiting, submit refuses: it never blocks.
-		ns.work = make(chan *Request, workQueueDepth)
-		ns.workers = workers
-		for i := 0; i < workers; i++ {
-			ns.wg.Add(1)
-			go ns.worker()
-		}
+		// They start as commands wait; past workQueueDepth waiting,
+		// submit refuses: it never blocks.
+		ns.work = newNSWorkers(workers)
 	}
 	s.namespaces[ns.nsid] = ns
 	s.publishNamespaces()
@@ -285,12 +279,9 @@ func (ns *Namespace) close() error {
 				"executing", ns.executing(), "waited", time.Since(start).Round(time.Second))
 		}
 	}
-	// A nil request stops a worker; the channel is never closed, so a late
-	// submit cannot panic.
-	for i := 0; i < ns.workers; i++ {
-		ns.work <- nil
+	if ns.work != nil {
+		ns.work.stop()
 	}
-	ns.wg.Wait()
 	var errs []error
 	if err := ns.dev.Flush(); err != nil {
 		errs = append(errs, fmt.Errorf("flush namespace %d: %w", ns.nsid, err))

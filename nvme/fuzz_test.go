@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/internal/golden"
 )
 
 // Every parser of bytes from the network has a fuzz target; the seeds live
@@ -287,7 +289,7 @@ func checkIdentifyCopy(t *testing.T, data []byte, namespace bool) {
 		f.set.Call(to[i].get.Call(nil))
 	}
 	if !bytes.Equal(again, dst) {
-		t.Fatalf("a second copy differs:\n%s\nvs\n%s", hexRows(again), hexRows(dst))
+		t.Fatalf("a second copy differs:\n%s\nvs\n%s", golden.HexRows(again), golden.HexRows(dst))
 	}
 }
 

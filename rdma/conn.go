@@ -11,10 +11,11 @@ type cmConn struct {
 	l  *listener
 	d  *device
 	p  *poller
+	cq *pollerCQ
 	id verbs.CMID
 	qp *verbs.QP
 	// block is the queue's share of the registered region; cqes what it
-	// takes of the poller's CQ.
+	// takes of cq, one of p's CQs.
 	block, cqes int
 	q           *queue
 	fq          *fabric.Queue
@@ -32,7 +33,7 @@ func (c *cmConn) Disconnect() { c.id.Disconnect() }
 // to the device, and the listener frees the ID.
 func (c *cmConn) Destroy() {
 	c.id.DestroyQP()
-	c.d.freeBlock(c.block, c.p, c.cqes)
+	c.d.freeBlock(c.block, c.p, c.cq, c.cqes)
 	c.d.t.stats.QueuesLive.Add(-1)
 	c.d.t.stats.Disconnected.Add(1)
 	c.l.queueGone(c)

@@ -1,9 +1,11 @@
 package rdma
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -19,8 +21,8 @@ import (
 // pollBatch is how many completions one poll reaps (SPDK reaps 32).
 const pollBatch = 32
 
-// poller owns one CQ, the engine of every queue on it, and the OS loop
-// that drives the engine: poll the CQ, run what other goroutines handed
+// poller owns its CQs, the engine of every queue on them, and the OS loop
+// that drives the engine: poll the CQs, run what other goroutines handed
 // over, post the round's work, nap or sleep. Its goroutine is locked to an
 // OS thread; other goroutines reach it through mbox (requests the core
 // finished) and ctl (control functions). It is the engine's loop.
@@ -29,7 +31,11 @@ type poller struct {
 	idx int
 	log *slog.Logger
 	ch  *verbs.CompChannel
-	cq  *verbs.CQ
+	// cqs are the poller's CQs, all on ch: the one made with it, and more
+	// as queues need room (device.allocBlock). The list is replaced, never
+	// changed, under d.mu; the poller loads it each round.
+	cqs    atomic.Pointer[[]*pollerCQ]
+	cqSize int
 	// evfd wakes the poller from its sleep in ch.Wait (an eventfd).
 	evfd int
 	// io runs file and block I/O of the poller's queues on an io_uring
@@ -37,8 +43,7 @@ type poller struct {
 	io *fabric.IOContext
 
 	// guarded by d.mu
-	cqBudget int
-	nqueues  int
+	nqueues int
 
 	// poller goroutine only
 	e   *engine
@@ -71,14 +76,12 @@ func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
 	if p.ch, err = d.ctx.NewCompChannel(); err != nil {
 		return nil, err
 	}
-	cqSize := d.attr.MaxCQE
-	if cqSize > 65536 {
-		cqSize = 65536
-	}
-	if p.cq, err = d.ctx.CreateCQ(cqSize, p.ch); err != nil {
+	p.cqSize = min(d.attr.MaxCQE, maxCQSize)
+	cq, err := d.ctx.CreateCQ(p.cqSize, p.ch)
+	if err != nil {
 		return nil, err
 	}
-	p.cqBudget = cqSize
+	p.cqs.Store(&[]*pollerCQ{{cq: cq, room: p.cqSize}})
 	if p.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		p.evfd = -1
 		return nil, fmt.Errorf("eventfd: %w", err)
@@ -119,8 +122,10 @@ func (p *poller) undoSetup() {
 	if p.evfd >= 0 {
 		unix.Close(p.evfd)
 	}
-	if p.cq != nil {
-		p.cq.Destroy()
+	if cqs := p.cqs.Load(); cqs != nil {
+		for _, c := range *cqs {
+			c.cq.Destroy()
+		}
 	}
 	if p.ch != nil {
 		p.ch.Close()
@@ -210,17 +215,48 @@ func (p *poller) run() {
 // over, so it keeps its P; a signal (preemption, GC) ends the nap early.
 func napFor(ts *unix.Timespec) { sys.Nap(ts) }
 
-// poll reaps one batch of completions and dispatches them.
+// poll reaps one batch of completions from each CQ and dispatches them.
 func (p *poller) poll() int {
-	n, err := p.cq.Poll(p.wcs)
-	if err != nil {
-		p.log.Error("poll CQ", "err", err)
-		return 0
-	}
-	for i := 0; i < n; i++ {
-		p.e.complete(&p.wcs[i])
+	n := 0
+	for _, c := range *p.cqs.Load() {
+		k, err := c.cq.Poll(p.wcs)
+		if err != nil {
+			p.failed("poll CQ", err)
+			continue
+		}
+		for i := 0; i < k; i++ {
+			p.e.complete(&p.wcs[i])
+		}
+		n += k
 	}
 	return n
+}
+
+// maxCQSize caps a CQ's entries (4 MiB of CQEs on mlx5); a poller adds CQs
+// rather than growing one.
+const maxCQSize = 65536
+
+// pollerCQ is one of a poller's CQs and its entries not yet promised to a
+// queue.
+type pollerCQ struct {
+	cq   *verbs.CQ
+	room int // guarded by d.mu
+}
+
+// cqFor is a CQ of p with room for cqes more entries, or nil. d.mu is held.
+func (p *poller) cqFor(cqes int) *pollerCQ {
+	for _, c := range *p.cqs.Load() {
+		if c.room >= cqes {
+			return c
+		}
+	}
+	return nil
+}
+
+// addCQ makes p poll and arm c too. d.mu is held.
+func (p *poller) addCQ(c *pollerCQ) {
+	cqs := append(slices.Clone(*p.cqs.Load()), c)
+	p.cqs.Store(&cqs)
 }
 
 // runHandedOver runs what other goroutines handed over: finished requests,
@@ -249,15 +285,19 @@ func (p *poller) runHandedOver() int {
 	}
 }
 
-// sleep arms the CQ and blocks until a completion, a handed-over request
+// sleep arms the CQs and blocks until a completion, a handed-over request
 // or a control function arrives. It blocks this locked thread in one cgo
 // call (poll on the completion channel and the eventfd), so a wake-up is one
 // kernel wake-up of this thread, with no goroutine hand-offs on the way.
+// A CQ added meanwhile has no queue yet: its queue opens through ctl, which
+// wakes the poller, and the next sleep arms it.
 func (p *poller) sleep() {
-	if err := p.cq.ReqNotify(); err != nil {
-		p.log.Error("arm CQ", "err", err)
-		time.Sleep(time.Millisecond)
-		return
+	for _, c := range *p.cqs.Load() {
+		if err := c.cq.ReqNotify(); err != nil {
+			p.failed("arm CQ", err)
+			time.Sleep(time.Millisecond)
+			return
+		}
 	}
 	// A completion that arrived before arming raises no event: poll once more.
 	if p.poll() > 0 {
@@ -281,10 +321,20 @@ func (p *poller) sleep() {
 	p.asleep.Store(false)
 	p.sleeping.Store(false)
 	if err != nil {
-		p.log.Error("wait for completions", "err", err)
+		p.failed("wait for completions", err)
 		time.Sleep(time.Millisecond)
 	}
 	p.d.t.stats.PollWakeups.Add(1)
+}
+
+// failed logs a CQ call that failed: an error, unless the device is
+// being removed, when calls may fail until it is released.
+func (p *poller) failed(what string, err error) {
+	if p.d.gone.Load() {
+		p.log.Debug(what, "err", err)
+		return
+	}
+	p.log.Error(what, "err", err)
 }
 
 func (p *poller) stopping() bool {
@@ -352,8 +402,14 @@ func (p *poller) close() error {
 		}
 	}
 	unix.Close(p.evfd)
-	if err := p.cq.Destroy(); err != nil {
-		return err
+	var errs []error
+	for _, c := range *p.cqs.Load() {
+		if err := c.cq.Destroy(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	return p.ch.Close()
 }

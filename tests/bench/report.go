@@ -280,6 +280,8 @@ func Markdown(r *Results, s Summary, chart string) string {
 		b.WriteString("Not measured.\n\n")
 	}
 
+	scaleMarkdown(&b, r.Scale)
+
 	if len(r.Notes) > 0 {
 		b.WriteString("## Notes\n\n")
 		for _, n := range r.Notes {
@@ -288,6 +290,50 @@ func Markdown(r *Results, s Summary, chart string) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// scaleMarkdown is the scale section: what connecting to many subsystems and listing many
+// namespaces took, and what each cost the target.
+func scaleMarkdown(b *strings.Builder, sc *ScaleRun) {
+	b.WriteString("## Scale\n\n")
+	if sc == nil || (sc.Subsystems == 0 && sc.Namespaces == 0) {
+		b.WriteString("Not measured.\n\n")
+		return
+	}
+	b.WriteString("nvmeof-tgt alone; memory after a garbage collection (RSS: resident set; heap: live Go heap).\n\n")
+	b.WriteString("| measure | result |\n|---|---|\n")
+	if sc.Subsystems > 0 {
+		fmt.Fprintf(b, "| host connects to %d subsystems (nvme connect-all, 1 I/O queue each), until each has a live controller and its disk | %.1f s |\n",
+			sc.Subsystems, sc.ConnectSeconds)
+		fmt.Fprintf(b, "| per controller (admin + 1 I/O queue) | %s |\n", memText(PerItem(sc.Idle, sc.Connected, sc.Subsystems)))
+		fmt.Fprintf(b, "| target with %d subsystems, idle / connected | %s / %s |\n", sc.Subsystems, memText(sc.Idle), memText(sc.Connected))
+	}
+	if sc.Namespaces > 0 {
+		fmt.Fprintf(b, "| reload adding %d memory namespaces to a subsystem | %.1f s |\n", sc.Namespaces, sc.ReloadSeconds)
+		fmt.Fprintf(b, "| host lists %d namespaces of one subsystem, from nvme connect | %.1f s |\n", sc.Namespaces, sc.SeeSeconds)
+		fmt.Fprintf(b, "| per memory namespace (1 MiB, untouched) | %s |\n", memText(PerItem(sc.Empty, sc.Loaded, sc.Namespaces)))
+		if sc.FileReloadSeconds > 0 {
+			fmt.Fprintf(b, "| reload adding %d file namespaces | %.1f s |\n", sc.Namespaces, sc.FileReloadSeconds)
+			fmt.Fprintf(b, "| per file namespace, never used | %s |\n", memText(PerItem(sc.Loaded, sc.FileLoaded, sc.Namespaces)))
+		}
+	}
+	b.WriteString("\n")
+}
+
+// memText is a MemSample in KiB or MiB.
+func memText(m MemSample) string {
+	g := m.Goroutines
+	if math.Abs(g) < 0.05 {
+		g = 0 // not "-0.0"
+	}
+	return fmt.Sprintf("RSS %s, heap %s, %.1f goroutines", bytesText(m.RSS), bytesText(m.Heap), g)
+}
+
+func bytesText(v float64) string {
+	if v >= 10*mib || v <= -10*mib {
+		return fmt.Sprintf("%.1f MiB", v/mib)
+	}
+	return fmt.Sprintf("%.1f KiB", v/1024)
 }
 
 // spdkRan is whether SPDK was a peer in r: named in r.Peers, or with runs.

@@ -404,3 +404,69 @@ func TestBarsSPDK(t *testing.T) {
 		t.Errorf("chart with SPDK: %d bytes, %v", len(png), err)
 	}
 }
+
+func TestMarkdownScale(t *testing.T) {
+	full := sample()
+	full.Scale = &ScaleRun{
+		Subsystems: 256, ConnectSeconds: 95.25,
+		Idle:       MemSample{RSS: 300 << 20, Heap: 20 << 20, Goroutines: 40},
+		Connected:  MemSample{RSS: 301 << 20, Heap: 24 << 20, Goroutines: 40},
+		Namespaces: 1024, ReloadSeconds: 1.5, SeeSeconds: 40,
+		Empty:             MemSample{RSS: 30 << 20, Heap: 10 << 20},
+		Loaded:            MemSample{RSS: 50 << 20, Heap: 30 << 20},
+		FileReloadSeconds: 2,
+		FileLoaded:        MemSample{RSS: 70 << 20, Heap: 50 << 20},
+	}
+	onlySubsystems := sample()
+	onlySubsystems.Scale = &ScaleRun{Subsystems: 4, ConnectSeconds: 1, Idle: MemSample{Goroutines: 12}, Connected: MemSample{RSS: 4096, Goroutines: 11.9}}
+	for _, tc := range []struct {
+		name    string
+		r       *Results
+		want    []string
+		notWant []string
+	}{
+		{"not run", sample(), []string{"## Scale\n\nNot measured."}, []string{"per controller"}},
+		{"every part", full, []string{
+			"| host connects to 256 subsystems (nvme connect-all, 1 I/O queue each), until each has a live controller and its disk | 95.2 s |",
+			"| per controller (admin + 1 I/O queue) | RSS 4.0 KiB, heap 16.0 KiB, 0.0 goroutines |",
+			"| target with 256 subsystems, idle / connected | RSS 300.0 MiB, heap 20.0 MiB, 40.0 goroutines / RSS 301.0 MiB, heap 24.0 MiB, 40.0 goroutines |",
+			"| reload adding 1024 memory namespaces to a subsystem | 1.5 s |",
+			"| host lists 1024 namespaces of one subsystem, from nvme connect | 40.0 s |",
+			"| per memory namespace (1 MiB, untouched) | RSS 20.0 KiB, heap 20.0 KiB, 0.0 goroutines |",
+			"| per file namespace, never used | RSS 20.0 KiB, heap 20.0 KiB, 0.0 goroutines |",
+		}, []string{"Not measured.\n\n## Notes"}},
+		{"subsystems only", onlySubsystems, []string{"| host connects to 4 subsystems", "| per controller (admin + 1 I/O queue) | RSS 1.0 KiB, heap 0.0 KiB, 0.0 goroutines |"},
+			[]string{"namespaces of one subsystem", "file namespace"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			md := Markdown(tc.r, Summarize(tc.r), "x.png")
+			for _, s := range tc.want {
+				if !strings.Contains(md, s) {
+					t.Errorf("markdown lacks %q", s)
+				}
+			}
+			for _, s := range tc.notWant {
+				if strings.Contains(md, s) {
+					t.Errorf("markdown has %q", s)
+				}
+			}
+			if t.Failed() {
+				t.Logf("markdown:\n%s", md)
+			}
+		})
+	}
+	// The raw file keeps the phase.
+	dir := t.TempDir()
+	raw, err := json.Marshal(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "raw.json")
+	if err := os.WriteFile(p, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(p)
+	if err != nil || !reflect.DeepEqual(got.Scale, full.Scale) {
+		t.Fatalf("Load: %+v, %v; want %+v", got.Scale, err, full.Scale)
+	}
+}

@@ -44,7 +44,50 @@ type Results struct {
 	// across one fio run, minus what the same time idle (scrapes included) allocated.
 	Allocs *AllocRun `json:"allocs,omitempty"`
 
+	// Scale is the scale phase (jobs scale/subsystems and scale/namespaces): how long the
+	// host takes to reach many subsystems and namespaces, and what each costs nvmeof-tgt.
+	Scale *ScaleRun `json:"scale,omitempty"`
+
 	Notes []string `json:"notes,omitempty"`
+}
+
+// ScaleRun is what the scale phase measured, on nvmeof-tgt alone. A part not run is zero.
+type ScaleRun struct {
+	// Subsystems (one 1 MiB memory namespace each) the host connected to with nvme connect-all,
+	// one I/O queue per controller; ConnectSeconds from its start until the host had a live
+	// controller and the disk of every one. Memory before and with the controllers.
+	Subsystems     int       `json:"subsystems,omitempty"`
+	ConnectSeconds float64   `json:"connect_s,omitempty"`
+	Idle           MemSample `json:"subsystems_idle,omitzero"`
+	Connected      MemSample `json:"subsystems_connected,omitzero"`
+
+	// Namespaces (1 MiB, memory) one reload added to a subsystem (ReloadSeconds), and
+	// SeeSeconds from the start of nvme connect until the host listed every one. Memory with
+	// the subsystem empty and with its namespaces; then with as many file namespaces added
+	// by a second reload (FileReloadSeconds).
+	Namespaces        int       `json:"namespaces,omitempty"`
+	ReloadSeconds     float64   `json:"reload_s,omitempty"`
+	SeeSeconds        float64   `json:"see_s,omitempty"`
+	Empty             MemSample `json:"namespaces_empty,omitzero"`
+	Loaded            MemSample `json:"namespaces_loaded,omitzero"`
+	FileReloadSeconds float64   `json:"file_reload_s,omitempty"`
+	FileLoaded        MemSample `json:"file_namespaces_loaded,omitzero"`
+}
+
+// MemSample is nvmeof-tgt's memory after a garbage collection.
+type MemSample struct {
+	RSS        float64 `json:"rss_bytes"`  // resident set
+	Heap       float64 `json:"heap_bytes"` // Go heap in use (live objects)
+	Goroutines float64 `json:"goroutines"`
+}
+
+// PerItem is (after - before) / n, field by field; zero for n <= 0.
+func PerItem(before, after MemSample, n int) MemSample {
+	if n <= 0 {
+		return MemSample{}
+	}
+	d := float64(n)
+	return MemSample{RSS: (after.RSS - before.RSS) / d, Heap: (after.Heap - before.Heap) / d, Goroutines: (after.Goroutines - before.Goroutines) / d}
 }
 
 // Run is one fio job against one target.

@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,34 +13,16 @@ import (
 	"time"
 )
 
-// genKey runs nvme gen-dhchap-key, as an operator would.
-func genKey(t *testing.T, hmac int, nqn string) string {
-	t.Helper()
-	out := strings.TrimSpace(string(mustRun(t, cmdTimeout, "nvme", "gen-dhchap-key", "-m", fmt.Sprint(hmac), "-n", nqn)))
-	if !strings.HasPrefix(out, "DHHC-1:") {
-		t.Fatalf("gen-dhchap-key printed %q", out)
-	}
-	return out
-}
-
-func dmesgText(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("dmesg").CombinedOutput()
-	if err != nil {
-		t.Fatalf("dmesg: %v", err)
-	}
-	return string(out)
-}
-
 // TestAuth: DH-HMAC-CHAP with the Linux host (nvme connect --dhchap-secret,
 // --dhchap-ctrl-secret), configured by a reload of the target's file. Every
 // hash and the groups null, ffdhe2048 and ffdhe4096 are negotiated, as the
 // host's log confirms; wrong or missing keys are refused; discovery
 // authenticates too; a key rotated by the API applies to the next connect.
 func TestAuth(t *testing.T) {
+	requireTgt(t, "keys reloaded from nvmeof-tgt's file and rotated through its API (TestAuthPeer runs the kernel target)")
 	h, other := newHost(t), newHost(t)
 	base := nqn("auth-base")
-	p, dir := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
+	p, dir := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
 		NQN: base, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 0, "")},
 	}}})
 	hostKey := genKey(t, 1, h.NQN)
@@ -272,7 +253,7 @@ func TestAuthPeer(t *testing.T) {
 			// occurred"), and the 6.12 host's nvme connect hangs in its authentication work for
 			// over 6 minutes (hung task in nvme_auth_wait). nvmeof-tgt answers Failure1 and
 			// leaves the queue to the host, which refuses the same keys in under a second.
-			onlyNvmeofTgt(t, "wrong keys", "a host hang")
+			requireTgt(t, "wrong keys", "a host hang")
 			if c, err := h.connectWith(t, sub.NQN, portRDMA, "--dhchap-secret="+genKey(t, 1, h.NQN)); err == nil {
 				t.Fatalf("a wrong host key connected as %s", c.name)
 			}
@@ -289,9 +270,6 @@ func TestAuthPeer(t *testing.T) {
 		})
 	}
 }
-
-// discoveryNQN is the well-known discovery subsystem NQN.
-const discoveryNQN = "nqn.2014-08.org.nvmexpress.discovery"
 
 // fabricsConnect creates a controller as nvme-cli does underneath, by writing its options to
 // /dev/nvme-fabrics, with extra options ("dhchap_secret=..."); it returns the controller's name.

@@ -28,9 +28,13 @@ import (
 // raw link. It writes a raw bench.Results JSON; the host turns it into
 // bench/results/<date>.{json,md,png} (tests/bench/cmd/benchreport).
 //
+// First, on nvmeof-tgt alone, the scale phase (bench_scale_test.go): jobs scale/subsystems and
+// scale/namespaces.
+//
 // Environment: BENCH_RUNTIME and BENCH_RAMP (seconds per fio run), BENCH_REPS (rounds of ours
 // and each peer per job), BENCH_OUT (the raw JSON), BENCH_COMMIT (recorded), BENCH_JOBS (a
-// regexp over "backend/job" to run fewer), BENCH_PEERS ("kernel", "spdk" or both, in the
+// regexp over "backend/job" and the scale jobs to run fewer; with no fio job selected, only the
+// scale phase runs), BENCH_PEERS ("kernel", "spdk" or both, in the
 // order they run after ours; default "kernel"), BENCH_SPDK_DIR (a tree spdk-build.sh built).
 
 const (
@@ -40,8 +44,11 @@ const (
 	benchNSSize     = 256 * mib
 )
 
+// benchJob is a fio job of deploy/fio on one backend.
+type benchJob struct{ backend, job string }
+
 // benchJobs are the fio jobs of deploy/fio run against each backend, in order.
-var benchJobs = []struct{ backend, job string }{
+var benchJobs = []benchJob{
 	{"memory", "randread-4k-qd1"},
 	{"memory", "randread-4k-qd32"},
 	{"memory", "randwrite-4k-qd32"},
@@ -105,14 +112,30 @@ func TestBench(t *testing.T) {
 		}
 		t.Logf("raw results: %s", out)
 	})
-	var filter func(string) bool
+	selected := func(string) bool { return true }
 	if f := os.Getenv("BENCH_JOBS"); f != "" {
 		re, err := regexp.Compile(f)
 		if err != nil {
 			t.Fatalf("BENCH_JOBS: %v", err)
 		}
-		filter = re.MatchString
+		selected = re.MatchString
 		res.Notes = append(res.Notes, "only the jobs matching "+strconv.Quote(f))
+	}
+
+	// The scale phase first: its target takes the lab port and the metrics address, and is
+	// stopped before the others start.
+	if selected("scale/subsystems") || selected("scale/namespaces") {
+		res.Scale = runScale(t, filepath.Join(env.dir, "scale"), selected)
+	}
+	var jobs []benchJob
+	for _, j := range benchJobs {
+		if selected(j.backend + "/" + j.job) {
+			jobs = append(jobs, j)
+		}
+	}
+	if len(jobs) == 0 {
+		res.Notes = append(res.Notes, "no fio job selected: no fio, perftest, idle or allocation measurement")
+		return
 	}
 
 	// All targets at once, on the same rxe device and address, each with a memory namespace
@@ -135,8 +158,7 @@ func TestBench(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env.ours = &tgtProcess{bin: tgtBin, dir: filepath.Join(env.dir, "tgt")}
-	env.ours.Start(t, ospec)
+	env.ours, _ = startTgt(t, ospec, withDir(filepath.Join(env.dir, "tgt")))
 	oc := h.mustConnectPort(t, ospec.Subsystems[0].NQN, benchPortOurs, 1, 2)
 	env.devs = map[string]map[string]string{
 		bench.TargetOurs: {"memory": oc.blockDev(t, 1), "file": oc.blockDev(t, 2)},
@@ -190,10 +212,7 @@ func TestBench(t *testing.T) {
 	res.IdleCPUPercent = float64(cpu1-cpu0) / clockTicks / idle.Seconds() * 100
 	t.Logf("idle CPU: %.2f%% of a core over %v", res.IdleCPUPercent, idle)
 
-	for _, j := range benchJobs {
-		if filter != nil && !filter(j.backend+"/"+j.job) {
-			continue
-		}
+	for _, j := range jobs {
 		for rep := 1; rep <= env.reps; rep++ {
 			for _, tg := range append([]string{bench.TargetOurs}, peers...) {
 				var r bench.Run

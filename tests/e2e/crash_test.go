@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -80,19 +79,6 @@ func (j crashJob) run(phase string, extra ...string) (crashReport, error) {
 	return rep.Jobs[0], nil
 }
 
-// fioJSON is the JSON report in fio's --output file: fio writes its verify failures there too,
-// ahead of the report and without a line break after the last one.
-func fioJSON(raw []byte) []byte {
-	i := bytes.Index(raw, []byte(`"fio version"`))
-	if i < 0 {
-		return raw
-	}
-	if j := bytes.LastIndexByte(raw[:i], '{'); j >= 0 {
-		return raw[j:]
-	}
-	return raw
-}
-
 // write runs the write phase, saving at its end which writes completed.
 func (j crashJob) write() (crashReport, error) {
 	return j.run("write", "--do_verify=0", "--verify_state_save=1")
@@ -110,9 +96,7 @@ func (j crashJob) verify() (crashReport, error) {
 // error, fio finishes through the new process, and a verify-only pass finds every write fio saw
 // completed intact: none lost.
 func TestKillUnderLoad(t *testing.T) {
-	if targetKind == kindKernel {
-		t.Skip("nvmeof-tgt only: the kernel's nvmet is not a process to kill and restart")
-	}
+	requireTgt(t, "the kernel's nvmet is not a process to kill and restart")
 	h := newHost(t)
 	h.CtrlLossTmo = killCtrlLossTmo
 	sub := nqn("kill")
@@ -120,8 +104,7 @@ func TestKillUnderLoad(t *testing.T) {
 		fileNS(t, 1, 64*mib, 512, ""),
 		localNVMeNS(t, 2),
 	}}}}
-	tgt, dir := startTarget(t, spec)
-	p := tgt.(*tgtProcess)
+	p, dir := startTgt(t, spec)
 	c := h.mustConnect(t, sub, 1, 2)
 	what := map[uint32]string{1: "file", 2: "block " + localNVMe}
 

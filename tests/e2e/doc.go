@@ -10,8 +10,43 @@
 //	kernel      the kernel's nvmet, configured through configfs; it checks the tests themselves
 //	            and is the peer to compare against
 //
-// Assertions that hold only for nvmeof-tgt sit in their own subtests, which skip in kernel mode
-// with the reason; no other test skips.
+// A test starts the target with startTarget(t, spec), which gives the selected one. A test, or a
+// subtest, whose assertions hold for nvmeof-tgt only (its API, its metrics, its process, its
+// fault injection, its answers where nvmet's differ) first calls requireTgt(t, why), which skips
+// it in kernel mode with the reason; that is the suite's one skip. Such a test gets the process
+// from startTgt(t, spec, opts...), whose options set what Spec does not:
+//
+//	withEnv(kv...)         variables for the target (NVMEOF_TGT_*, fault plans, WATCHDOG_USEC)
+//	withBinary(path)       another build, e.g. the faultinject one (faultBin)
+//	withNotify(fn)         every systemd notify datagram, as it arrives
+//	withConfig(yaml)       a whole configuration file instead of the one rendered from spec
+//	withConfigEdit(fn)     an edit of the rendered file (withSubsystem is one)
+//	withDir(dir)           where the configuration and the log go
+//
+// The harness writes the api section of the file either way (the socket is new at each start).
+//
+// The harness is in the harness_*_test.go files, which hold no tests:
+//
+//	harness_main_test.go          TestMain: the guest's environment; each test's results
+//	                              directory; the kernel log saved on failure
+//	harness_target_test.go        the target interface, startTarget, startTgt and their options,
+//	                              requireTgt
+//	harness_spec_test.go          Spec: the port, subsystems, hosts and keys, namespaces and their
+//	                              images and loop devices
+//	harness_tgt_process_test.go   tgtProcess, nvmeof-tgt as a child process: its configuration
+//	                              file, readiness (READY=1), stop, crash and restart, the CLI
+//	harness_kernel_target_test.go kernelTarget: nvmet through configfs
+//	harness_host_test.go          the kernel initiator: host identities, discover, connect,
+//	                              block devices, DH-HMAC-CHAP keys, the kernel log
+//	harness_io_test.go            data through the block device: dd patterns, fio with verification
+//	harness_exec_test.go          external commands with timeouts
+//	harness_metrics_test.go       nvmeof-tgt's metrics: scraping, teardown and buffers released
+//	harness_nvmecli_test.go       nvme-cli's JSON output
+//	harness_softroce_test.go      a second Soft-RoCE device (lab1/rxe1), made before the target
+//	                              starts so that it is deleted after the target is gone
+//	harness_hostile_test.go       the hostile host (a raw rdma/rdmatest initiator) of the
+//	                              hostile_*_test.go attacks, which TestHostile runs in turn
+//	harness_spdk_target_test.go   SPDK's nvmf_tgt, TestBench's optional peer (tags e2e,bench)
 //
 // E2E_RESULTS (default: a temporary directory) receives, per test, the target's configuration
 // and log, fio's JSON reports and, on failure, the guest's dmesg.

@@ -15,19 +15,6 @@ import (
 	"time"
 )
 
-// startTarget starts the selected target with spec for this test and returns it and the test's
-// results directory.
-func startTarget(t *testing.T, spec Spec) (target, string) {
-	t.Helper()
-	dir := testDir(t)
-	dumpDmesgOnFailure(t, dir)
-	tgt := newTarget(t, dir)
-	tgt.Start(t, spec)
-	return tgt, dir
-}
-
-func nqn(name string) string { return testNQNPrefix + name }
-
 // TestDiscover checks the discovery log: one entry per subsystem with the port's address.
 func TestDiscover(t *testing.T) {
 	h := newHost(t)
@@ -67,7 +54,7 @@ func TestDiscover(t *testing.T) {
 			}
 			t.Run("rdma-tsas", func(t *testing.T) {
 				got := fmt.Sprintf("qptype %q, cms %q", r.RDMAQPType, r.RDMACMS)
-				onlyNvmeofTgt(t, "RDMA transport specific address subtype", got)
+				requireTgt(t, "RDMA transport specific address subtype", got)
 				if r.RDMAQPType == "" && r.RDMACMS == "" {
 					t.Log("nvme-cli prints no RDMA TSAS fields; nothing to check")
 					return
@@ -173,20 +160,20 @@ func TestConnect(t *testing.T) {
 			}
 		})
 		t.Run("mdts", func(t *testing.T) {
-			onlyNvmeofTgt(t, "mdts >= 8 (1 MiB transfers)", id.MDTS)
+			requireTgt(t, "mdts >= 8 (1 MiB transfers)", id.MDTS)
 			// In units of the minimum page size (4 KiB); 0 means no limit.
 			if id.MDTS != 0 && id.MDTS < 8 {
 				t.Errorf("mdts = %d (%d KiB), want >= 8 (1 MiB)", id.MDTS, 4<<id.MDTS)
 			}
 		})
 		t.Run("kas", func(t *testing.T) {
-			onlyNvmeofTgt(t, "kas > 0", id.KAS)
+			requireTgt(t, "kas > 0", id.KAS)
 			if id.KAS == 0 {
 				t.Error("kas = 0, want a keep-alive granularity")
 			}
 		})
 		t.Run("in-capsule-8k", func(t *testing.T) {
-			onlyNvmeofTgt(t, "8 KiB of in-capsule data", fmt.Sprintf("ioccsz %d", id.IOCCSZ))
+			requireTgt(t, "8 KiB of in-capsule data", fmt.Sprintf("ioccsz %d", id.IOCCSZ))
 			if got := int(id.IOCCSZ)*16 - 64; got < 8*kib {
 				t.Errorf("ioccsz = %d: %d bytes of in-capsule data, want >= 8192", id.IOCCSZ, got)
 			}
@@ -270,7 +257,7 @@ func TestConnect(t *testing.T) {
 			case "":
 				// nvmeof-tgt derives one from the UUID; nvmet has none.
 				t.Run("derived", func(t *testing.T) {
-					onlyNvmeofTgt(t, "an NGUID derived from the UUID", id.NGUID)
+					requireTgt(t, "an NGUID derived from the UUID", id.NGUID)
 					if id.NGUID == zeroNGUID || len(id.NGUID) != len(zeroNGUID) {
 						t.Errorf("id-ns nguid = %q, want a derived one", id.NGUID)
 					}
@@ -283,7 +270,7 @@ func TestConnect(t *testing.T) {
 				check(t, "eui64", id.EUI64, zeroEUI64, zeroEUI64)
 			} else {
 				t.Run("eui64", func(t *testing.T) {
-					onlyNvmeofTgt(t, "a configured EUI64 (nvmet has no such attribute)", id.EUI64)
+					requireTgt(t, "a configured EUI64 (nvmet has no such attribute)", id.EUI64)
 					check(t, "eui64", id.EUI64, zeroEUI64, ns.EUI64)
 				})
 			}
@@ -485,11 +472,9 @@ func TestCommands(t *testing.T) {
 			}
 		})
 		t.Run("smart-log-data-units", func(t *testing.T) {
-			if targetKind == kindKernel && (smart.DataUnitsRead == 0 || smart.DataUnitsWritten == 0) {
-				t.Skipf("kernel nvmet reports data units read %d written %d for these backends; asserted for nvmeof-tgt only",
-					smart.DataUnitsRead, smart.DataUnitsWritten)
-			}
 			if smart.DataUnitsRead == 0 || smart.DataUnitsWritten == 0 {
+				requireTgt(t, "data units read and written after fio",
+					fmt.Sprintf("read %d written %d for these backends", smart.DataUnitsRead, smart.DataUnitsWritten))
 				t.Errorf("after fio: data units read %d, written %d; want both > 0", smart.DataUnitsRead, smart.DataUnitsWritten)
 			}
 		})

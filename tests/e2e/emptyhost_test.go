@@ -16,9 +16,10 @@ import (
 // applies. The suite's own initiator plays that host: a controller, an I/O queue, a write read
 // back; `status` shows the controller with its empty host NQN.
 func TestEmptyHostNQN(t *testing.T) {
+	requireTgt(t, "status is nvmeof-tgt's API")
 	h := newHost(t)
 	anySub, listed := nqn("empty-any"), nqn("empty-listed")
-	p, _ := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{
+	p, _ := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{
 		{NQN: anySub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 0, "")}},
 		{NQN: listed, Hosts: []string{h.NQN}, Namespaces: []Namespace{memNS(1, 16*mib, 0, "")}},
 	}})

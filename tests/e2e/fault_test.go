@@ -40,18 +40,14 @@ func TestPostFailure(t *testing.T) {
 	}}}
 	dir := testDir(t)
 	dumpDmesgOnFailure(t, dir)
-	p := &tgtProcess{bin: bin, dir: dir, env: []string{
-		fmt.Sprintf("NVMEOF_TGT_FAULT_POST=20:%d", faultPosts),
-		"NVMEOF_TGT_RDMA_POLLERS=2",
-		"GORACE=halt_on_error=1 exitcode=66",
-	}}
 	// The log is appended to (a -count run reuses the directory): read only this run's part.
+	logPath := filepath.Join(dir, tgtLogName)
 	var logStart int64
-	if st, err := os.Stat(filepath.Join(dir, "nvmeof-tgt.log")); err == nil {
+	if st, err := os.Stat(logPath); err == nil {
 		logStart = st.Size()
 	}
 	logText := func() string {
-		b, err := os.ReadFile(p.logPath)
+		b, err := os.ReadFile(logPath)
 		if err != nil {
 			t.Fatalf("target log: %v", err)
 		}
@@ -61,10 +57,14 @@ func TestPostFailure(t *testing.T) {
 	// the test may fail in fio first: this still says why.
 	t.Cleanup(func() {
 		if strings.Contains(logText(), "DATA RACE") {
-			t.Errorf("the race detector reported a data race (see %s)", p.logPath)
+			t.Errorf("the race detector reported a data race (see %s)", logPath)
 		}
 	})
-	p.Start(t, spec)
+	p, _ := startTgt(t, spec, withBinary(bin), withEnv(
+		fmt.Sprintf("NVMEOF_TGT_FAULT_POST=20:%d", faultPosts),
+		"NVMEOF_TGT_RDMA_POLLERS=2",
+		"GORACE=halt_on_error=1 exitcode=66",
+	))
 	if !strings.Contains(logText(), "faults injected on purpose") {
 		t.Fatalf("%s does not announce fault injection: not a faultinject build?", bin)
 	}
@@ -122,12 +122,10 @@ func TestCreateQPFailure(t *testing.T) {
 	bin := faultBin(t)
 	h := newHost(t)
 	sub := nqn("createqp")
-	dir := testDir(t)
-	dumpDmesgOnFailure(t, dir)
 	// The second QP is the host's first I/O queue: its admin queue is set
 	// up by then, and must be undone by the host's failed connect.
-	p := &tgtProcess{bin: bin, dir: dir, env: []string{"NVMEOF_TGT_FAULT_CREATEQP=2", "GORACE=halt_on_error=1 exitcode=66"}}
-	p.Start(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}}}})
+	p, _ := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}}}},
+		withBinary(bin), withEnv("NVMEOF_TGT_FAULT_CREATEQP=2", "GORACE=halt_on_error=1 exitcode=66"))
 	if _, err := h.connect(t, sub); err == nil {
 		t.Fatal("connect succeeded although the target could not create its I/O queue's QP")
 	}
@@ -170,9 +168,7 @@ func shortAdminTimeout(t *testing.T, secs int) {
 // makes. The kernel target has no fault injection: those runs skip.
 func faultBin(t *testing.T) string {
 	t.Helper()
-	if targetKind == kindKernel {
-		t.Skip("nvmeof-tgt only: the kernel target has no fault injection")
-	}
+	requireTgt(t, "the kernel target has no fault injection")
 	bin := os.Getenv("NVMEOF_TGT_FAULT_BIN")
 	if bin == "" {
 		t.Fatal("NVMEOF_TGT_FAULT_BIN is not set (tests/lab/e2e.sh builds bin/nvmeof-tgt-faultinject)")

@@ -3,12 +3,10 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,108 +17,18 @@ import (
 // management CLI (and its API), SIGHUP reload, and persistence across a
 // restart. The kernel target has no such API: these run on nvmeof-tgt only.
 
-// liveTarget starts nvmeof-tgt with spec.
-func liveTarget(t *testing.T, spec Spec) (*tgtProcess, string) {
-	t.Helper()
-	if targetKind == kindKernel {
-		t.Skip("the kernel target is changed through configfs, not nvmeof-tgt's API")
-	}
-	tgt, dir := startTarget(t, spec)
-	return tgt.(*tgtProcess), dir
-}
-
-// ctlStatus is `status --json`.
-type ctlStatus struct {
-	Subsystems  []ctlSubsystem `json:"subsystems"`
-	Controllers []struct {
-		SubNQN      string `json:"subnqn"`
-		HostNQN     string `json:"hostnqn"`
-		HostAddress string `json:"host_address"`
-		CNTLID      uint16 `json:"cntlid"`
-		IOQueues    int    `json:"io_queues"`
-	} `json:"controllers"`
-}
-
-type ctlSubsystem struct {
-	NQN        string   `json:"nqn"`
-	Hosts      []string `json:"hosts"`
-	Namespaces []struct {
-		NSID uint32 `json:"nsid"`
-		Size int64  `json:"size"`
-	} `json:"namespaces"`
-}
-
-func (p *tgtProcess) status(t *testing.T) ctlStatus {
-	t.Helper()
-	var st ctlStatus
-	out := p.ctl(t, "status", "--json")
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, out)
-	}
-	return st
-}
-
-func (st ctlStatus) connected(subnqn, hostnqn string) bool {
-	for _, c := range st.Controllers {
-		if c.SubNQN == subnqn && c.HostNQN == hostnqn {
-			return true
-		}
-	}
-	return false
-}
-
-// backgroundFio runs a time-based random-write job on dev that verifies
-// what it wrote as it goes (verify_backlog), and reports its result when
-// it ends.
-func backgroundFio(t *testing.T, dev, outDir string, runtime time.Duration) <-chan error {
-	return backgroundFioVerify(t, dev, outDir, runtime, "--verify=crc32c")
-}
-
-// backgroundFioVerify is backgroundFio with fio's verify options (e.g.
-// --verify=pattern --verify_pattern=...).
-func backgroundFioVerify(t *testing.T, dev, outDir string, runtime time.Duration, verify ...string) <-chan error {
-	report := filepath.Join(outDir, "fio-live.json")
-	args := []string{"--name=live", "--filename=" + dev, "--ioengine=libaio", "--direct=1",
-		"--rw=randwrite", "--bs=4k", "--iodepth=8", "--size=32m", "--time_based",
-		"--runtime=" + strconv.Itoa(int(runtime.Seconds()))}
-	args = append(args, verify...)
-	args = append(args, "--verify_backlog=128", "--verify_fatal=1", "--verify_state_save=0",
-		"--output-format=json", "--output="+report)
-	done := make(chan error, 1)
-	go func() {
-		r := execCmd(runtime+fioTimeout, "fio", args...)
-		if r.err != nil {
-			done <- fmt.Errorf("fio: %v\n%s", r.err, limit(r.stderr))
-			return
-		}
-		var rep fioReport
-		raw, err := os.ReadFile(report)
-		if err == nil {
-			err = json.Unmarshal(raw, &rep)
-		}
-		switch {
-		case err != nil:
-			done <- fmt.Errorf("fio report: %v", err)
-		case len(rep.Jobs) != 1 || rep.Jobs[0].Error != 0:
-			done <- fmt.Errorf("fio job failed: %s", limit(raw))
-		case rep.Jobs[0].Write.IOBytes == 0 || rep.Jobs[0].Read.IOBytes == 0:
-			done <- fmt.Errorf("fio wrote %d and verified %d bytes: want both", rep.Jobs[0].Write.IOBytes, rep.Jobs[0].Read.IOBytes)
-		default:
-			t.Logf("fio live: wrote %d MiB, verified %d MiB", rep.Jobs[0].Write.IOBytes>>20, rep.Jobs[0].Read.IOBytes>>20)
-			done <- nil
-		}
-	}()
-	return done
-}
+// liveOnly is why these tests need nvmeof-tgt.
+const liveOnly = "the kernel target is changed through configfs, not nvmeof-tgt's API"
 
 // TestLiveNamespaces: while fio verifies on namespace 1, namespace 2 is
 // added, grown and removed through the CLI; the host follows each change
 // without reconnecting, and fio never sees an error.
 func TestLiveNamespaces(t *testing.T) {
+	requireTgt(t, liveOnly)
 	h := newHost(t)
 	sub := nqn("live-ns")
 	ns1 := fileNS(t, 1, 64*mib, 512, "")
-	p, dir := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{ns1}}}})
+	p, dir := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{ns1}}}})
 	c := h.mustConnect(t, sub, 1)
 	fio := backgroundFio(t, c.blockDev(t, 1), dir, 40*time.Second)
 
@@ -167,9 +75,10 @@ func TestLiveNamespaces(t *testing.T) {
 // subsystem adds it and moves the discovery generation; an API change is
 // still there after a restart.
 func TestLiveHostsAndReload(t *testing.T) {
+	requireTgt(t, liveOnly)
 	h := newHost(t)
 	subA, subB := nqn("live-a"), nqn("live-b")
-	p, _ := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{
+	p, _ := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{
 		// Two hosts: a subsystem must keep one, or allow any host.
 		{NQN: subA, Hosts: []string{h.NQN, "nqn.2026-11.io.example:e2e-other"}, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}},
 		{NQN: subB, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 512, "")}},
@@ -257,21 +166,6 @@ func TestLiveHostsAndReload(t *testing.T) {
 	h.mustConnect(t, subD, 3)
 }
 
-// withSubsystem adds a subsystem (a YAML flow mapping) to the subsystems
-// list of a configuration file, with the list's own indentation: the file
-// may be one the target wrote.
-func withSubsystem(t *testing.T, file, entry string) string {
-	t.Helper()
-	lines := strings.Split(file, "\n")
-	i := slices.Index(lines, "subsystems:")
-	if i < 0 || i+1 >= len(lines) {
-		t.Fatalf("no subsystems list in:\n%s", file)
-	}
-	next := lines[i+1]
-	indent := next[:len(next)-len(strings.TrimLeft(next, " "))]
-	return strings.Join(slices.Insert(lines, i+1, indent+"- "+entry), "\n")
-}
-
 // TestLiveGrowBackend: the README's grow workflow under a connected host.
 // A file namespace's file is grown from outside (truncate), and a block
 // namespace's loop device is grown (its file, then losetup -c, as
@@ -280,10 +174,11 @@ func withSubsystem(t *testing.T, file, entry string) string {
 // seconds, with no rescan. A reload does the same for a namespace of size
 // 0, and a backend cut shorter than the host sees is refused.
 func TestLiveGrowBackend(t *testing.T) {
+	requireTgt(t, liveOnly)
 	h := newHost(t)
 	sub := nqn("live-grow")
 	ns1 := fileNS(t, 1, 32*mib, 512, "")
-	p, dir := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{ns1}}}})
+	p, dir := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{ns1}}}})
 	c := h.mustConnect(t, sub, 1)
 	const followWithin = 5 * time.Second
 	sectors := func(dev string) uint64 {

@@ -86,19 +86,14 @@ func (s loadSizing) rssBound(nsBytes int64, queues int) int64 {
 // logs; once hosts leave, a new host connects and does I/O. The first and last hosts' connect
 // times and fio latencies are written to load.txt in the test's results directory.
 func TestLoad(t *testing.T) {
-	if targetKind == kindKernel {
-		t.Skip("nvmeof-tgt only: sized through nvmeof-tgt's rdma.* configuration")
-	}
-	dir := testDir(t)
-	dumpDmesgOnFailure(t, dir)
+	requireTgt(t, "sized through nvmeof-tgt's rdma.* configuration")
 	sz := newLoadSizing()
 	spec := Spec{Port: rdmaPort()}
 	for i := range loadHosts + 1 { // one more subsystem for the host that comes later
 		spec.Subsystems = append(spec.Subsystems, Subsystem{NQN: nqn(fmt.Sprintf("load-%02d", i)),
 			AllowAnyHost: true, Namespaces: []Namespace{memNS(1, loadNSSize, 512, "")}})
 	}
-	tgt := &tgtProcess{bin: tgtBin, dir: dir, env: sz.env()}
-	tgt.Start(t, spec)
+	p, dir := startTgt(t, spec, withEnv(sz.env()...))
 	// The queue counts of the host: -i is capped at the guest's CPUs, write queues are not. A
 	// keep-alive timeout of 30 s, not the host's 5: in the emulated guest, 64 hosts leaving at
 	// once kept keep-alives waiting past 5 s, and their controllers went into error recovery.
@@ -176,7 +171,7 @@ func TestLoad(t *testing.T) {
 		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if rss, err := processRSS(tgt.cmd.Process.Pid); err == nil {
+			if rss, err := processRSS(p.cmd.Process.Pid); err == nil {
 				peak = max(peak, rss)
 			}
 			select {
@@ -371,18 +366,13 @@ func deleteController(t *testing.T, c *controller) {
 // Controller Busy, counted in nvmeof_tgt_connect_host_limit_total. Another host NQN is not
 // affected, and once the first host's controller is gone it connects again.
 func TestHostConnectionCap(t *testing.T) {
-	if targetKind == kindKernel {
-		t.Skip("nvmeof-tgt only: the kernel's nvmet has no per-host cap")
-	}
-	dir := testDir(t)
-	dumpDmesgOnFailure(t, dir)
+	requireTgt(t, "the kernel's nvmet has no per-host cap")
 	spec := Spec{Port: rdmaPort()}
 	for _, name := range []string{"cap-a", "cap-b"} {
 		spec.Subsystems = append(spec.Subsystems, Subsystem{NQN: nqn(name), AllowAnyHost: true,
 			Namespaces: []Namespace{memNS(1, loadNSSize, 512, "")}})
 	}
-	tgt := &tgtProcess{bin: tgtBin, dir: dir, env: []string{"NVMEOF_TGT_CONTROLLER_MAX_CONNECTIONS_PER_HOST=2"}}
-	tgt.Start(t, spec)
+	startTgt(t, spec, withEnv("NVMEOF_TGT_CONTROLLER_MAX_CONNECTIONS_PER_HOST=2"))
 	a, b := newHost(t), newHost(t)
 	one := []string{"-i", "1", "-W", "0", "-P", "0"}
 	subA, subB := spec.Subsystems[0].NQN, spec.Subsystems[1].NQN
@@ -427,13 +417,4 @@ func TestHostConnectionCap(t *testing.T) {
 	second.disconnect(t)
 	other.disconnect(t)
 	waitTornDown(t)
-}
-
-// capWriteRead writes a pattern through c's namespace 1 and reads it back.
-func capWriteRead(t *testing.T, c *controller, seed uint64) {
-	t.Helper()
-	dev := c.blockDev(t, 1)
-	want := pattern(ddBlock, seed)
-	ddWrite(t, dev, 0, want)
-	checkSame(t, dev, 0, ddRead(t, dev, 0, ddBlock), want)
 }

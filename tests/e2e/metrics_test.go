@@ -22,9 +22,7 @@ import (
 // fio phase and measures each phase's own operation only (writes across the write phase,
 // reads across the read phase, which starts once the re-probe after the writes is done).
 func TestMetricsLatency(t *testing.T) {
-	if targetKind != kindNvmeofTgt {
-		t.Skip("nvmeof-tgt's own metrics")
-	}
+	requireTgt(t, "nvmeof-tgt's own metrics")
 	h := newHost(t)
 	sub := nqn("metrics")
 	spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{{

@@ -106,30 +106,22 @@ func hostIDHex(id string) string { return strings.ReplaceAll(id, "-", "") }
 // notification log, and PTPL: the state survives a restart of the target when a host asked for
 // it, and is gone after a restart when none did.
 func TestReservations(t *testing.T) {
-	requireTgt := func() {
-		if targetKind == kindKernel {
-			t.Skip("the 6.12 kernel target has no reservations")
-		}
-	}
-	requireTgt()
+	requireTgt(t, "the 6.12 kernel target has no reservations")
 	sub := nqn("resv")
-	p, dir := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
+	dir := testDir(t)
+	// Reservations persist in a state directory of the test's own. Host B connects through a
+	// second port: nvme-cli refuses a second controller of a subsystem through the same address
+	// and port, whatever the host NQN (even with --duplicate-connect).
+	p, _ := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
 		NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 0, "")},
-	}}})
-	// Reservations persist in a state directory of the test's own.
-	state := filepath.Join(dir, "state")
-	b, err := os.ReadFile(p.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p.cfgPath, append(b, fmt.Sprintf("state_dir: %q\n", state)...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p.RestartKeep(t)
+	}}}, withConfigEdit(func(y string) string {
+		second := fmt.Sprintf("  - {transport: \"rdma\", address: %q, port: %d}\nsubsystems:\n", labAddr, mpPort2)
+		return strings.Replace(y, "subsystems:\n", second, 1) + fmt.Sprintf("state_dir: %q\n", filepath.Join(dir, "state"))
+	}))
 
 	ha, hb := newHost(t), newHost(t)
 	a := resvHost{host: ha, ctrl: "/dev/" + mpConnect(t, ha, sub, labAddr, portRDMA), id: ha.ID}
-	bh := resvHost{host: hb, ctrl: "/dev/" + mpConnect(t, hb, sub, labAddr, portRDMA), id: hb.ID}
+	bh := resvHost{host: hb, ctrl: "/dev/" + mpConnect(t, hb, sub, labAddr, mpPort2), id: hb.ID}
 
 	a.ok(t, "resv-register", "--nrkey=1", "--rrega=0", "--cptpl=3")
 	bh.ok(t, "resv-register", "--nrkey=2", "--rrega=0")

@@ -26,7 +26,7 @@ type note struct {
 	msg string
 }
 
-// notes records the datagrams of a target (tgtProcess.onNotify).
+// notes records the datagrams of a target (withNotify).
 type notes struct {
 	mu   sync.Mutex
 	list []note
@@ -115,18 +115,15 @@ func checkCadence(t *testing.T, what string, pings []note, span time.Duration) {
 // which must count as healthy) and with a host connected, and STATUS= lines that count the
 // controllers and queues.
 func TestWatchdog(t *testing.T) {
-	if targetKind == kindKernel {
-		t.Skip("nvmeof-tgt only")
-	}
+	requireTgt(t, "systemd notifications are nvmeof-tgt's")
 	h := newHost(t)
 	sub := nqn("watchdog")
 	spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
 		NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 4096, "")},
 	}}}
 	ns := &notes{}
-	p := &tgtProcess{bin: tgtBin, dir: testDir(t), env: []string{"WATCHDOG_USEC=" + watchdogUSec}, onNotify: ns.add}
 	t0 := time.Now()
-	p.Start(t, spec)
+	p, _ := startTgt(t, spec, withEnv("WATCHDOG_USEC="+watchdogUSec), withNotify(ns.add))
 
 	ready := ns.match(t0, func(l string) bool { return l == "READY=1" })
 	if len(ready) != 1 || !strings.Contains(ready[0].msg, "\nSTATUS=controllers: 0, queues: 0") {
@@ -161,24 +158,17 @@ func TestWatchdog(t *testing.T) {
 // names the poller, while the notifier itself keeps running; systemd would then kill and restart
 // the target. The stall ends when the poller is closed, so SIGTERM still stops it cleanly.
 func TestWatchdogStall(t *testing.T) {
-	if targetKind == kindKernel {
-		t.Skip("nvmeof-tgt only: the kernel target has no fault injection")
-	}
-	bin := os.Getenv("NVMEOF_TGT_FAULT_BIN")
-	if bin == "" {
-		t.Fatal("NVMEOF_TGT_FAULT_BIN is not set (tests/lab/e2e.sh builds bin/nvmeof-tgt-faultinject)")
-	}
+	bin := faultBin(t)
 	spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
 		NQN: nqn("watchdog-stall"), AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 4096, "")},
 	}}}
 	ns := &notes{}
-	p := &tgtProcess{bin: bin, dir: testDir(t), onNotify: ns.add, env: []string{
-		"WATCHDOG_USEC=" + watchdogUSec,
+	t0 := time.Now()
+	p, _ := startTgt(t, spec, withBinary(bin), withNotify(ns.add), withEnv(
+		"WATCHDOG_USEC="+watchdogUSec,
 		"NVMEOF_TGT_FAULT_STALL=6s",
 		"GORACE=halt_on_error=1 exitcode=66",
-	}}
-	t0 := time.Now()
-	p.Start(t, spec)
+	))
 	logText := func() string {
 		b, err := os.ReadFile(p.logPath)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // Data-path helpers: patterns written and read back with O_DIRECT through the block device, and
@@ -165,4 +166,70 @@ func runFio(t *testing.T, dev, outDir string, c fioCase) {
 	}
 	t.Logf("fio %s: write %.1f MB/s %.0f IOPS, verify %.1f MB/s (%v)", c.name(),
 		j.Write.BW/1e6, j.Write.IOPS, j.Read.BW/1e6, r.took.Round(1e6))
+}
+
+// backgroundFio runs a time-based random-write job on dev that verifies
+// what it wrote as it goes (verify_backlog), and reports its result when
+// it ends.
+func backgroundFio(t *testing.T, dev, outDir string, runtime time.Duration) <-chan error {
+	return backgroundFioVerify(t, dev, outDir, runtime, "--verify=crc32c")
+}
+
+// backgroundFioVerify is backgroundFio with fio's verify options (e.g.
+// --verify=pattern --verify_pattern=...).
+func backgroundFioVerify(t *testing.T, dev, outDir string, runtime time.Duration, verify ...string) <-chan error {
+	report := filepath.Join(outDir, "fio-live.json")
+	args := []string{"--name=live", "--filename=" + dev, "--ioengine=libaio", "--direct=1",
+		"--rw=randwrite", "--bs=4k", "--iodepth=8", "--size=32m", "--time_based",
+		"--runtime=" + strconv.Itoa(int(runtime.Seconds()))}
+	args = append(args, verify...)
+	args = append(args, "--verify_backlog=128", "--verify_fatal=1", "--verify_state_save=0",
+		"--output-format=json", "--output="+report)
+	done := make(chan error, 1)
+	go func() {
+		r := execCmd(runtime+fioTimeout, "fio", args...)
+		if r.err != nil {
+			done <- fmt.Errorf("fio: %v\n%s", r.err, limit(r.stderr))
+			return
+		}
+		var rep fioReport
+		raw, err := os.ReadFile(report)
+		if err == nil {
+			err = json.Unmarshal(raw, &rep)
+		}
+		switch {
+		case err != nil:
+			done <- fmt.Errorf("fio report: %v", err)
+		case len(rep.Jobs) != 1 || rep.Jobs[0].Error != 0:
+			done <- fmt.Errorf("fio job failed: %s", limit(raw))
+		case rep.Jobs[0].Write.IOBytes == 0 || rep.Jobs[0].Read.IOBytes == 0:
+			done <- fmt.Errorf("fio wrote %d and verified %d bytes: want both", rep.Jobs[0].Write.IOBytes, rep.Jobs[0].Read.IOBytes)
+		default:
+			t.Logf("fio live: wrote %d MiB, verified %d MiB", rep.Jobs[0].Write.IOBytes>>20, rep.Jobs[0].Read.IOBytes>>20)
+			done <- nil
+		}
+	}()
+	return done
+}
+
+// capWriteRead writes a pattern through c's namespace 1 and reads it back.
+func capWriteRead(t *testing.T, c *controller, seed uint64) {
+	t.Helper()
+	dev := c.blockDev(t, 1)
+	want := pattern(ddBlock, seed)
+	ddWrite(t, dev, 0, want)
+	checkSame(t, dev, 0, ddRead(t, dev, 0, ddBlock), want)
+}
+
+// fioJSON is the JSON report in fio's --output file: fio writes its verify failures there too,
+// ahead of the report and without a line break after the last one.
+func fioJSON(raw []byte) []byte {
+	i := bytes.Index(raw, []byte(`"fio version"`))
+	if i < 0 {
+		return raw
+	}
+	if j := bytes.LastIndexByte(raw[:i], '{'); j >= 0 {
+		return raw[j:]
+	}
+	return raw
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -280,3 +281,30 @@ func readSys(path string) string {
 func readSysUint(path string) (uint64, error) {
 	return strconv.ParseUint(readSys(path), 10, 64)
 }
+
+// nqn is the suite's subsystem NQN called name.
+func nqn(name string) string { return testNQNPrefix + name }
+
+// genKey runs nvme gen-dhchap-key, as an operator would.
+func genKey(t *testing.T, hmac int, nqn string) string {
+	t.Helper()
+	out := strings.TrimSpace(string(mustRun(t, cmdTimeout, "nvme", "gen-dhchap-key", "-m", fmt.Sprint(hmac), "-n", nqn)))
+	if !strings.HasPrefix(out, "DHHC-1:") {
+		t.Fatalf("gen-dhchap-key printed %q", out)
+	}
+	return out
+}
+
+// dmesgText is the guest's kernel log, where the host logs what it negotiated and what it
+// recovered from.
+func dmesgText(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("dmesg").CombinedOutput()
+	if err != nil {
+		t.Fatalf("dmesg: %v", err)
+	}
+	return string(out)
+}
+
+// discoveryNQN is the well-known discovery subsystem NQN.
+const discoveryNQN = "nqn.2014-08.org.nvmexpress.discovery"

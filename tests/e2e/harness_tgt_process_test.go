@@ -4,13 +4,14 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,16 +22,21 @@ import (
 const (
 	tgtReadyTimeout = 60 * time.Second
 	tgtStopTimeout  = 20 * time.Second
+	// tgtLogName is the target's log (its output and the harness's notes) in its directory.
+	tgtLogName = "nvmeof-tgt.log"
 )
 
-// tgtProcess runs nvmeof-tgt: `serve --config FILE`, with readiness reported through the systemd
-// notify protocol (a READY=1 datagram on $NOTIFY_SOCKET).
+// tgtProcess is nvmeof-tgt under test, a child process: `serve --config FILE`, with readiness
+// reported through the systemd notify protocol (a READY=1 datagram on $NOTIFY_SOCKET). startTgt
+// makes one; its options (tgtOption) set the fields above spec.
 type tgtProcess struct {
 	bin string
 	dir string   // config and log go here
 	env []string // added to the target's environment
 	// onNotify, if set, sees every notify datagram as it arrives.
 	onNotify func(msg string)
+	// config, if set, makes the configuration file from the one rendered from spec (withConfig).
+	config func(rendered string) string
 
 	spec      Spec
 	cfgPath   string
@@ -70,13 +76,13 @@ func (p *tgtProcess) Start(t *testing.T, spec Spec) {
 	p.apiSock = filepath.Join(sockDir, "api.sock")
 	p.cfgPath = filepath.Join(p.dir, "nvmeof-tgt.yaml")
 	if !p.keepConfig {
-		if err := os.WriteFile(p.cfgPath, []byte(tgtConfigYAML(spec, p.loops, p.apiSock)), 0o600); err != nil {
+		if err := os.WriteFile(p.cfgPath, []byte(p.configYAML(t, spec)), 0o600); err != nil {
 			t.Fatalf("write config: %v", err)
 		}
 	} else if err := setAPISocket(p.cfgPath, p.apiSock); err != nil {
 		t.Fatal(err)
 	}
-	p.logPath = filepath.Join(p.dir, "nvmeof-tgt.log")
+	p.logPath = filepath.Join(p.dir, tgtLogName)
 	logf, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatalf("target log: %v", err)
@@ -366,9 +372,31 @@ func withoutEnv(env []string, key string) []string {
 	return out
 }
 
-// tgtConfigYAML renders spec in nvmeof-tgt's configuration format. Strings are double-quoted
-// (JSON-style escapes are valid YAML), so NQNs with colons need no care.
-func tgtConfigYAML(spec Spec, loops map[string]string, apiSock string) string {
+// configYAML is the configuration file of a start with spec: the one rendered from it, or what
+// the withConfig options make of that, and the api section, which only the harness writes.
+func (p *tgtProcess) configYAML(t *testing.T, spec Spec) string {
+	t.Helper()
+	y := tgtConfigYAML(spec, p.loops)
+	if p.config != nil {
+		y = p.config(y)
+		if apiKey.MatchString(y) {
+			t.Fatalf("withConfig: the harness writes the api section (its socket is new at each start); leave it out of:\n%s", y)
+		}
+		if y != "" && !strings.HasSuffix(y, "\n") {
+			y += "\n"
+		}
+	}
+	// On a line of its own: RestartKeep rewrites it.
+	return y + fmt.Sprintf("api:\n  socket: %s\n", strconv.Quote(p.apiSock))
+}
+
+// apiKey matches the top-level api key of a configuration file.
+var apiKey = regexp.MustCompile(`(?m)^api\s*:`)
+
+// tgtConfigYAML renders spec in nvmeof-tgt's configuration format, without the api section.
+// Strings are double-quoted (JSON-style escapes are valid YAML), so NQNs with colons need no
+// care.
+func tgtConfigYAML(spec Spec, loops map[string]string) string {
 	var b bytes.Buffer
 	q := strconv.Quote
 	b.WriteString("# written by tests/e2e\n")
@@ -428,8 +456,6 @@ func tgtConfigYAML(spec Spec, loops map[string]string, apiSock string) string {
 	}
 	b.WriteString("metrics: {listen: \"127.0.0.1:9771\"}\n")
 	b.WriteString("log: {level: debug}\n")
-	// On a line of its own: RestartKeep rewrites it.
-	fmt.Fprintf(&b, "api:\n  socket: %s\n", q(apiSock))
 	return b.String()
 }
 
@@ -440,82 +466,59 @@ func yamlSize(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// metricsURL is where tgtConfigYAML puts the target's Prometheus endpoint.
-const metricsURL = "http://127.0.0.1:9771/metrics"
-
-// scrapeMetrics reads the target's Prometheus text exposition into a map from series (name with
-// its labels, as exposed) to value. Comment lines are skipped.
-func scrapeMetrics(t *testing.T) map[string]float64 {
-	t.Helper()
-	resp, err := http.Get(metricsURL)
-	if err != nil {
-		t.Fatalf("scrape metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape metrics: %s", resp.Status)
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("scrape metrics: %v", err)
-	}
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			t.Fatalf("metrics line %q: no value", line)
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("metrics line %q: %v", line, err)
-		}
-		out[line[:i]] = v
-	}
-	return out
+// ctlStatus is `status --json`.
+type ctlStatus struct {
+	Subsystems  []ctlSubsystem `json:"subsystems"`
+	Controllers []struct {
+		SubNQN      string `json:"subnqn"`
+		HostNQN     string `json:"hostnqn"`
+		HostAddress string `json:"host_address"`
+		CNTLID      uint16 `json:"cntlid"`
+		IOQueues    int    `json:"io_queues"`
+	} `json:"controllers"`
 }
 
-// metricSum adds up the series of metric name whose labels include every one of labels (each as
-// exposed, e.g. `op="write"`).
-func metricSum(m map[string]float64, name string, labels ...string) (sum float64, found bool) {
-	for series, v := range m {
-		base, lbl, _ := strings.Cut(series, "{")
-		if base != name {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(lbl, l)
-		}
-		if ok {
-			sum, found = sum+v, true
-		}
-	}
-	return sum, found
+type ctlSubsystem struct {
+	NQN        string   `json:"nqn"`
+	Hosts      []string `json:"hosts"`
+	Namespaces []struct {
+		NSID uint32 `json:"nsid"`
+		Size int64  `json:"size"`
+	} `json:"namespaces"`
 }
 
-// waitTornDown waits for nvmeof-tgt to report no live controller, host queue or RDMA queue pair,
-// as it must once every host has disconnected.
-func waitTornDown(t *testing.T) {
+// status is the running target's `status --json`.
+func (p *tgtProcess) status(t *testing.T) ctlStatus {
 	t.Helper()
-	names := []string{"nvmeof_tgt_controllers", "nvmeof_tgt_queues", "nvmeof_tgt_rdma_queues_live"}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		m := scrapeMetrics(t)
-		var live []string
-		for _, n := range names {
-			if v, ok := metricSum(m, n); !ok || v != 0 {
-				live = append(live, fmt.Sprintf("%s=%v (found %v)", n, v, ok))
-			}
-		}
-		if len(live) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after disconnect the target still reports %s", strings.Join(live, ", "))
-		}
-		time.Sleep(200 * time.Millisecond)
+	var st ctlStatus
+	out := p.ctl(t, "status", "--json")
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
 	}
+	return st
+}
+
+// connected reports whether hostnqn has a controller on subnqn.
+func (st ctlStatus) connected(subnqn, hostnqn string) bool {
+	for _, c := range st.Controllers {
+		if c.SubNQN == subnqn && c.HostNQN == hostnqn {
+			return true
+		}
+	}
+	return false
+}
+
+// withSubsystem adds a subsystem (a YAML flow mapping) to the subsystems
+// list of a configuration file, with the list's own indentation: the file
+// may be one the target wrote.
+func withSubsystem(t *testing.T, file, entry string) string {
+	t.Helper()
+	lines := strings.Split(file, "\n")
+	i := slices.Index(lines, "subsystems:")
+	if i < 0 || i+1 >= len(lines) {
+		t.Fatalf("no subsystems list in:\n%s", file)
+	}
+	next := lines[i+1]
+	indent := next[:len(next)-len(strings.TrimLeft(next, " "))]
+	return strings.Join(slices.Insert(lines, i+1, indent+"- "+entry), "\n")
 }

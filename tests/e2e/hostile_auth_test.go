@@ -25,11 +25,12 @@ import (
 // latency stays flat. Before the fix each exponentiation held the poller, and every I/O behind
 // it, for as long as it took.
 func TestAuthFlood(t *testing.T) {
+	requireTgt(t, "where nvmeof-tgt computes DH-HMAC-CHAP")
 	h := newHost(t)
 	flooder := newHost(t)
 	ioSub, floodSub := nqn("auth-io"), nqn("auth-flood")
 	hostKey, floodKey := genKey(t, 1, h.NQN), genKey(t, 1, flooder.NQN)
-	_, dir := liveTarget(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{
+	_, dir := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{
 		{NQN: ioSub, Hosts: []string{h.NQN}, Auth: map[string]HostAuth{h.NQN: {Key: hostKey, Hash: "sha256", DHGroup: "null"}},
 			Namespaces: []Namespace{memNS(1, 64*mib, 0, "")}},
 		{NQN: floodSub, Hosts: []string{flooder.NQN}, Auth: map[string]HostAuth{flooder.NQN: {Key: floodKey, Hash: "sha256", DHGroup: "ffdhe8192"}},

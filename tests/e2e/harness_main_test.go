@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -179,15 +180,6 @@ func envOr(key, def string) string {
 	return def
 }
 
-// onlyNvmeofTgt ends the current subtest in kernel mode. got is what the kernel reported, logged so
-// that the parsing behind the assertion is still exercised.
-func onlyNvmeofTgt(t *testing.T, what string, got any) {
-	t.Helper()
-	if targetKind == kindKernel {
-		t.Skipf("nvmeof-tgt only: %s (kernel nvmet reports %v; not asserted)", what, got)
-	}
-}
-
 // testDir is this test's directory under the results directory. On failure, the guest's kernel
 // log goes there and its tail into the test log.
 func testDir(t *testing.T) string {
@@ -200,9 +192,17 @@ func testDir(t *testing.T) string {
 	return dir
 }
 
-// dumpDmesgOnFailure registers a cleanup that saves the kernel log if t failed.
+// dmesgDumps holds the tests whose kernel log dumpDmesgOnFailure saves.
+var dmesgDumps sync.Map // *testing.T → struct{}
+
+// dumpDmesgOnFailure registers a cleanup that saves the kernel log in dir if t failed, once per
+// test: a later call (startTgt's, after the test's own) changes nothing.
 func dumpDmesgOnFailure(t *testing.T, dir string) {
+	if _, dup := dmesgDumps.LoadOrStore(t, struct{}{}); dup {
+		return
+	}
 	t.Cleanup(func() {
+		defer dmesgDumps.Delete(t)
 		if !t.Failed() {
 			return
 		}

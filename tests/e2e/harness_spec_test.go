@@ -13,29 +13,6 @@ import (
 	"time"
 )
 
-// target is a running NVMe-oF target under test.
-type target interface {
-	// Start configures and starts the target and returns once the port accepts connections.
-	// It registers a cleanup that stops the target.
-	Start(t *testing.T, spec Spec)
-	// Stop shuts the target down and asserts that it did so cleanly.
-	Stop(t *testing.T)
-	// Restart stops the target and starts it again with the same spec. File-backed namespaces
-	// keep their data; memory-backed ones start empty.
-	Restart(t *testing.T)
-}
-
-// newTarget returns the target that E2E_TARGET selects, writing its files under dir.
-func newTarget(t *testing.T, dir string) target {
-	t.Helper()
-	switch targetKind {
-	case kindKernel:
-		return &kernelTarget{dir: dir}
-	default:
-		return &tgtProcess{bin: tgtBin, dir: dir}
-	}
-}
-
 // Spec describes a target: one port and its subsystems.
 type Spec struct {
 	Port       Port
@@ -91,7 +68,7 @@ type Namespace struct {
 	// one; nvmet has none).
 	NGUID string
 	// EUI64 is 16 hex digits, or empty for none. nvmeof-tgt only: nvmet has no EUI64
-	// attribute, so the kernel target reports none; assert it with onlyNvmeofTgt.
+	// attribute, so the kernel target reports none; assert it after requireTgt.
 	EUI64 string
 }
 
