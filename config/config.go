@@ -145,12 +145,6 @@ const (
 	ModeOff  = limits.ModeOff
 )
 
-// Values of rdma.poller.
-const (
-	PollerAdaptive = limits.PollerAdaptive
-	PollerMeasured = limits.PollerMeasured
-)
-
 // RDMA sizes the RDMA transport. Defaults and bounds are the rdma
 // package's (rdma.Default*, rdma.*Min, rdma.*Max) and fabric's
 // (limits.MDTS, DefaultMaxQueueDepth, DefaultMaxIOQueues);
@@ -166,7 +160,6 @@ type RDMA struct {
 	Pollers            int           `mapstructure:"pollers"`              // completion pollers per device
 	PollIdle           time.Duration `mapstructure:"poll_idle"`            // busy-poll at least this long before sleeping (adapts up to 2ms)
 	PollNap            time.Duration `mapstructure:"poll_nap"`             // pause between empty polls, 0 spins
-	Poller             string        `mapstructure:"poller"`               // PollerAdaptive or PollerMeasured
 	SendWithInvalidate string        `mapstructure:"send_with_invalidate"` // ModeAuto, ModeOn or ModeOff
 	IOUring            string        `mapstructure:"io_uring"`             // file/block I/O on the pollers' io_uring: ModeAuto, ModeOn or ModeOff
 }
@@ -233,7 +226,6 @@ var scalarDefaults = []struct {
 	{"rdma.pollers", limits.RDMAPollers},
 	{"rdma.poll_idle", limits.RDMAPollIdle},
 	{"rdma.poll_nap", limits.RDMAPollNap},
-	{"rdma.poller", limits.RDMAPoller},
 	{"rdma.send_with_invalidate", limits.RDMAMode},
 	{"rdma.io_uring", limits.RDMAMode},
 	{"controller.kato_max", limits.KATOMax},

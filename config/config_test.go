@@ -55,7 +55,6 @@ var wantDefaults = struct {
 		Pollers:            1,
 		PollIdle:           200 * time.Microsecond,
 		PollNap:            20 * time.Microsecond,
-		Poller:             "adaptive",
 		SendWithInvalidate: "auto",
 		IOUring:            "auto",
 	},
@@ -131,7 +130,6 @@ rdma:
   pollers: 2
   poll_idle: 0
   poll_nap: 1ms
-  poller: measured
   send_with_invalidate: off
   io_uring: off
 controller: {kato_max: 30s}
@@ -152,7 +150,6 @@ log: {level: DEBUG, format: json}
 		Pollers:            2,
 		PollIdle:           0,
 		PollNap:            time.Millisecond,
-		Poller:             "measured",
 		SendWithInvalidate: "off",
 		IOUring:            "off",
 	}

@@ -342,9 +342,6 @@ func (r RDMA) validate(p *problems) {
 	if r.PollNap < 0 || r.PollNap > limits.RDMAPollNapMax {
 		p.add("rdma.poll_nap", "%s: want 0..%s", r.PollNap, limits.RDMAPollNapMax)
 	}
-	if r.Poller != PollerAdaptive && r.Poller != PollerMeasured {
-		p.add("rdma.poller", "%q: want %s or %s", r.Poller, PollerAdaptive, PollerMeasured)
-	}
 	checkMode(p, "rdma.send_with_invalidate", r.SendWithInvalidate)
 	checkMode(p, "rdma.io_uring", r.IOUring)
 }

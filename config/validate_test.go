@@ -201,7 +201,6 @@ func TestValidateRejects(t *testing.T) {
 		{"poll idle long", func(c *Config) { c.RDMA.PollIdle = 2 * time.Second }, "rdma.poll_idle", ""},
 		{"poll nap negative", func(c *Config) { c.RDMA.PollNap = -time.Microsecond }, "rdma.poll_nap", ""},
 		{"poll nap long", func(c *Config) { c.RDMA.PollNap = 2 * time.Millisecond }, "rdma.poll_nap", ""},
-		{"poller", func(c *Config) { c.RDMA.Poller = "spin" }, "rdma.poller", ""},
 		{"send with invalidate", func(c *Config) { c.RDMA.SendWithInvalidate = "yes" }, "rdma.send_with_invalidate", ""},
 		{"io_uring", func(c *Config) { c.RDMA.IOUring = "maybe" }, "rdma.io_uring", ""},
 

@@ -60,7 +60,6 @@ const (
 	RDMAPollers           = 1
 	RDMAPollIdle          = 200 * time.Microsecond
 	RDMAPollNap           = 20 * time.Microsecond
-	RDMAPoller            = PollerAdaptive
 	RDMAMode              = ModeAuto
 
 	// RDMAInCapsuleDataSizeMax bounds the receive buffers; the size must
@@ -90,13 +89,6 @@ const (
 	ModeAuto = "auto"
 	ModeOn   = "on"
 	ModeOff  = "off"
-)
-
-// Values of rdma.poller: how a poller chooses between spinning and napping
-// while its CQs are empty.
-const (
-	PollerAdaptive = "adaptive"
-	PollerMeasured = "measured"
 )
 
 // Backends (package blockdev).

@@ -175,23 +175,6 @@ func (p *poller) run() {
 	}
 	window := base
 	lastWork := time.Now()
-	// The measured poller (rdma.poller: measured) spins or naps as its
-	// chooser says; workAt and idled give the chooser its gaps.
-	var ch *chooser
-	policy := policyNap
-	workAt, idled := lastWork, false
-	if p.d.t.cfg.Poller == PollerMeasured {
-		ch = new(chooser)
-		ch.start(lastWork)
-		policy = ch.policy
-		defer func() {
-			p.log.Info("measured poller epochs", "spin", ch.epochs[policySpin], "nap", ch.epochs[policyNap])
-		}()
-	}
-	spinWindow := max(base, pollWindowMax)
-	if base == 0 {
-		spinWindow = 0 // poll_idle 0 never busy-polls, whatever the policy
-	}
 	for {
 		p.beat.Add(1)
 		n := p.poll()
@@ -205,24 +188,12 @@ func (p *poller) run() {
 		p.e.flush()
 		if n > 0 || m > 0 {
 			lastWork = time.Now()
-			if ch != nil {
-				if idled {
-					ch.gap(lastWork.Sub(workAt))
-				}
-				workAt, idled = lastWork, false
-				policy = ch.tick(lastWork)
-			}
 			continue
 		}
 		if p.stopping() {
 			return
 		}
-		idled = true
-		if policy == policySpin {
-			if time.Since(lastWork) < spinWindow {
-				continue
-			}
-		} else if time.Since(lastWork) < window {
+		if time.Since(lastWork) < window {
 			if nap.Nsec > 0 {
 				napFor(&nap)
 			}

@@ -58,10 +58,6 @@ type Config struct {
 	// while the host is between I/Os. 0 spins: the lowest latency, for
 	// dedicated cores.
 	PollNap time.Duration
-	// Poller is PollerAdaptive (nap within the adaptive window) or
-	// PollerMeasured (epochs that spin or nap, chosen by the mean gap
-	// each gave; chooser.go).
-	Poller string
 	// SendWithInvalidate is ModeAuto, ModeOn or ModeOff.
 	SendWithInvalidate string
 	// IOUring runs file and block-device I/O on an io_uring per poller,
@@ -91,14 +87,7 @@ const (
 	DefaultPollers           = limits.RDMAPollers
 	DefaultPollIdle          = limits.RDMAPollIdle
 	DefaultPollNap           = limits.RDMAPollNap
-	DefaultPoller            = limits.RDMAPoller
 	DefaultMode              = limits.RDMAMode
-)
-
-// Values of Config.Poller.
-const (
-	PollerAdaptive = limits.PollerAdaptive
-	PollerMeasured = limits.PollerMeasured
 )
 
 // Bounds of the RDMA sizing, checked by New and, key by key, by config.
@@ -141,9 +130,6 @@ func (c *Config) setDefaults() {
 	if c.Pollers == 0 {
 		c.Pollers = DefaultPollers
 	}
-	if c.Poller == "" {
-		c.Poller = DefaultPoller
-	}
 	if c.SendWithInvalidate == "" {
 		c.SendWithInvalidate = DefaultMode
 	}
@@ -177,9 +163,6 @@ func (c *Config) validate() error {
 	}
 	if c.PollIdle < 0 || c.PollNap < 0 {
 		errs = append(errs, fmt.Errorf("poll idle %v, poll nap %v: want durations >= 0", c.PollIdle, c.PollNap))
-	}
-	if c.Poller != PollerAdaptive && c.Poller != PollerMeasured {
-		errs = append(errs, fmt.Errorf("poller %q: want %s or %s", c.Poller, PollerAdaptive, PollerMeasured))
 	}
 	for _, m := range []struct{ key, v string }{{"send_with_invalidate", c.SendWithInvalidate}, {"io_uring", c.IOUring}} {
 		switch m.v {

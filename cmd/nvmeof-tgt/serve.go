@@ -327,7 +327,6 @@ func rdmaConfig(c config.RDMA, log *slog.Logger) rdma.Config {
 		Pollers:            c.Pollers,
 		PollIdle:           c.PollIdle,
 		PollNap:            c.PollNap,
-		Poller:             c.Poller,
 		SendWithInvalidate: c.SendWithInvalidate,
 		IOUring:            c.IOUring,
 		Logger:             log,
