@@ -174,18 +174,7 @@ func (l *listener) run() {
 	for {
 		select {
 		case <-watch.C:
-			// A queue that does not drain keeps its host from connecting
-			// again: say what it waits for; and a live queue whose host
-			// takes no more responses is torn down (checkResponses). One
-			// call per poller, so an idle target with many queues is woken
-			// rarely.
-			seen := map[*poller]bool{}
-			for _, c := range l.conns {
-				if !seen[c.p] {
-					seen[c.p] = true
-					c.p.runSoon(c.p.e.checkStuck)
-				}
-			}
+			l.checkQueues()
 		case ev := <-l.events:
 			destroy := l.handle(ev)
 			ev.Ack()
@@ -198,6 +187,21 @@ func (l *listener) run() {
 			l.relisten()
 		case <-l.stop:
 			return
+		}
+	}
+}
+
+// checkQueues runs the periodic check of the listener's queues on their
+// pollers: a queue that does not drain keeps its host from connecting
+// again, so say what it waits for; and a live queue whose host takes no
+// more responses is torn down (checkResponses). One call per poller, so an
+// idle target with many queues is woken rarely.
+func (l *listener) checkQueues() {
+	seen := map[*poller]bool{}
+	for _, c := range l.conns {
+		if !seen[c.p] {
+			seen[c.p] = true
+			c.p.runSoon(c.p.checkStuck)
 		}
 	}
 }

@@ -48,6 +48,9 @@ type poller struct {
 	// poller goroutine only
 	e   *engine
 	wcs []verbs.WC
+	// checkStuck is e.checkStuck, made once: the listener hands it over
+	// every few seconds, and a method value made per call allocates.
+	checkStuck func()
 
 	mbox     chan *request
 	ctl      chan func()
@@ -108,6 +111,7 @@ func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
 		chunks: chunks, ioUnit: d.ioUnit,
 		maxQueues: cfg.MaxQueues, maxReqs: maxReqs,
 	})
+	p.checkStuck = p.e.checkStuck
 	p.mbox = make(chan *request, maxReqs)
 	p.ctl = make(chan func(), 1024)
 	p.stop = make(chan struct{})

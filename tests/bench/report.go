@@ -275,7 +275,13 @@ func Markdown(r *Results, s Summary, chart string) string {
 	b.WriteString("## Heap allocations\n\n")
 	if a := r.Allocs; a != nil && a.IOs > 0 {
 		fmt.Fprintf(&b, "nvmeof-tgt during %s: %d allocations over %d I/Os, against %d in the same time idle "+
-			"(metrics scrapes included): %.3f per I/O.\n\n", orDash(a.Job), a.Allocs, a.IOs, a.IdleAllocs, a.AllocsPerIO)
+			"(runtime.MemStats.Mallocs, exact, read through /debug/pprof/heap?debug=1 at the four points): %.3f per I/O.",
+			orDash(a.Job), a.Allocs, a.IOs, a.IdleAllocs, a.AllocsPerIO)
+		if a.Noise() {
+			b.WriteString(" The runs allocated fewer than the idle span: the difference is noise (what varies between " +
+				"two spans, not the I/O path), and no allocation per I/O shows at this resolution.")
+		}
+		b.WriteString("\n\n")
 	} else {
 		b.WriteString("Not measured.\n\n")
 	}

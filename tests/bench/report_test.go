@@ -144,6 +144,21 @@ func TestWrite(t *testing.T) {
 		}
 	})
 
+	t.Run("allocations below the idle baseline", func(t *testing.T) {
+		r := sample()
+		r.Allocs = NewAllocRun("memory/randread-4k-qd32", 1000, 10, 30)
+		md := Markdown(r, Summarize(r), "x.png")
+		for _, s := range []string{
+			"10 allocations over 1000 I/Os, against 30 in the same time idle",
+			"-0.020 per I/O",
+			"fewer than the idle span: the difference is noise",
+		} {
+			if !strings.Contains(md, s) {
+				t.Errorf("markdown lacks %q:\n%s", s, md[strings.Index(md, "## Heap"):])
+			}
+		}
+	})
+
 	t.Run("png", func(t *testing.T) {
 		f, err := os.Open(first[2])
 		if err != nil {
