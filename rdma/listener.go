@@ -477,7 +477,11 @@ func (l *listener) admit(ev *verbs.CMEvent) (connPlan, *refusal) {
 	}
 	pl.ird = min(int(ev.ResponderResources), d.attr.MaxQPRdAtom)
 	pl.sqSize = min(pl.depth*d.wrsPerReq, d.attr.MaxQPWR)
-	pl.cqes = pl.sqSize + pl.depth
+	// With an SRQ, the poller's CQs keep room for its receives already.
+	pl.cqes = pl.sqSize
+	if d.srqDepth == 0 {
+		pl.cqes += pl.depth
+	}
 	return pl, nil
 }
 
@@ -490,7 +494,7 @@ func (l *listener) setup(ev *verbs.CMEvent, pl connPlan) (*cmConn, bool, *refusa
 	d := pl.d
 	block, p, cq, err := d.allocBlock(pl.cqes)
 	if errors.Is(err, errNoBlock) {
-		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "queue limit reached", []any{"max_queues", l.t.cfg.MaxQueues}}
+		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "queue limit reached", []any{"max_queues", d.blocks}}
 	}
 	if errors.Is(err, errRemoved) {
 		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "device being removed", []any{"device", d.attr.Name}}
@@ -500,7 +504,7 @@ func (l *listener) setup(ev *verbs.CMEvent, pl connPlan) (*cmConn, bool, *refusa
 	}
 	c := &cmConn{l: l, d: d, p: p, cq: cq, id: ev.ID, block: block, cqes: pl.cqes}
 	qp, err := ev.ID.CreateQP(d.pd, verbs.QPInit{
-		SendCQ: cq.cq, RecvCQ: cq.cq, MaxSendWR: uint32(pl.sqSize), MaxRecvWR: uint32(pl.depth),
+		SendCQ: cq.cq, RecvCQ: cq.cq, SRQ: p.srq, MaxSendWR: uint32(pl.sqSize), MaxRecvWR: uint32(pl.depth),
 		MaxSendSGE: uint32(d.sgePerWR), MaxRecvSGE: 2,
 	})
 	if err != nil {

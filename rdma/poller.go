@@ -36,6 +36,9 @@ type poller struct {
 	// changed, under d.mu; the poller loads it each round.
 	cqs    atomic.Pointer[[]*pollerCQ]
 	cqSize int
+	// srq is the poller's shared receive queue, which every QP on it takes
+	// its receives from; nil when each posts its own.
+	srq *verbs.SRQ
 	// evfd wakes the poller from its sleep in ch.Wait (an eventfd).
 	evfd int
 	// io runs file and block I/O of the poller's queues on an io_uring
@@ -84,12 +87,20 @@ func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
 	if err != nil {
 		return nil, err
 	}
-	p.cqs.Store(&[]*pollerCQ{{cq: cq, room: p.cqSize}})
+	p.cqs.Store(&[]*pollerCQ{{cq: cq, room: p.cqRoom()}})
+	var srq *srqConfig
+	if d.srqDepth > 0 {
+		if p.srq, err = d.pd.CreateSRQ(d.srqDepth, 2); err != nil {
+			return nil, err
+		}
+		m := d.srqMem(idx)
+		srq = &m
+	}
 	if p.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		p.evfd = -1
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
-	maxReqs := cfg.MaxQueues * 2 * d.depth
+	maxReqs := d.blocks * 2 * d.depth
 	if cfg.IOUring != ModeOff {
 		p.io, err = fabric.NewIOContext(ioRingDepth, p.evfd)
 		if err != nil {
@@ -106,12 +117,17 @@ func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
 	p.e = newEngine(engineConfig{
 		log: p.log, stats: &d.t.stats, loop: p,
 		// The largest request (MDTS in one response or one fetch) must fit.
-		batch:  verbsBatch{verbs.NewBatch(max(batchSends, d.wrsPerReq), batchRecvs, batchGroups)},
+		batch:  verbsBatch{verbs.NewBatch(max(batchSends, d.wrsPerReq), batchRecvs, batchGroups), p.srq},
 		geo:    d.geometry(),
 		chunks: chunks, ioUnit: d.ioUnit,
-		maxQueues: cfg.MaxQueues, maxReqs: maxReqs,
+		maxQueues: d.blocks, maxReqs: maxReqs,
+		srq: srq,
 	})
 	p.checkStuck = p.e.checkStuck
+	if p.srq != nil {
+		// Before the poller runs: its engine is this goroutine's for now.
+		p.armSRQ(p.e.startSRQ())
+	}
 	p.mbox = make(chan *request, maxReqs)
 	p.ctl = make(chan func(), 1024)
 	p.stop = make(chan struct{})
@@ -125,6 +141,9 @@ func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
 func (p *poller) undoSetup() {
 	if p.evfd >= 0 {
 		unix.Close(p.evfd)
+	}
+	if p.srq != nil {
+		p.srq.Destroy()
 	}
 	if cqs := p.cqs.Load(); cqs != nil {
 		for _, c := range *cqs {
@@ -239,6 +258,30 @@ func (p *poller) poll() int {
 // maxCQSize caps a CQ's entries (4 MiB of CQEs on mlx5); a poller adds CQs
 // rather than growing one.
 const maxCQSize = 65536
+
+// cqRoom is the entries of a new CQ of p that queues may take: with an
+// SRQ, every receive it holds may complete on any of p's CQs, so each
+// keeps room for all of them (srqDepthFor leaves at least as much).
+func (p *poller) cqRoom() int { return p.cqSize - p.d.srqDepth }
+
+// growSRQ answers the SRQ limit event (IBV_EVENT_SRQ_LIMIT_REACHED): more
+// receives are posted, and the limit armed again while some are left.
+func (p *poller) growSRQ() {
+	p.d.t.stats.SRQLimitEvents.Add(1)
+	limit := p.e.growSRQ()
+	p.log.Info("shared receive queue ran low: more receives posted", "posted", p.e.srq.posted, "of", p.e.srq.n)
+	p.armSRQ(limit)
+}
+
+// armSRQ arms the SRQ limit; 0 leaves it unarmed.
+func (p *poller) armSRQ(limit int) {
+	if limit == 0 {
+		return
+	}
+	if err := p.srq.Arm(limit); err != nil {
+		p.log.Warn("arm the shared receive queue's limit: it will not grow", "err", err)
+	}
+}
 
 // pollerCQ is one of a poller's CQs and its entries not yet promised to a
 // queue.
@@ -407,6 +450,13 @@ func (p *poller) close() error {
 	}
 	unix.Close(p.evfd)
 	var errs []error
+	// Its QPs are gone (the device closes after its queues): the SRQ may
+	// go, and then the CQs.
+	if p.srq != nil {
+		if err := p.srq.Destroy(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, c := range *p.cqs.Load() {
 		if err := c.cq.Destroy(); err != nil {
 			errs = append(errs, err)

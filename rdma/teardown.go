@@ -51,7 +51,8 @@ func (q *queue) teardown(reason string) {
 	dropped = q.readWait.removeIf(mine, dropped)
 	dropped = q.sendWait.removeIf(mine, dropped)
 	for q.parked.len() > 0 {
-		q.parked.pop()
+		c, _ := q.parked.pop()
+		q.recvDone(c.slot)
 	}
 	for _, r := range dropped {
 		q.advance(r, evNone) // not live: each is done
@@ -98,6 +99,13 @@ func (q *queue) checkDrained() {
 		return
 	}
 	q.state = qsDead
+	if q.e.srq != nil {
+		// Before the QP goes: its number may be another's next. A late
+		// completion of its finds no queue and gives its buffer back.
+		if qpn := q.conn.QPNum(); q.e.byQPN[qpn] == q {
+			delete(q.e.byQPN, qpn)
+		}
+	}
 	q.conn.Destroy()
 	if q.e.queues[q.slot] == q {
 		q.e.queues[q.slot] = nil

@@ -18,7 +18,8 @@ import (
 // poller's) that stages work fails, at most TIMES times in all (default 1). Failures alternate between a
 // QP's sends and its receives, starting with sends: the first half of that
 // QP's requests of the kind go in and the rest fail with ENOMEM, as when a
-// provider's queue is full.
+// provider's queue is full. A batch with a shared receive queue has no QP
+// receives: its SRQ's receives fail instead.
 const FaultEnv = "NVMEOF_TGT_FAULT_POST"
 
 // FaultCreateQPEnv names the variable that, in a faultinject build, makes
@@ -54,20 +55,22 @@ func parseFaultPlan(s string) (*faultPlan, error) {
 	return &faultPlan{every: every, times: times}, nil
 }
 
-// faultCut is one planned failure: group's sends (or receives) are cut to
-// keep before the post, and apply reports the rest as failed after it. The
-// zero value does nothing.
+// faultCut is one planned failure: group's sends (or receives, or the
+// SRQ's receives) are cut to keep before the post, and apply reports the
+// rest as failed after it. The zero value does nothing.
 type faultCut struct {
 	on          bool
 	recv        bool
+	srq         bool
 	group       int
 	keep, total uint32
 }
 
 // cut plans this post's failure, if it is due, and truncates the chosen
-// group so that only keep of its requests of that kind are posted. posts is
-// the calling Batch's own count of posts (-1 once the plan is spent).
-func (f *faultPlan) cut(g []postGroup, posts *int) faultCut {
+// group (or the SRQ's receives, sp) so that only keep of its requests of
+// that kind are posted. posts is the calling Batch's own count of posts
+// (-1 once the plan is spent).
+func (f *faultPlan) cut(g []postGroup, sp *srqPost, posts *int) faultCut {
 	if f == nil || *posts < 0 {
 		return faultCut{}
 	}
@@ -100,17 +103,33 @@ func (f *faultPlan) cut(g []postGroup, posts *int) faultCut {
 		}
 		return c
 	}
+	if recv && sp != nil && sp.n > 0 {
+		if !f.fired.CompareAndSwap(done, done+1) {
+			return faultCut{}
+		}
+		*posts = 0
+		c := faultCut{on: true, recv: true, srq: true, keep: sp.n / 2, total: sp.n}
+		sp.n = c.keep
+		return c
+	}
 	return faultCut{} // nothing of that kind staged: the next post tries again
 }
 
 // apply restores the group's count and reports its requests past keep as
 // not posted, unless the real post had already failed before them.
-func (c faultCut) apply(g []postGroup) {
+func (c faultCut) apply(g []postGroup, sp *srqPost) {
 	if !c.on {
 		return
 	}
-	gr := &g[c.group]
 	enomem := -int32(syscall.ENOMEM)
+	if c.srq {
+		sp.n = c.total
+		if sp.rc == 0 {
+			sp.rc, sp.posted = enomem, int32(c.keep)
+		}
+		return
+	}
+	gr := &g[c.group]
 	if c.recv {
 		gr.recvs = c.total
 		if gr.recvRC == 0 {

@@ -41,4 +41,6 @@ var (
 
 func createQPFault() bool { return createQPFailAt > 0 && createQPCalls.Add(1) == createQPFailAt }
 
-func postFault(b *Batch) faultCut { return postFaults.cut(b.groups[:len(b.qps)], &b.faultPosts) }
+func postFault(b *Batch) faultCut {
+	return postFaults.cut(b.groups[:len(b.qps)], &b.sp, &b.faultPosts)
+}

@@ -1,0 +1,92 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
+)
+
+// TestSRQ: the RDMA transport with a shared receive queue per poller
+// (rdma.srq auto, which the rest of the suite runs with: rxe has SRQs) and
+// without (rdma.srq: off, the suite's one run of it). Either way a host with
+// several I/O queues writes and verifies data at depth 1 and 32, in the
+// capsule and with RDMA READs; the target says at start which it took, and
+// registers what that implies (nvmeof_tgt_rdma_registered_bytes): without
+// SRQ, receive buffers for every queue block (rdma.max_queues by the
+// device: 64); with SRQ, 2048 per poller, and for each of its 1024 queue
+// blocks only responses. Afterwards every queue and buffer is released.
+func TestSRQ(t *testing.T) {
+	requireTgt(t, "nvmeof-tgt's rdma.srq")
+	const (
+		depth  = limits.MaxQueueDepth
+		icd    = limits.RDMAInCapsuleDataSize
+		recv   = 64 + icd // a receive buffer: the command and its in-capsule data
+		rsp    = 2 * depth * 16
+		pool   = limits.RDMABufferPoolSize
+		slack  = 3 * limits.RDMAIOUnitSize // the parts' alignment
+		noSRQ  = limits.RDMAMaxQueues*(depth*recv+rsp) + pool
+		theSRQ = limits.RDMASRQDepth*recv + limits.RDMAMaxQueuesSRQ*rsp + pool
+	)
+	for _, tc := range []struct {
+		name       string
+		env        []string
+		srqDepth   int
+		registered int64
+	}{
+		{"on", nil, limits.RDMASRQDepth, theSRQ},
+		{"off", []string{"NVMEOF_TGT_RDMA_SRQ=off"}, 0, noSRQ},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sub := nqn("srq-" + tc.name)
+			spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true,
+				Namespaces: []Namespace{memNS(1, 64*mib, 512, "")}}}}
+			p, dir := startTgt(t, spec, withEnv(tc.env...))
+			c, err := newHost(t).connectWith(t, sub, portRDMA, "-i", "2", "-W", "2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev := c.blockDev(t, 1)
+			for _, fc := range []fioCase{
+				{rw: "randwrite", bs: 4 * kib, iodepth: 32, size: 8 * mib},
+				{rw: "write", bs: 128 * kib, iodepth: 32, size: 16 * mib},
+				{rw: "randwrite", bs: 4 * kib, iodepth: 1, size: 2 * mib},
+			} {
+				t.Run(fc.name(), func(t *testing.T) { runFio(t, dev, dir, fc) })
+			}
+
+			log, err := os.ReadFile(p.logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := regexp.MustCompile(`msg="RDMA device ready".* srq_depth=(\d+)`).FindSubmatch(log)
+			if m == nil {
+				t.Fatalf("the target's log says nothing of its SRQ (%s)", p.logPath)
+			}
+			if got, _ := strconv.Atoi(string(m[1])); got != tc.srqDepth {
+				t.Errorf("device ready with srq_depth=%d, want %d", got, tc.srqDepth)
+			}
+			for _, bad := range []string{"arm the shared receive queue", "post SRQ receives", "wait line full"} {
+				if strings.Contains(string(log), bad) {
+					t.Errorf("the target's log has %q (%s)", bad, p.logPath)
+				}
+			}
+			reg, ok := metricSum(scrapeMetrics(t), "nvmeof_tgt_rdma_registered_bytes")
+			if !ok || reg < float64(tc.registered) || reg > float64(tc.registered+slack) {
+				t.Errorf("nvmeof_tgt_rdma_registered_bytes = %v (found %v), want %d up to %d more for alignment",
+					reg, ok, tc.registered, slack)
+			}
+			t.Logf("rdma.srq %s: %s registered", tc.name, fmt.Sprintf("%.1f MiB", reg/mib))
+
+			c.disconnect(t)
+			waitTornDown(t)
+			checkBuffersReleased(t)
+		})
+	}
+}
