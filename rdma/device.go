@@ -118,7 +118,11 @@ func srqDepthFor(mode string, attr verbs.DeviceAttr, pollers, icd int) (int, err
 	}
 	// A receive's wr_id carries its buffer in 16 bits (wrid.go), and
 	// every CQ of the poller keeps room for all of them (poller.cqRoom).
-	depth := min(DefaultSRQDepth, attr.MaxSRQWR, 1<<16-1)
+	depth := DefaultSRQDepth
+	if d := verbs.SRQDepthFault(); d > 0 {
+		depth = d // a faultinject build's, to run it low on purpose
+	}
+	depth = min(depth, attr.MaxSRQWR, 1<<16-1)
 	if attr.MaxSRQ >= pollers && attr.MaxSRQSGE >= sges && depth >= QueueDepthMin && min(attr.MaxCQE, maxCQSize) >= 2*depth {
 		return depth, nil
 	}

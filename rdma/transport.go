@@ -262,7 +262,7 @@ func New(cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("rdma: %w", err)
 	}
 	if plan != "" {
-		cfg.Logger.Warn("test build: faults injected on purpose (batch posts, QP creation)", "plan", plan)
+		cfg.Logger.Warn("test build: faults injected on purpose (batch posts, QP creation, SRQ depth)", "plan", plan)
 	}
 	stall, err := setupStall()
 	if err != nil {

@@ -73,6 +73,43 @@ type ScaleRun struct {
 	Loaded            MemSample `json:"namespaces_loaded,omitzero"`
 	FileReloadSeconds float64   `json:"file_reload_s,omitempty"`
 	FileLoaded        MemSample `json:"file_namespaces_loaded,omitzero"`
+
+	// Queues is what connected queues cost, with a shared receive queue per poller and
+	// without (jobs scale/queues-srq and scale/queues-nosrq), in the order run.
+	Queues []QueueMem `json:"queues,omitempty"`
+}
+
+// QueueMem is nvmeof-tgt's memory as hosts connect more and more queues, in one receive mode.
+type QueueMem struct {
+	SRQ bool `json:"srq"` // a shared receive queue per poller (rdma.srq)
+	// Config is the rdma keys the target ran with beyond rdma.srq, "" for the defaults.
+	Config string `json:"config,omitempty"`
+	// Host is how the hosts connected: queues per controller, their depth.
+	Host   string       `json:"host,omitempty"`
+	Points []QueuePoint `json:"points"`
+	Error  string       `json:"error,omitempty"` // why it stopped short of its last point
+}
+
+// QueuePoint is one sample of a QueueMem: the target with Queues queues connected (admin and
+// I/O, nvmeof_tgt_rdma_queues_live).
+type QueuePoint struct {
+	Queues     int       `json:"queues"`
+	Registered float64   `json:"registered_bytes"` // nvmeof_tgt_rdma_registered_bytes
+	Mem        MemSample `json:"mem"`
+}
+
+// Slope is what each queue added between the first and the last point: registered bytes and
+// memory per queue. ok is false with fewer than two points.
+func (q QueueMem) Slope() (registered float64, mem MemSample, ok bool) {
+	if len(q.Points) < 2 {
+		return 0, MemSample{}, false
+	}
+	a, b := q.Points[0], q.Points[len(q.Points)-1]
+	n := b.Queues - a.Queues
+	if n <= 0 {
+		return 0, MemSample{}, false
+	}
+	return (b.Registered - a.Registered) / float64(n), PerItem(a.Mem, b.Mem, n), true
 }
 
 // MemSample is nvmeof-tgt's memory after a garbage collection.

@@ -31,8 +31,8 @@ import (
 // raw link. It writes a raw bench.Results JSON; the host turns it into
 // bench/results/<date>.{json,md,png} (tests/bench/cmd/benchreport).
 //
-// First, on nvmeof-tgt alone, the scale phase (bench_scale_test.go): jobs scale/subsystems and
-// scale/namespaces.
+// First, on nvmeof-tgt alone, the scale phase (bench_scale_test.go): jobs scale/subsystems,
+// scale/namespaces, scale/queues-srq and scale/queues-nosrq.
 //
 // Environment: BENCH_RUNTIME and BENCH_RAMP (seconds per fio run), BENCH_REPS (rounds of ours
 // and each peer per job), BENCH_OUT (the raw JSON), BENCH_COMMIT (recorded), BENCH_JOBS (a
@@ -127,7 +127,7 @@ func TestBench(t *testing.T) {
 
 	// The scale phase first: its target takes the lab port and the metrics address, and is
 	// stopped before the others start.
-	if selected("scale/subsystems") || selected("scale/namespaces") {
+	if slices.ContainsFunc(scaleJobs, selected) {
 		res.Scale = runScale(t, filepath.Join(env.dir, "scale"), selected)
 	}
 	var jobs []benchJob

@@ -21,7 +21,8 @@ import (
 // registers what that implies (nvmeof_tgt_rdma_registered_bytes): without
 // SRQ, receive buffers for every queue block (rdma.max_queues by the
 // device: 64); with SRQ, 2048 per poller, and for each of its 1024 queue
-// blocks only responses. Afterwards every queue and buffer is released.
+// blocks only responses. Afterwards every queue and buffer is released. And the SRQ grows when
+// it runs low (subtest grows).
 func TestSRQ(t *testing.T) {
 	requireTgt(t, "nvmeof-tgt's rdma.srq")
 	const (
@@ -89,4 +90,37 @@ func TestSRQ(t *testing.T) {
 			checkBuffersReleased(t)
 		})
 	}
+
+	// The SRQ limit event on rxe: the faultinject build gives the SRQ 64 receive buffers,
+	// 16 of them posted at start and the limit armed at 4, and a host writes to a file at
+	// depth 128: capsules wait for the backend holding their buffers, the SRQ runs low, and
+	// each event gives it as many buffers again (to 32, then all 64). Capsules that find it
+	// empty meet RNR NAKs, which the host retries: its verify still passes.
+	t.Run("grows", func(t *testing.T) {
+		bin := faultBin(t)
+		sub := nqn("srq-grows")
+		spec := Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true,
+			Namespaces: []Namespace{fileNS(t, 1, 64*mib, 4096, "")}}}}
+		p, dir := startTgt(t, spec, withBinary(bin), withEnv("NVMEOF_TGT_FAULT_SRQ_DEPTH=64", "GORACE=halt_on_error=1 exitcode=66"))
+		c, err := newHost(t).connectWith(t, sub, portRDMA, "-i", "2", "-W", "2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runFio(t, c.blockDev(t, 1), dir, fioCase{rw: "randwrite", bs: 4 * kib, iodepth: 128, size: 16 * mib})
+		events, _ := metricSum(scrapeMetrics(t), "nvmeof_tgt_rdma_srq_limit_events_total")
+		log, _ := os.ReadFile(p.logPath)
+		grew := strings.Count(string(log), "shared receive queue ran low")
+		t.Logf("SRQ limit events: %v; grown %d times", events, grew)
+		if events < 1 || events > 2 || int(events) != grew {
+			t.Errorf("%v SRQ limit events, %d logged: want 1 or 2 (16 → 32 → 64 buffers), each logged", events, grew)
+		}
+		for _, bad := range []string{"arm the shared receive queue", "DATA RACE", "wait line full"} {
+			if strings.Contains(string(log), bad) {
+				t.Errorf("the target's log has %q (%s)", bad, p.logPath)
+			}
+		}
+		c.disconnect(t)
+		waitTornDown(t)
+		checkBuffersReleased(t)
+	})
 }

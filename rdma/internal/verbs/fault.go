@@ -27,6 +27,12 @@ const FaultEnv = "NVMEOF_TGT_FAULT_POST"
 // out of QPs or memory would: it tests the undo of a connection's setup.
 const FaultCreateQPEnv = "NVMEOF_TGT_FAULT_CREATEQP"
 
+// FaultSRQDepthEnv names the variable that, in a faultinject build, gives
+// each poller's shared receive queue that many receive buffers (at least
+// 16) instead of the default, so that a host's ordinary load runs it low:
+// it tests the SRQ limit event and the SRQ's growth on a real device.
+const FaultSRQDepthEnv = "NVMEOF_TGT_FAULT_SRQ_DEPTH"
+
 // faultPlan decides which posts fail. Each Batch counts its own posts (a
 // Batch has one user), so pollers share only the budget of failures, and
 // only when one is due: the plan adds no synchronization between pollers

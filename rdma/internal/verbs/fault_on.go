@@ -21,6 +21,14 @@ func SetupFaults() (string, error) {
 		return "", err
 	}
 	postFaults = f
+	if q := os.Getenv(FaultSRQDepthEnv); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 16 {
+			return "", fmt.Errorf("%s=%q: want an integer >= 16", FaultSRQDepthEnv, q)
+		}
+		srqDepth = n
+		v += " " + FaultSRQDepthEnv + "=" + q
+	}
 	if q := os.Getenv(FaultCreateQPEnv); q != "" {
 		n, err := strconv.Atoi(q)
 		if err != nil || n < 1 {
@@ -31,6 +39,13 @@ func SetupFaults() (string, error) {
 	}
 	return v, nil
 }
+
+// srqDepth is FaultSRQDepthEnv's value, 0 when unset.
+var srqDepth int
+
+// SRQDepthFault is the receive buffers a faultinject build gives each
+// shared receive queue (FaultSRQDepthEnv), 0 for the default.
+func SRQDepthFault() int { return srqDepth }
 
 // createQPFailAt is the CreateQP call that fails (0: none); createQPCalls
 // counts them.

@@ -614,6 +614,16 @@ func (b *Batch) Post() {
 	cut.apply(b.groups[:len(b.qps)], &b.sp)
 }
 
+// SetMinRNRTimer sets the RNR NAK timer the QP sends when a message finds
+// no receive posted, in the IB encoding (1: 0.01 ms ... 12: 0.64 ms ...
+// 31: 491.52 ms, 0: 655.36 ms). The QP must be connected (RTS).
+func (qp *QP) SetMinRNRTimer(timer uint8) error {
+	if rc := C.nt_qp_min_rnr_timer(qp.p, C.int(timer)); rc < 0 {
+		return fmt.Errorf("ibv_modify_qp min_rnr_timer: %w", errno(rc))
+	}
+	return nil
+}
+
 // SetError moves the QP to the error state, flushing all outstanding work.
 func (qp *QP) SetError() error {
 	if rc := C.nt_qp_error(qp.p); rc < 0 {

@@ -235,6 +235,15 @@ int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *scq, s
 	return rdma_create_qp(id, pd, &a) ? -errno : 0;
 }
 
+// nt_qp_min_rnr_timer sets the RNR NAK timer of a QP in RTS (an RTS to RTS
+// transition, where it is an optional attribute).
+int nt_qp_min_rnr_timer(struct ibv_qp *qp, int timer) {
+	struct ibv_qp_attr a; memset(&a, 0, sizeof(a));
+	a.min_rnr_timer = timer;
+	int rc = ibv_modify_qp(qp, &a, IBV_QP_MIN_RNR_TIMER);
+	return rc > 0 ? -rc : rc;
+}
+
 // nt_create_srq creates a shared receive queue of at least max_wr receives;
 // *got_wr is what the device gave (ibv_create_srq(3) may round up).
 struct ibv_srq *nt_create_srq(struct ibv_pd *pd, int max_wr, int max_sge, int *got_wr) {

@@ -92,6 +92,7 @@ func (*CQ) ReqNotify() error                              { return ErrNotSupport
 func (*CQ) Destroy() error                                { return nil }
 func (*QP) Num() uint32                                   { return 0 }
 func (*QP) SetError() error                               { return ErrNotSupported }
+func (*QP) SetMinRNRTimer(uint8) error                    { return ErrNotSupported }
 func (*PD) CreateSRQ(int, int) (*SRQ, error)              { return nil, ErrNotSupported }
 func (*SRQ) MaxWR() int                                   { return 0 }
 func (*SRQ) Handle() uintptr                              { return 0 }
@@ -114,3 +115,6 @@ func DeviceCount() (int, error) { return 0, ErrNotSupported }
 
 // SetupFaults does nothing: this build has no fault injection.
 func SetupFaults() (string, error) { return "", nil }
+
+// SRQDepthFault is 0: this build has no fault injection.
+func SRQDepthFault() int { return 0 }
