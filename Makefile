@@ -28,7 +28,7 @@ CONFDIR := /etc/nvmeof-tgt
 BUILD_PKGS := gcc libibverbs-dev librdmacm-dev
 LAB_PKGS := qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs rdma-core ibverbs-utils rdmacm-utils perftest nvme-cli fio iproute2 curl
 
-.PHONY: all build deps build-deps lab-deps install unit e2e test demo bench fuzz fuzz-long vet clean
+.PHONY: all build deps build-deps lab-deps install unit e2e test demo bench blktests fuzz fuzz-long vet clean
 
 all: build
 
@@ -113,6 +113,19 @@ SPDK_DIR ?=
 BENCH_CPUS ?= 4
 bench: build lab-deps
 	BENCH_PEERS="$(PEERS)" BENCH_SPDK_DIR="$(SPDK_DIR)" BENCH_CPUS="$(BENCH_CPUS)" tests/lab/bench.sh
+
+# blktests' NVMe-oF tests in the test guest, against nvmeof-tgt as a remote target
+# (tests/lab/blktests.sh; README.md, "blktests"). BLKTESTS_DIR is a blktests checkout: it is not
+# packaged for Debian 12, so `make test` and CI do not run this. Results in tests/out/blktests/.
+# BLKTESTS_TESTS (default: the list in tests/lab/blktests.sh), BLKTESTS_IMG_SIZE (64M) and
+# BLKTESTS_BLOCK_SIZE (512) are optional.
+BLKTESTS_DIR ?=
+BLKTESTS_TESTS ?=
+BLKTESTS_IMG_SIZE ?=
+BLKTESTS_BLOCK_SIZE ?=
+blktests: build lab-deps
+	BLKTESTS_DIR="$(BLKTESTS_DIR)" BLKTESTS_TESTS="$(BLKTESTS_TESTS)" BLKTESTS_IMG_SIZE="$(BLKTESTS_IMG_SIZE)" \
+		BLKTESTS_BLOCK_SIZE="$(BLKTESTS_BLOCK_SIZE)" tests/lab/blktests.sh
 
 clean:
 	rm -rf bin tests/out
