@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,17 +67,49 @@ func runScale(t *testing.T, dir string, selected func(string) bool) *bench.Scale
 	return sc
 }
 
-// The queues part: hosts connect in turn, each a controller of queuesPerHost queues of depth
-// queueDepth to a subsystem of its own, until queueSteps[i] queues are connected; the target's
-// registered bytes and memory are sampled at 0 and at each step.
+// The queues part: hosts connect in turn, each a controller of up to queuesPerHost() queues of
+// depth queueDepth to a subsystem of its own, until queueSteps[i] queues are connected; the
+// target's registered bytes and memory are sampled at 0 and at each step.
 var queueSteps = []int{64, 256, 1000}
 
+// queuesPerHost is the most queues one Linux host controller has here: an admin queue and read,
+// write (default) and poll queues, each kind capped by nvme-rdma at the guest's online CPUs
+// (nvme_rdma_nr_io_queues); 13 with 4 vCPUs. Within the defaults' rdma.max_io_queues (16) and
+// controller.max_connections_per_host (36).
+func queuesPerHost() int { return 1 + min(3*runtime.NumCPU(), 15) }
+
+// planQueues is, for each step, the queues of each host that connects to reach it from the
+// step before: per each, the rest on a last one, which takes one from the one before it rather
+// than be a controller of an admin queue alone.
+func planQueues(steps []int, per int) [][]int {
+	var plan [][]int
+	connected := 0
+	for _, step := range steps {
+		var todo []int
+		for n := connected; n < step; n += per {
+			todo = append(todo, min(per, step-n))
+		}
+		if k := len(todo); k > 1 && todo[k-1] == 1 {
+			todo[k-2]--
+			todo[k-1] = 2
+		}
+		plan = append(plan, todo)
+		connected = step
+	}
+	return plan
+}
+
+// queueFlags are the nvme connect flags for a controller of q queues (2..queuesPerHost()).
+func queueFlags(q int) []string {
+	n, cpus := q-1, runtime.NumCPU()
+	read := min(n, cpus)
+	write := min(n-read, cpus)
+	poll := n - read - write
+	return []string{"-i", strconv.Itoa(read), "-W", strconv.Itoa(write), "-P", strconv.Itoa(poll)}
+}
+
 const (
-	// queuesPerHost is an admin queue and 15 I/O queues (one read/default queue, -i is capped
-	// at the guest's CPUs, and 14 write queues, which are not): within the defaults'
-	// rdma.max_io_queues (16) and controller.max_connections_per_host (36).
-	queuesPerHost = 16
-	queueDepth    = 32
+	queueDepth = 32
 	// queueConnectors is how many nvme connects run at once.
 	queueConnectors = 3
 )
@@ -93,8 +127,12 @@ var queueConfig = map[bool]struct{ yaml, text string }{
 // points reached so far and the error.
 func runQueueMem(t *testing.T, dir string, srq bool) bench.QueueMem {
 	t.Helper()
-	last := queueSteps[len(queueSteps)-1]
-	hosts := (last + queuesPerHost - 1) / queuesPerHost
+	per := queuesPerHost()
+	plan := planQueues(queueSteps, per)
+	hosts := 0
+	for _, step := range plan {
+		hosts += len(step)
+	}
 	spec := Spec{Port: rdmaPort()}
 	for i := range hosts {
 		spec.Subsystems = append(spec.Subsystems, Subsystem{NQN: nqn(fmt.Sprintf("bench-q%02d", i)), AllowAnyHost: true,
@@ -104,7 +142,8 @@ func runQueueMem(t *testing.T, dir string, srq bool) bench.QueueMem {
 	p := scaleTarget(t, dir, spec, cfg.yaml)
 	raiseFileLimit(t)
 	out := bench.QueueMem{SRQ: srq, Config: cfg.text,
-		Host: fmt.Sprintf("controllers of %d queues (nvme connect -i 1 -W %d -Q %d), one host NQN each", queuesPerHost, queuesPerHost-2, queueDepth)}
+		Host: fmt.Sprintf("controllers of up to %d queues (nvme connect %s -Q %d), one host NQN each",
+			per, strings.Join(queueFlags(per), " "), queueDepth)}
 	sample := func(queues int) error {
 		var live float64
 		if err := waitFor(time.Minute, func() bool {
@@ -144,14 +183,13 @@ func runQueueMem(t *testing.T, dir string, srq bool) bench.QueueMem {
 		out.Error = err.Error()
 		return out
 	}
-	connected, used := 0, 0 // queues, and hosts (subsystems) that connected them
-	for _, step := range queueSteps {
+	used := 0 // hosts (subsystems) connected
+	for si, step := range queueSteps {
 		// Hosts connect a few at a time, each to its own subsystem.
-		var todo []int // queues of each host to connect
-		var hs []host
-		for n := connected; n < step; n += queuesPerHost {
-			todo = append(todo, min(queuesPerHost, step-n))
-			hs = append(hs, newHost(t))
+		todo := plan[si] // queues of each host to connect
+		hs := make([]host, len(todo))
+		for i := range hs {
+			hs[i] = newHost(t)
 		}
 		base := used
 		used += len(todo)
@@ -165,7 +203,7 @@ func runQueueMem(t *testing.T, dir string, srq bool) bench.QueueMem {
 				for i := range work {
 					q, host := todo[i], base+i
 					c, err := hs[i].connectWith(t, spec.Subsystems[host].NQN, portRDMA,
-						"-i", "1", "-W", strconv.Itoa(q-2), "-Q", strconv.Itoa(queueDepth), "-k", "30")
+						append(queueFlags(q), "-Q", strconv.Itoa(queueDepth), "-k", "30")...)
 					if err != nil {
 						err = fmt.Errorf("host %d (%d queues): %w", host+1, q, err)
 					}
@@ -192,7 +230,6 @@ func runQueueMem(t *testing.T, dir string, srq bool) bench.QueueMem {
 			t.Errorf("srq %v: %v", srq, failed)
 			return out
 		}
-		connected = step
 		if err := sample(step); err != nil {
 			out.Error = err.Error()
 			t.Errorf("srq %v: %v", srq, err)
