@@ -221,6 +221,21 @@ func capWriteRead(t *testing.T, c *controller, seed uint64) {
 	checkSame(t, dev, 0, ddRead(t, dev, 0, ddBlock), want)
 }
 
+// fioReadReport is the part of fio's JSON report the latency probes read: one job's reads.
+type fioReadReport struct {
+	Jobs []struct {
+		Error int `json:"error"`
+		Read  struct {
+			IOPS     float64 `json:"iops"`
+			TotalIOs uint64  `json:"total_ios"`
+			Clat     struct {
+				Max        float64            `json:"max"`
+				Percentile map[string]float64 `json:"percentile"`
+			} `json:"clat_ns"`
+		} `json:"read"`
+	} `json:"jobs"`
+}
+
 // fioJSON is the JSON report in fio's --output file: fio writes its verify failures there too,
 // ahead of the report and without a line break after the last one.
 func fioJSON(raw []byte) []byte {

@@ -126,17 +126,7 @@ func latencyRun(t *testing.T, dev, dir, name string) latencyStats {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep struct {
-		Jobs []struct {
-			Read struct {
-				IOPS float64 `json:"iops"`
-				Clat struct {
-					Max        float64            `json:"max"`
-					Percentile map[string]float64 `json:"percentile"`
-				} `json:"clat_ns"`
-			} `json:"read"`
-		} `json:"jobs"`
-	}
+	var rep fioReadReport
 	if err := json.Unmarshal(fioJSON(raw), &rep); err != nil || len(rep.Jobs) != 1 {
 		t.Fatalf("fio report %s: %v", report, err)
 	}

@@ -486,22 +486,8 @@ func fioLatency(t *testing.T, dev, dir, name string, span time.Duration) fioLat 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep struct {
-		Jobs []struct {
-			Error int `json:"error"`
-			Read  struct {
-				TotalIOs uint64 `json:"total_ios"`
-				Clat     struct {
-					Max        float64            `json:"max"`
-					Percentile map[string]float64 `json:"percentile"`
-				} `json:"clat_ns"`
-			} `json:"read"`
-		} `json:"jobs"`
-	}
-	if i := strings.IndexByte(string(raw), '{'); i > 0 {
-		raw = raw[i:]
-	}
-	if err := json.Unmarshal(raw, &rep); err != nil {
+	var rep fioReadReport
+	if err := json.Unmarshal(fioJSON(raw), &rep); err != nil {
 		t.Fatalf("fio report %s: %v", report, err)
 	}
 	if len(rep.Jobs) != 1 || rep.Jobs[0].Error != 0 || rep.Jobs[0].Read.TotalIOs == 0 {
