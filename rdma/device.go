@@ -255,7 +255,8 @@ func (d *device) srqMem(p int) srqConfig {
 	n := d.srqDepth
 	cmd := d.lay.cmdOff + p*n*nvme.CommandSize
 	icd := d.lay.icdOff + p*n*d.icd
-	return srqConfig{cmd: d.mem[cmd : cmd+n*nvme.CommandSize], icd: d.mem[icd : icd+n*d.icd], icdSize: d.icd, n: n}
+	return srqConfig{cmd: d.mem[cmd : cmd+n*nvme.CommandSize], icd: d.mem[icd : icd+n*d.icd], icdSize: d.icd, n: n,
+		start: min(verbs.SRQStartFault(), n)} // 0 but in a faultinject build
 }
 
 // errNoBlock: every queue block of the region is taken (rdma.max_queues).
@@ -381,10 +382,23 @@ func (d *device) readAsyncEvents(pollers []*poller) {
 			return
 		}
 		d.t.stats.AsyncEvents.Add(1)
-		if ev.SRQLimit() {
+		if ev.SRQLimit() || ev.SRQErr() {
 			for _, p := range pollers {
 				if p.srq != nil && p.srq.Handle() == ev.SRQ {
-					p.runSoon(p.growSRQ)
+					if ev.SRQErr() {
+						p.runSoon(p.e.srqFailed)
+					} else {
+						p.runSoon(p.growSRQ)
+					}
+				}
+			}
+			continue
+		}
+		if ev.LastWQEReached() && ev.HasQP {
+			// The QP's pollers alone know it (engine.byQPN).
+			for _, p := range pollers {
+				if p.srq != nil {
+					p.runSoon(func() { p.lastWQEReached(ev.QPNum) })
 				}
 			}
 			continue

@@ -32,8 +32,11 @@ type engine struct {
 	// landed on (wc.QPNum), while the queue's QP exists.
 	srq   *sharedRecv
 	byQPN map[uint32]*queue
-	// now is the clock of the periodic checks (checkStuck).
-	now func() time.Time
+	// now is the clock of the periodic checks (checkStuck); after runs fn
+	// once d has passed, on another goroutine, and returns what cancels it
+	// (time.AfterFunc; a fake in tests).
+	now   func() time.Time
+	after func(d time.Duration, fn func()) (cancel func() bool)
 	// inUse is the data buffers out of the pool; published is what
 	// stats.BuffersInUse has of it. The gauge is brought up to date once a
 	// poller round (flush runs every round, idle ones too), not per I/O.
@@ -56,6 +59,12 @@ type loop interface {
 	handOver(r *request)
 	// runSoon runs fn on the loop; it never blocks the caller.
 	runSoon(fn func())
+	// drainCQs polls the loop's CQs until they are empty, dispatching
+	// every completion: what a QP left there goes before the QP.
+	drainCQs()
+	// armSRQ arms the limit of the poller's SRQ (IBV_EVENT_SRQ_LIMIT_REACHED
+	// once fewer receives than limit are posted).
+	armSRQ(limit int)
 }
 
 // workBatch stages a round's work requests for any number of QPs, and
@@ -104,6 +113,9 @@ func newEngine(c engineConfig) *engine {
 		queues: make([]*queue, c.maxQueues),
 		gens:   make([]uint16, c.maxQueues),
 		now:    time.Now,
+		after: func(d time.Duration, fn func()) func() bool {
+			return time.AfterFunc(d, fn).Stop
+		},
 	}
 	if c.srq != nil {
 		e.srq = newSharedRecv(*c.srq)
@@ -308,10 +320,14 @@ func (e *engine) abandonPosted() {
 	}
 }
 
-// publish brings the BuffersInUse gauge up to date.
+// publish brings the BuffersInUse gauge, and the SRQ's, up to date.
 func (e *engine) publish() {
 	if d := e.inUse - e.published; d != 0 {
 		e.stats.BuffersInUse.Add(d)
 		e.published = e.inUse
+	}
+	if s := e.srq; s != nil {
+		s.gPosted.Store(int64(s.posted))
+		s.gHeld.Store(int64(s.given() - s.posted))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -163,14 +164,34 @@ func (b *fakeBatch) Reset() {
 	b.srqStaged = b.srqStaged[:0]
 }
 
-// fakeLoop collects what other goroutines hand the engine.
+// fakeLoop collects what other goroutines hand the engine. drain is what
+// drainCQs does (the bench delivers its unpolled completions); arms are
+// the SRQ limits armed, in order.
 type fakeLoop struct {
 	handed []*request
 	fns    []func()
+	drain  func()
+	drains int
+	arms   []int
 }
 
 func (l *fakeLoop) handOver(r *request) { l.handed = append(l.handed, r) }
 func (l *fakeLoop) runSoon(fn func())   { l.fns = append(l.fns, fn) }
+func (l *fakeLoop) armSRQ(limit int)    { l.arms = append(l.arms, limit) }
+func (l *fakeLoop) drainCQs() {
+	l.drains++
+	if l.drain != nil {
+		l.drain()
+	}
+}
+
+// fakeTimer is a timer the engine started (engine.after); the test fires
+// it.
+type fakeTimer struct {
+	d                time.Duration
+	fn               func()
+	fired, cancelled bool
+}
 
 // fakeCore is the fabric core. Read and Write move SGL1's length; hold
 // keeps executed requests (backend I/O in flight) until respond.
@@ -228,6 +249,10 @@ type bench struct {
 	stats    Stats
 	total    int // data buffers in the pool
 	qpns     uint32
+	// cq are completions the device wrote that the poller has not polled
+	// yet: drainCQs delivers them. timers are the engine's, in order.
+	cq     []verbs.WC
+	timers []*fakeTimer
 }
 
 const (
@@ -235,7 +260,7 @@ const (
 	testMaxBytes = 4 * testUnit // MDTS
 	testICD      = 256
 	// testSRQ is the receive buffers of the bench's SRQ, when it has one:
-	// a quarter, 16, are posted at start.
+	// all are posted at start.
 	testSRQ = 64
 )
 
@@ -245,8 +270,8 @@ type benchOpts struct {
 	depth             int // default 4
 	sqSize, readDepth int // default depth*5 and 16
 	// srq is the receive buffers of a shared receive queue; 0 gives every
-	// queue receives of its own.
-	srq int
+	// queue receives of its own. srqStart posts only that many at start.
+	srq, srqStart int
 }
 
 // modes are the engine's two ways of receiving capsules, which its tests
@@ -281,16 +306,50 @@ func newBench(t *testing.T, o benchOpts) *bench {
 	if o.srq > 0 {
 		h.srq = &fakeSRQ{}
 		h.b.srq = h.srq
-		c.srq = &srqConfig{cmd: make([]byte, o.srq*nvme.CommandSize), icd: make([]byte, o.srq*testICD), icdSize: testICD, n: o.srq}
+		c.srq = &srqConfig{cmd: make([]byte, o.srq*nvme.CommandSize), icd: make([]byte, o.srq*testICD), icdSize: testICD, n: o.srq, start: o.srqStart}
 	}
 	h.e = newEngine(c)
+	h.e.after = func(d time.Duration, fn func()) func() bool {
+		tm := &fakeTimer{d: d, fn: fn}
+		h.timers = append(h.timers, tm)
+		return func() bool { was := !tm.fired && !tm.cancelled; tm.cancelled = true; return was }
+	}
+	h.loop.drain = func() {
+		for len(h.cq) > 0 {
+			wc := h.cq[0]
+			h.cq = h.cq[1:]
+			h.e.complete(&wc)
+		}
+	}
 	if h.srq != nil {
 		h.e.startSRQ()
-		if got, want := len(h.srq.recvs), o.srq/4; got != want {
+		want := o.srq
+		if o.srqStart > 0 {
+			want = o.srqStart
+		}
+		if got := len(h.srq.recvs); got != want {
 			t.Fatalf("SRQ receives posted at start: %d, want %d", got, want)
 		}
 	}
 	return h
+}
+
+// lastWQE delivers IBV_EVENT_QP_LAST_WQE_REACHED for c's QP, as the device
+// does once the QP is in the error state, and ends the round.
+func (h *bench) lastWQE(c *fakeConn) {
+	h.e.lastWQEReached(c.qpn)
+	h.e.flush()
+}
+
+// fire runs the timers due, as their goroutine would: through runSoon.
+func (h *bench) fire() {
+	for _, tm := range h.timers {
+		if !tm.fired && !tm.cancelled {
+			tm.fired = true
+			tm.fn()
+		}
+	}
+	h.runLoop()
 }
 
 // posted is how many receives the host of c finds posted: c's own, or
@@ -422,9 +481,17 @@ func (h *bench) finish(q *queue, c *fakeConn, kind int, status uint32) uint16 {
 }
 
 // flushAll completes everything posted on c as flushed, as a QP in the
-// error state does (unsignaled work too). The SRQ's receives are not c's:
-// they stay posted.
+// error state does (unsignaled work too), and with an SRQ then reports its
+// last WQE. The SRQ's receives are not c's: they stay posted.
 func (h *bench) flushAll(c *fakeConn) {
+	h.flushQP(c)
+	if h.srq != nil {
+		h.lastWQE(c)
+	}
+}
+
+// flushQP completes everything posted on c as flushed.
+func (h *bench) flushQP(c *fakeConn) {
 	for len(c.recvs) > 0 || len(c.sends) > 0 {
 		var w uint64
 		if len(c.recvs) > 0 {

@@ -100,7 +100,7 @@ func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
 		p.evfd = -1
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
-	maxReqs := d.blocks * 2 * d.depth
+	maxReqs := pollerMaxReqs(d.blocks, d.depth, d.srqDepth)
 	if cfg.IOUring != ModeOff {
 		p.io, err = fabric.NewIOContext(ioRingDepth, p.evfd)
 		if err != nil {
@@ -126,7 +126,7 @@ func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
 	p.checkStuck = p.e.checkStuck
 	if p.srq != nil {
 		// Before the poller runs: its engine is this goroutine's for now.
-		p.armSRQ(p.e.startSRQ())
+		p.e.startSRQ()
 	}
 	p.mbox = make(chan *request, maxReqs)
 	p.ctl = make(chan func(), 1024)
@@ -264,16 +264,44 @@ const maxCQSize = 65536
 // keeps room for all of them (srqDepthFor leaves at least as much).
 func (p *poller) cqRoom() int { return p.cqSize - p.d.srqDepth }
 
+// pollerMaxReqs is the most requests a poller may have handed over by the
+// core (mbox) or waiting for data buffers (the pool's line): a queue block
+// holds 2·depth requests. With an SRQ of srqDepth buffers it is fewer: a
+// request holds its capsule's receive buffer from the capsule's arrival
+// until its response is staged, all the time it is in the core or in that
+// line, so no more than srqDepth can be (a request held past its depth
+// tears its queue down: srqReceived).
+func pollerMaxReqs(blocks, depth, srqDepth int) int {
+	n := blocks * 2 * depth
+	if srqDepth > 0 {
+		n = min(n, srqDepth)
+	}
+	return n
+}
+
 // growSRQ answers the SRQ limit event (IBV_EVENT_SRQ_LIMIT_REACHED): more
 // receives are posted, and the limit armed again while some are left.
 func (p *poller) growSRQ() {
 	p.d.t.stats.SRQLimitEvents.Add(1)
-	limit := p.e.growSRQ()
+	p.e.growSRQ()
 	p.log.Info("shared receive queue ran low: more receives posted", "posted", p.e.srq.posted, "of", p.e.srq.n)
-	p.armSRQ(limit)
 }
 
-// armSRQ arms the SRQ limit; 0 leaves it unarmed.
+// drainCQs implements loop: it polls the CQs until they are empty, or as
+// many rounds as they have entries for (completions of other queues keep
+// coming).
+func (p *poller) drainCQs() {
+	for range p.cqSize/pollBatch + 1 {
+		if p.poll() == 0 {
+			return
+		}
+	}
+}
+
+// lastWQEReached hands IBV_EVENT_QP_LAST_WQE_REACHED to the engine.
+func (p *poller) lastWQEReached(qpn uint32) { p.e.lastWQEReached(qpn) }
+
+// armSRQ implements loop: it arms the SRQ limit; 0 leaves it unarmed.
 func (p *poller) armSRQ(limit int) {
 	if limit == 0 {
 		return

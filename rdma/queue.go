@@ -124,6 +124,11 @@ type queue struct {
 	// has reported the queue.
 	drainSince  time.Time
 	stuckLogged bool
+	// lastWQE: with an SRQ, the QP takes no more of its receives
+	// (IBV_EVENT_QP_LAST_WQE_REACHED, its timeout, or the device gone);
+	// cancelWait stops the timeout.
+	lastWQE    bool
+	cancelWait func() bool
 	// sendsDone counts the response SENDs that completed; checkResponses
 	// compares it with sendsSeen, its value at the previous check, and
 	// stalledSince is when a check first found SENDs out and none done.

@@ -1,6 +1,9 @@
 package rdma
 
 import (
+	"sync/atomic"
+	"time"
+
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
 )
@@ -19,12 +22,23 @@ import (
 // the receive it was in the middle of, if any: the SRQ's other receives stay
 // posted for the other QPs (ibv_post_srq_recv(3); rxe completes just that
 // one with IBV_WC_WR_FLUSH_ERR). Completions that arrive for a queue being
-// torn down, or already gone, give their buffer back at once.
+// torn down give their buffer back at once.
 //
-// A quarter of the buffers are given to the SRQ at start, and its limit is
-// armed at a quarter of those it has been given: when fewer receives than
-// that are left posted (IBV_EVENT_SRQ_LIMIT_REACHED, ibv_modify_srq(3)),
-// as many again are given, until all are.
+// So a QP of the SRQ is destroyed only once the device says it takes no
+// more receives from it (IBV_EVENT_QP_LAST_WQE_REACHED, IB spec o10-2.2.5
+// and ibv_create_srq(3)) and the CQs are drained of what it left there:
+// until then its number stays bound to the draining queue, whose buffers
+// go back to the SRQ; destroyed sooner, a late completion would find no
+// queue, or another queue's QP of the same number. A device that never
+// sends the event is waited for lastWQETimeout.
+//
+// Every buffer is posted at start: the depth is what the operator
+// configured, and its memory is registered already. A buffer a post leaves
+// out is spare, and the SRQ limit is armed for it: when fewer receives than
+// a quarter of those given are left posted (IBV_EVENT_SRQ_LIMIT_REACHED,
+// ibv_modify_srq(3)), the spare are posted again. (A faultinject build may
+// post fewer at start, FaultSRQStartEnv, and the event grows the SRQ the
+// same way.)
 
 // srqConfig is a poller's shared receive queue, for its engine: n receive
 // buffers of nvme.CommandSize command bytes and icd in-capsule data bytes.
@@ -32,6 +46,8 @@ type srqConfig struct {
 	cmd, icd []byte // n × 64 and n × icd bytes of the registered region
 	icdSize  int
 	n        int
+	// start is the buffers posted at start; 0 posts all of them.
+	start int
 }
 
 // sharedRecv is the engine's side of the poller's SRQ.
@@ -43,6 +59,10 @@ type sharedRecv struct {
 	// spare are the buffers never posted, or left out by a post that
 	// failed: the room the SRQ grows into.
 	spare []int32
+	// gPosted and gHeld are posted and given-but-not-posted (held by the
+	// queues' requests and parked capsules), for metrics: publish writes
+	// them on the poller, scrapes read them anywhere.
+	gPosted, gHeld atomic.Int64
 }
 
 func newSharedRecv(c srqConfig) *sharedRecv {
@@ -61,22 +81,29 @@ func (s *sharedRecv) given() int { return s.n - len(s.spare) }
 // than a quarter of them are left posted.
 func srqArmAt(given int) int { return max(given/4, 1) }
 
-// startSRQ posts the first quarter of the SRQ's buffers, before any queue
-// is on the poller. It returns the limit to arm, 0 for none.
-func (e *engine) startSRQ() int {
-	return e.postSpare(max(e.srq.n/4, 1))
+// startSRQ posts the SRQ's buffers (all of them, but for a faultinject
+// build's srqConfig.start), before any queue is on the poller.
+func (e *engine) startSRQ() {
+	n := e.srq.n
+	if e.srq.start > 0 {
+		n = e.srq.start
+	}
+	e.postSpare(n)
 }
 
-// growSRQ answers the SRQ limit event: it gives the SRQ as many buffers
-// again as it has, up to all of them, and returns the limit to arm again,
-// 0 once every buffer is given (nothing is left to grow into, and an armed
-// limit would only report every capsule that finds the SRQ low).
-func (e *engine) growSRQ() int {
-	return e.postSpare(e.srq.given())
+// growSRQ answers the SRQ limit event: it gives the SRQ as many spare
+// buffers again as it has, up to all of them (those a failed post left
+// out, or a faultinject build did not post at start), and arms the limit
+// again while some are spare. With none (every buffer given: the limit was
+// armed for spare that a later round posted), an armed limit would only
+// report every capsule that finds the SRQ low: it stays unarmed.
+func (e *engine) growSRQ() {
+	e.postSpare(max(e.srq.given(), 1))
 }
 
-// postSpare posts up to n spare buffers and returns the limit to arm.
-func (e *engine) postSpare(n int) int {
+// postSpare posts up to n spare buffers and arms the limit while some are
+// left spare.
+func (e *engine) postSpare(n int) {
 	s := e.srq
 	for n > 0 && len(s.spare) > 0 {
 		b := s.spare[len(s.spare)-1]
@@ -84,11 +111,10 @@ func (e *engine) postSpare(n int) int {
 		e.srqRepost(int(b))
 		n--
 	}
-	e.flush()
-	if len(s.spare) == 0 {
-		return 0
+	e.flush() // a post that fails arms the limit (srqPosted)
+	if len(s.spare) > 0 {
+		e.loop.armSRQ(srqArmAt(s.given()))
 	}
-	return srqArmAt(s.given())
 }
 
 // srqRepost gives buffer b back to the SRQ, with the round's flush.
@@ -129,6 +155,9 @@ func (e *engine) srqPosted() {
 		}
 	}
 	e.log.Error("post SRQ receives", "err", err, "left_out", len(unposted), "posted", e.srq.posted)
+	// The limit event posts them again: without it armed they would be
+	// stranded, the SRQ that much smaller for good.
+	e.loop.armSRQ(srqArmAt(e.srq.given()))
 }
 
 // srqReceived dispatches a receive completion of the SRQ: the capsule goes
@@ -153,4 +182,61 @@ func (e *engine) srqReceived(b int, wc *verbs.WC) {
 		return
 	}
 	q.received(b, wc)
+}
+
+// lastWQETimeout bounds the wait for IBV_EVENT_QP_LAST_WQE_REACHED of a QP
+// torn down: a device that never sends it must not keep the queue (and its
+// host's reconnect) for ever. Below removalDrainTimeout and closeTimeout.
+const lastWQETimeout = 5 * time.Second
+
+// lastWQEReached answers IBV_EVENT_QP_LAST_WQE_REACHED for QP qpn: the QP,
+// in the error state, takes no more receives from the SRQ. What it left in
+// the CQs is dispatched first, while its number still names its queue (a
+// receive goes back to the SRQ), and then the queue may be destroyed. The
+// event may come before the queue's teardown (rdma_cm moved the QP to the
+// error state on a DREQ): the queue is torn down now. Events for QPs this
+// poller does not have, and repeats, are ignored.
+func (e *engine) lastWQEReached(qpn uint32) {
+	q := e.byQPN[qpn]
+	if q == nil || q.lastWQE {
+		return
+	}
+	e.loop.drainCQs()
+	q.lastWQE = true
+	if q.live() {
+		q.teardown("QP left the SRQ (last WQE reached)")
+	}
+	q.checkDrained()
+}
+
+// lastWQETimedOut finishes q's wait for its last WQE event once
+// lastWQETimeout has passed without it.
+func (q *queue) lastWQETimedOut() {
+	if q.state != qsDraining || q.lastWQE {
+		return
+	}
+	q.log.Warn("no IBV_EVENT_QP_LAST_WQE_REACHED for the QP of a queue torn down: destroying it after draining the CQs",
+		"after", lastWQETimeout, "qp_num", q.conn.QPNum())
+	q.e.loop.drainCQs()
+	q.lastWQE = true
+	q.checkDrained()
+}
+
+// srqFailed answers IBV_EVENT_SRQ_ERR: the SRQ gives the poller's QPs no
+// more receives, so every queue on the poller is torn down, and its host
+// reconnects.
+func (e *engine) srqFailed() {
+	e.stats.SRQErrors.Add(1)
+	n := 0
+	for _, q := range e.queues {
+		if q != nil && q.live() {
+			n++
+		}
+	}
+	e.log.Error("shared receive queue failed (IBV_EVENT_SRQ_ERR): tearing down the poller's queues", "queues", n)
+	for _, q := range e.queues {
+		if q != nil {
+			q.teardown("shared receive queue failed")
+		}
+	}
 }

@@ -118,6 +118,161 @@ func TestEngineSRQTeardown(t *testing.T) {
 	}
 }
 
+// TestEngineSRQLastWQE: with an SRQ, a queue torn down keeps its QP, and
+// its QP number bound to it, until the device reports the QP's last WQE
+// (IBV_EVENT_QP_LAST_WQE_REACHED); then the CQs are drained first, so a
+// receive the QP took and had not reported goes back to the SRQ and to no
+// queue, and only then is the QP destroyed. A device that never sends the
+// event is waited for lastWQETimeout, with a warning.
+func TestEngineSRQLastWQE(t *testing.T) {
+	type step int
+	const (
+		eventAfterDrain  step = iota // the queue's requests are back before the event
+		eventBeforeDrain             // the event comes while the core holds a request
+		eventWhileLive               // rdma_cm moved the QP to error before the teardown
+		timeout                      // no event
+	)
+	for _, tc := range []struct {
+		name string
+		step step
+	}{{"event after the requests are back", eventAfterDrain}, {"event before the requests are back", eventBeforeDrain},
+		{"event before the teardown", eventWhileLive}, {"no event: timeout", timeout}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log strings.Builder
+			h := newBench(t, benchOpts{srq: testSRQ})
+			h.e.log = slog.New(slog.NewTextHandler(&log, nil))
+			a, ac, acore := h.open(benchOpts{})
+			a.log = h.e.log
+			b, bc, bcore := h.open(benchOpts{})
+			acore.hold = true
+			h.capsule(a, ac, cmd(1, nvme.OpFlush, 0, false), 0)
+			// A capsule a's QP took from the SRQ; its completion (flushed)
+			// is in the CQ, not polled yet.
+			inflight, _ := h.take(ac)
+			h.inflight = append(h.inflight, inflight)
+			h.cq = append(h.cq, verbs.WC{WRID: inflight.WRID, Status: verbs.WCFlushErr, QPNum: ac.qpn})
+			h.check(a, b)
+
+			if tc.step == eventWhileLive {
+				h.inflight = nil // delivered by the drain before the event's teardown
+				h.lastWQE(ac)
+				if a.live() || len(h.cq) != 0 {
+					t.Fatalf("queue %s, %d completions undrained after its QP's last WQE: want torn down, drained", a.state, len(h.cq))
+				}
+			} else {
+				a.teardown("host disconnected")
+				h.e.flush()
+			}
+			if tc.step == eventBeforeDrain {
+				h.inflight = nil
+				h.lastWQE(ac)
+				if a.state != qsDraining || ac.destroys != 0 || len(h.cq) != 0 {
+					t.Fatalf("queue %s, destroyed %d times, %d completions left: want draining with a request out, CQ drained", a.state, ac.destroys, len(h.cq))
+				}
+			}
+			h.respond(acore)
+			h.flushQP(ac)
+			if tc.step == eventAfterDrain || tc.step == timeout {
+				// Everything of the queue is back but the QP's last WQE.
+				if a.state != qsDraining || ac.destroys != 0 || h.e.byQPN[ac.qpn] != a {
+					t.Fatalf("queue %s, destroyed %d times, its QP number bound to it %v: want draining, 0, bound (waiting for the last WQE)",
+						a.state, ac.destroys, h.e.byQPN[ac.qpn] == a)
+				}
+				h.inflight = nil // the drain delivers it
+				if tc.step == eventAfterDrain {
+					h.lastWQE(ac)
+				} else {
+					if len(h.timers) != 1 || h.timers[0].d != lastWQETimeout {
+						t.Fatalf("timers %v, want one of %v", h.timers, lastWQETimeout)
+					}
+					h.fire()
+					if !strings.Contains(log.String(), "level=WARN msg=\"no IBV_EVENT_QP_LAST_WQE_REACHED") {
+						t.Fatalf("no warning for the timeout; log:\n%s", log.String())
+					}
+				}
+			}
+			if tc.step != timeout && strings.Contains(log.String(), "no IBV_EVENT_QP_LAST_WQE_REACHED") {
+				t.Fatalf("timeout warning with the event; log:\n%s", log.String())
+			}
+			if len(h.cq) != 0 || h.loop.drains == 0 {
+				t.Fatalf("%d completions left in the CQ, %d drains: want the CQs drained before the QP goes", len(h.cq), h.loop.drains)
+			}
+			h.gone(a, ac)
+			for _, tm := range h.timers {
+				if !tm.fired && !tm.cancelled {
+					t.Fatal("the last WQE timer outlives the queue")
+				}
+			}
+			// The late receive went back to the SRQ, not to b.
+			if got := len(h.srq.recvs); got != testSRQ {
+				t.Fatalf("%d receives posted with a gone, want all %d back", got, testSRQ)
+			}
+			if len(bcore.executed) != 0 || !b.live() {
+				t.Fatalf("queue b executed %v and is %s: a's teardown or late receive reached it", bcore.executed, b.state)
+			}
+			// A repeat of the event, or one for a QP this poller does not
+			// have, does nothing.
+			h.lastWQE(ac)
+			h.e.lastWQEReached(999)
+			h.capsule(b, bc, cmd(2, nvme.OpFlush, 0, false), 0)
+			h.finish(b, bc, kindSend, verbs.WCSuccess)
+			if !slices.Equal(bcore.executed, []uint16{2}) {
+				t.Fatalf("queue b executed %v, want [2]", bcore.executed)
+			}
+			h.check(b)
+		})
+	}
+}
+
+// TestEngineSRQError: IBV_EVENT_SRQ_ERR tears down every queue of the
+// poller (their hosts reconnect), is logged as an error and counted, and
+// every buffer comes back.
+func TestEngineSRQError(t *testing.T) {
+	var log strings.Builder
+	h := newBench(t, benchOpts{srq: testSRQ})
+	h.e.log = slog.New(slog.NewTextHandler(&log, nil))
+	a, ac, acore := h.open(benchOpts{})
+	b, bc, _ := h.open(benchOpts{})
+	acore.hold = true
+	h.capsule(a, ac, cmd(1, nvme.OpFlush, 0, false), 0)
+	h.e.srqFailed()
+	h.e.flush()
+	if a.live() || b.live() || a.reason != "shared receive queue failed" {
+		t.Fatalf("queues %s (%q) and %s after an SRQ error: want both torn down", a.state, a.reason, b.state)
+	}
+	if !strings.Contains(log.String(), "level=ERROR msg=\"shared receive queue failed") || h.stats.SRQErrors.Load() != 1 {
+		t.Fatalf("SRQ errors counted %d; log:\n%s", h.stats.SRQErrors.Load(), log.String())
+	}
+	h.respond(acore)
+	h.flushAll(ac)
+	h.flushAll(bc)
+	h.gone(a, ac)
+	h.gone(b, bc)
+	if len(h.srq.recvs) != testSRQ {
+		t.Fatalf("%d receives posted, want all %d back", len(h.srq.recvs), testSRQ)
+	}
+}
+
+// TestEngineSRQGauges: the SRQ's posted and held buffers are published
+// for metrics, and held returns to 0 once the queues are gone.
+func TestEngineSRQGauges(t *testing.T) {
+	h := newBench(t, benchOpts{srq: testSRQ})
+	q, c, core := h.open(benchOpts{})
+	core.hold = true
+	h.capsule(q, c, cmd(1, nvme.OpFlush, 0, false), 0)
+	h.capsule(q, c, cmd(2, nvme.OpFlush, 0, false), 0)
+	if p, held := h.e.srq.gPosted.Load(), h.e.srq.gHeld.Load(); p != testSRQ-2 || held != 2 {
+		t.Fatalf("gauges posted %d held %d, want %d and 2", p, held, testSRQ-2)
+	}
+	q.teardown("host disconnected")
+	h.respond(core)
+	h.flushAll(c)
+	h.gone(q, c)
+	if p, held := h.e.srq.gPosted.Load(), h.e.srq.gHeld.Load(); p != testSRQ || held != 0 {
+		t.Fatalf("gauges posted %d held %d after the queue is gone, want %d and 0", p, held, testSRQ)
+	}
+}
+
 // TestEngineSRQDepthExceeded: with an SRQ nothing but the host's queue
 // depth limits what one queue takes of the poller's buffers. A host with
 // more commands out than its queue holds (every request busy and depth
@@ -162,15 +317,64 @@ func TestEngineSRQDepthExceeded(t *testing.T) {
 	h.check(other)
 }
 
-// TestEngineSRQGrow: a quarter of the buffers are given to the SRQ at
-// start; each SRQ limit event gives it as many again as it has, until all
-// are, and asks for the limit at a quarter of those, then for none.
-func TestEngineSRQGrow(t *testing.T) {
+// TestEngineSRQStartsFull: every buffer of the SRQ is posted at start, and
+// the limit is not armed (nothing is spare): a burst of capsules from many
+// queues finds receives posted up to the SRQ's depth.
+func TestEngineSRQStartsFull(t *testing.T) {
 	h := newBench(t, benchOpts{srq: testSRQ})
+	if h.e.srq.posted != testSRQ || len(h.e.srq.spare) != 0 || len(h.loop.arms) != 0 {
+		t.Fatalf("%d posted, %d spare, limits armed %v; want all %d, none, none", h.e.srq.posted, len(h.e.srq.spare), h.loop.arms, testSRQ)
+	}
+	var qs []*queue
+	var cs []*fakeConn
+	var cores []*fakeCore
+	for range 4 {
+		q, c, core := h.open(benchOpts{depth: 8})
+		core.hold = true
+		qs, cs, cores = append(qs, q), append(cs, c), append(cores, core)
+	}
+	// 4 queues of depth 8, each with its 16 requests held by the core: 64
+	// capsules, the whole SRQ.
+	cid := uint16(0)
+	for range 16 {
+		for j := range qs {
+			cid++
+			h.capsule(qs[j], cs[j], cmd(cid, nvme.OpFlush, 0, false), 0)
+		}
+	}
+	for _, q := range qs {
+		if !q.live() {
+			t.Fatalf("queue %d torn down (%s) within its depth", q.slot, q.reason)
+		}
+	}
+	if len(h.srq.recvs) != 0 {
+		t.Fatalf("%d receives left, want the burst to have taken all", len(h.srq.recvs))
+	}
+	h.check(qs...)
+	for _, core := range cores {
+		h.respond(core)
+	}
+	for j, q := range qs {
+		for len(cs[j].sends) > 0 {
+			h.finish(q, cs[j], kindSend, verbs.WCSuccess)
+		}
+	}
+	if len(h.srq.recvs) != testSRQ {
+		t.Fatalf("%d posted once every capsule was answered, want all %d", len(h.srq.recvs), testSRQ)
+	}
+	h.check(qs...)
+}
+
+// TestEngineSRQGrow: with buffers spare (a faultinject build posting a
+// quarter at start), the limit is armed at a quarter of those given; each
+// SRQ limit event gives the SRQ as many again as it has, until all are,
+// arming the limit again while some are spare, and then not.
+func TestEngineSRQGrow(t *testing.T) {
+	h := newBench(t, benchOpts{srq: testSRQ, srqStart: testSRQ / 4})
 	q, c, core := h.open(benchOpts{depth: 16})
 	core.hold = true
-	if len(h.srq.recvs) != testSRQ/4 {
-		t.Fatalf("%d posted at start, want %d", len(h.srq.recvs), testSRQ/4)
+	if !slices.Equal(h.loop.arms, []int{4}) {
+		t.Fatalf("limits armed at start %v, want [4]", h.loop.arms)
 	}
 	// Capsules held by the core until the SRQ is below its limit.
 	cid := uint16(0)
@@ -179,15 +383,18 @@ func TestEngineSRQGrow(t *testing.T) {
 		h.capsule(q, c, cmd(cid, nvme.OpFlush, 0, false), 0)
 	}
 	held := int(cid)
-	for _, want := range []struct{ posted, limit int }{{32 - held, 8}, {64 - held, 0}} {
-		limit := h.e.growSRQ()
-		if h.e.srq.posted != want.posted || limit != want.limit {
-			t.Fatalf("after a limit event: %d posted, limit %d; want %d and %d", h.e.srq.posted, limit, want.posted, want.limit)
+	for _, want := range []struct{ posted, arms int }{{32 - held, 2}, {64 - held, 2}} {
+		h.e.growSRQ()
+		if h.e.srq.posted != want.posted || len(h.loop.arms) != want.arms {
+			t.Fatalf("after a limit event: %d posted, limits armed %v; want %d and %d arms", h.e.srq.posted, h.loop.arms, want.posted, want.arms)
 		}
 		h.check(q)
 	}
-	if len(h.e.srq.spare) != 0 || h.e.growSRQ() != 0 {
-		t.Fatal("grew past its buffers")
+	if h.loop.arms[1] != 8 {
+		t.Fatalf("limit armed at %d after the first growth, want 8", h.loop.arms[1])
+	}
+	if h.e.growSRQ(); len(h.e.srq.spare) != 0 || len(h.loop.arms) != 2 {
+		t.Fatal("grew past its buffers, or armed the limit with nothing spare")
 	}
 	h.respond(core)
 	for len(c.sends) > 0 {
@@ -201,7 +408,8 @@ func TestEngineSRQGrow(t *testing.T) {
 
 // TestEngineSRQPostFailure: SRQ receives a post leaves out (a device in
 // trouble: the SRQ has room for every buffer) are logged and kept as
-// spare, for the next limit event to post; no queue is torn down for it.
+// spare, and the SRQ limit is armed so that its event posts them again;
+// no queue is torn down for it.
 func TestEngineSRQPostFailure(t *testing.T) {
 	var log strings.Builder
 	h := newBench(t, benchOpts{srq: testSRQ})
@@ -213,14 +421,17 @@ func TestEngineSRQPostFailure(t *testing.T) {
 	if !q.live() || !strings.Contains(log.String(), "post SRQ receives") {
 		t.Fatalf("queue %s, log:\n%s", q.state, log.String())
 	}
-	if h.e.srq.posted != posted-1 || len(h.e.srq.spare) != testSRQ-posted+1 {
-		t.Fatalf("%d posted, %d spare; want %d and %d", h.e.srq.posted, len(h.e.srq.spare), posted-1, testSRQ-posted+1)
+	if h.e.srq.posted != posted-1 || len(h.e.srq.spare) != 1 {
+		t.Fatalf("%d posted, %d spare; want %d and 1", h.e.srq.posted, len(h.e.srq.spare), posted-1)
+	}
+	if len(h.loop.arms) != 1 || h.loop.arms[0] != srqArmAt(testSRQ-1) {
+		t.Fatalf("limits armed %v, want [%d]: the spare buffer is stranded otherwise", h.loop.arms, srqArmAt(testSRQ-1))
 	}
 	h.finish(q, c, kindSend, verbs.WCSuccess)
 	h.check(q)
 	h.e.growSRQ()
-	if h.e.srq.posted != 2*(posted-1) {
-		t.Fatalf("%d posted after a limit event, want %d", h.e.srq.posted, 2*(posted-1))
+	if h.e.srq.posted != testSRQ || len(h.e.srq.spare) != 0 {
+		t.Fatalf("%d posted after a limit event, want all %d", h.e.srq.posted, testSRQ)
 	}
 	h.check(q)
 }

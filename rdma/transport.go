@@ -4,12 +4,15 @@
 package rdma
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -246,6 +249,9 @@ type Stats struct {
 	// SRQLimitEvents counts the times a poller's shared receive queue ran
 	// below its armed limit (IBV_EVENT_SRQ_LIMIT_REACHED) and was grown.
 	SRQLimitEvents atomic.Uint64
+	// SRQErrors counts IBV_EVENT_SRQ_ERR: a poller's shared receive queue
+	// failed, and every queue on the poller was torn down.
+	SRQErrors atomic.Uint64
 	// DeviceRemovals counts the devices released because they were
 	// removed (removal.go).
 	DeviceRemovals atomic.Uint64
@@ -294,6 +300,37 @@ func (c Config) Limits() fabric.TransportLimits {
 
 // Stats returns the live counters.
 func (t *Transport) Stats() *Stats { return &t.stats }
+
+// SRQStat is one poller's shared receive queue, for metrics: its receive
+// buffers posted (in the SRQ, or taken by a QP that has not reported them
+// yet) and held (bound to a queue by a capsule that landed in them, until
+// the queue is done with it). Without hosts, held is 0.
+type SRQStat struct {
+	Device       string
+	Poller       int
+	Posted, Held int64
+}
+
+// SRQStats reports the shared receive queue of every poller of the open
+// devices that have them, by device and poller.
+func (t *Transport) SRQStats() []SRQStat {
+	t.mu.Lock()
+	var out []SRQStat
+	for _, d := range t.devices {
+		// A device's pollers are set before it is published in t.devices
+		// and cleared only after it is removed.
+		for _, p := range d.pollers {
+			if s := p.e.srq; s != nil {
+				out = append(out, SRQStat{Device: d.attr.Name, Poller: p.idx, Posted: s.gPosted.Load(), Held: s.gHeld.Load()})
+			}
+		}
+	}
+	t.mu.Unlock()
+	slices.SortFunc(out, func(a, b SRQStat) int {
+		return cmp.Or(strings.Compare(a.Device, b.Device), cmp.Compare(a.Poller, b.Poller))
+	})
+	return out
+}
 
 // DeviceCount reports how many RDMA devices the machine has.
 func DeviceCount() (int, error) { return verbs.DeviceCount() }

@@ -33,6 +33,12 @@ const FaultCreateQPEnv = "NVMEOF_TGT_FAULT_CREATEQP"
 // it tests the SRQ limit event and the SRQ's growth on a real device.
 const FaultSRQDepthEnv = "NVMEOF_TGT_FAULT_SRQ_DEPTH"
 
+// FaultSRQStartEnv names the variable that, in a faultinject build, posts
+// only that many of each SRQ's receive buffers at start (at least 1),
+// leaving the rest spare as a failed post would: it tests the SRQ limit
+// event posting the spare on a real device.
+const FaultSRQStartEnv = "NVMEOF_TGT_FAULT_SRQ_START"
+
 // faultPlan decides which posts fail. Each Batch counts its own posts (a
 // Batch has one user), so pollers share only the budget of failures, and
 // only when one is due: the plan adds no synchronization between pollers

@@ -29,6 +29,14 @@ func SetupFaults() (string, error) {
 		srqDepth = n
 		v += " " + FaultSRQDepthEnv + "=" + q
 	}
+	if q := os.Getenv(FaultSRQStartEnv); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 {
+			return "", fmt.Errorf("%s=%q: want an integer >= 1", FaultSRQStartEnv, q)
+		}
+		srqStart = n
+		v += " " + FaultSRQStartEnv + "=" + q
+	}
 	if q := os.Getenv(FaultCreateQPEnv); q != "" {
 		n, err := strconv.Atoi(q)
 		if err != nil || n < 1 {
@@ -46,6 +54,13 @@ var srqDepth int
 // SRQDepthFault is the receive buffers a faultinject build gives each
 // shared receive queue (FaultSRQDepthEnv), 0 for the default.
 func SRQDepthFault() int { return srqDepth }
+
+// srqStart is FaultSRQStartEnv's value, 0 when unset.
+var srqStart int
+
+// SRQStartFault is the receive buffers a faultinject build posts to each
+// shared receive queue at start (FaultSRQStartEnv), 0 for all of them.
+func SRQStartFault() int { return srqStart }
 
 // createQPFailAt is the CreateQP call that fails (0: none); createQPCalls
 // counts them.

@@ -403,6 +403,14 @@ func (c *Context) GetAsyncEvent() (AsyncEvent, error) {
 // receives than its armed limit.
 func (e AsyncEvent) SRQLimit() bool { return e.Type == C.IBV_EVENT_SRQ_LIMIT_REACHED }
 
+// SRQErr reports IBV_EVENT_SRQ_ERR: the SRQ failed, and the QPs taking
+// receives from it get none any more.
+func (e AsyncEvent) SRQErr() bool { return e.Type == C.IBV_EVENT_SRQ_ERR }
+
+// LastWQEReached reports IBV_EVENT_QP_LAST_WQE_REACHED: a QP of an SRQ, in
+// the error state, will take no more receives from it (ibv_get_async_event(3)).
+func (e AsyncEvent) LastWQEReached() bool { return e.Type == C.IBV_EVENT_QP_LAST_WQE_REACHED }
+
 func (e AsyncEvent) String() string {
 	return C.GoString(C.ibv_event_type_str(C.enum_ibv_event_type(e.Type)))
 }

@@ -99,6 +99,8 @@ func (*SRQ) Handle() uintptr                              { return 0 }
 func (*SRQ) Arm(int) error                                { return ErrNotSupported }
 func (*SRQ) Destroy() error                               { return nil }
 func (AsyncEvent) SRQLimit() bool                         { return false }
+func (AsyncEvent) SRQErr() bool                           { return false }
+func (AsyncEvent) LastWQEReached() bool                   { return false }
 
 // Post fails every group: nothing can be posted in this build.
 func (b *Batch) Post() {
@@ -118,3 +120,6 @@ func SetupFaults() (string, error) { return "", nil }
 
 // SRQDepthFault is 0: this build has no fault injection.
 func SRQDepthFault() int { return 0 }
+
+// SRQStartFault is 0: this build has no fault injection.
+func SRQStartFault() int { return 0 }
