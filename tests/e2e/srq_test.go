@@ -121,19 +121,20 @@ func TestSRQ(t *testing.T) {
 		const srqBurstCtrls = 6
 		spec := Spec{Port: rdmaPort()}
 		for i := range srqBurstCtrls {
+			// NSIDs differ so that the files do (fileNS names them by NSID).
 			spec.Subsystems = append(spec.Subsystems, Subsystem{NQN: nqn(fmt.Sprintf("srq-burst-%d", i)), AllowAnyHost: true,
-				Namespaces: []Namespace{fileNS(t, 1, 32*mib, 4096, "")}})
+				Namespaces: []Namespace{fileNS(t, uint32(i+1), 32*mib, 4096, "")}})
 		}
 		p, dir := startTgt(t, spec)
 		var ctrls []*controller
 		var devs []string
-		for _, sub := range spec.Subsystems {
+		for i, sub := range spec.Subsystems {
 			c, err := newHost(t).connectWith(t, sub.NQN, portRDMA, "-i", "2", "-W", "2")
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctrls = append(ctrls, c)
-			devs = append(devs, c.blockDev(t, 1))
+			devs = append(devs, c.blockDev(t, uint32(i+1)))
 		}
 		before := scrapeMetrics(t)
 		accepted, _ := metricSum(before, "nvmeof_tgt_rdma_connections_total", `event="accepted"`)

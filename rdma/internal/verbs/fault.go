@@ -83,7 +83,10 @@ type faultCut struct {
 // that kind are posted. posts is the calling Batch's own count of posts
 // (-1 once the plan is spent).
 func (f *faultPlan) cut(g []postGroup, sp *srqPost, posts *int) faultCut {
-	if f == nil || *posts < 0 {
+	// Posts of the SRQ's receives alone (a poller filling its SRQ at
+	// start, in a post per batch of receives) do not count: the plan is
+	// about posts that carry a queue's work, wherever the SRQ's start ends.
+	if f == nil || *posts < 0 || len(g) == 0 {
 		return faultCut{}
 	}
 	if *posts++; *posts < f.every {

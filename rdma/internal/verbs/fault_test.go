@@ -182,3 +182,26 @@ func TestFaultPlanSRQ(t *testing.T) {
 		t.Fatalf("after the post: %+v, want 6 staged, 3 posted, ENOMEM", sp)
 	}
 }
+
+// TestFaultPlanSRQOnly: posts of SRQ receives alone (a poller filling its
+// SRQ at start) neither count towards the plan nor fail.
+func TestFaultPlanSRQOnly(t *testing.T) {
+	f, _ := parseFaultPlan("2:1")
+	posts := 0
+	for range 8 {
+		sp := srqPost{n: 256}
+		if c := f.cut(nil, &sp, &posts); c.on || sp.n != 256 {
+			t.Fatalf("an SRQ-only post was cut: %+v", c)
+		}
+	}
+	if posts != 0 {
+		t.Fatalf("%d posts counted, want none", posts)
+	}
+	g := []postGroup{{sends: 4}}
+	if c := f.cut(g, &srqPost{}, &posts); c.on {
+		t.Fatal("the first post with a QP's work was cut, want the second")
+	}
+	if c := f.cut(g, &srqPost{}, &posts); !c.on {
+		t.Fatal("the second post with a QP's work was not cut")
+	}
+}
