@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -272,6 +273,8 @@ type benchOpts struct {
 	// srq is the receive buffers of a shared receive queue; 0 gives every
 	// queue receives of its own. srqStart posts only that many at start.
 	srq, srqStart int
+	// maxReqs sizes the engine's buffer line; default 4 queues × 2·16.
+	maxReqs int
 }
 
 // modes are the engine's two ways of receiving capsules, which its tests
@@ -301,7 +304,7 @@ func newBench(t *testing.T, o benchOpts) *bench {
 		// One SGE per RDMA operation: a transfer of n buffers is a chain of n.
 		geo:    geometry{lkey: 7, sgePerWR: 1, sendInv: true, maxChunks: testMaxBytes / testUnit},
 		chunks: make([]byte, o.chunks*testUnit), ioUnit: testUnit,
-		maxQueues: 4, maxReqs: 4 * 2 * 16,
+		maxQueues: 4, maxReqs: cmp.Or(o.maxReqs, 4*2*16),
 	}
 	if o.srq > 0 {
 		h.srq = &fakeSRQ{}

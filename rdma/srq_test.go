@@ -565,3 +565,51 @@ func TestEngineIOAllocs(t *testing.T) {
 		h.check(q)
 	})
 }
+
+// TestPollerMaxReqs: a poller's request lines hold what its queues may
+// have in the core or waiting for buffers: with an SRQ, no more than its
+// receive buffers (each such request holds one).
+func TestPollerMaxReqs(t *testing.T) {
+	for _, tc := range []struct{ blocks, depth, srq, want int }{
+		{64, 128, 0, 64 * 2 * 128},
+		{1024, 128, 2048, 2048},
+		{4, 8, 2048, 64}, // fewer queue slots than buffers
+	} {
+		if got := pollerMaxReqs(tc.blocks, tc.depth, tc.srq); got != tc.want {
+			t.Errorf("pollerMaxReqs(%d, %d, %d) = %d, want %d", tc.blocks, tc.depth, tc.srq, got, tc.want)
+		}
+	}
+}
+
+// TestEngineSRQLinesBySRQ: with the buffer line sized by the SRQ
+// (pollerMaxReqs), every SRQ buffer's capsule may wait for data buffers at
+// once without the line overflowing.
+func TestEngineSRQLinesBySRQ(t *testing.T) {
+	var log strings.Builder
+	h := newBench(t, benchOpts{srq: testSRQ, maxReqs: pollerMaxReqs(4, 8, testSRQ)})
+	h.e.log = slog.New(slog.NewTextHandler(&log, nil))
+	var qs []*queue
+	var cores []*fakeCore
+	for range 4 {
+		q, c, core := h.open(benchOpts{depth: 8})
+		q.log = h.e.log
+		core.hold = true
+		qs, cores = append(qs, q), append(cores, core)
+		for i := range 16 {
+			h.capsule(q, c, cmd(uint16(i+1), nvme.OpRead, testMaxBytes, false), 0)
+		}
+	}
+	if len(h.srq.recvs) != 0 || strings.Contains(log.String(), "wait line full") {
+		t.Fatalf("%d receives left; log:\n%s", len(h.srq.recvs), log.String())
+	}
+	for _, q := range qs {
+		if !q.live() {
+			t.Fatalf("queue torn down: %s", q.reason)
+		}
+	}
+	h.check(qs...)
+	for _, core := range cores {
+		h.respond(core)
+	}
+	h.check(qs...)
+}
