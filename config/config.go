@@ -138,7 +138,8 @@ type Namespace struct {
 // dropping leading zeros, so the decoder refuses anything else.
 type HexID string
 
-// Values of the auto/on/off keys (rdma.send_with_invalidate, rdma.io_uring).
+// Values of the auto/on/off keys (rdma.send_with_invalidate, rdma.io_uring,
+// rdma.srq).
 const (
 	ModeAuto = limits.ModeAuto
 	ModeOn   = limits.ModeOn
@@ -153,7 +154,7 @@ type RDMA struct {
 	InCapsuleDataSize  Bytes         `mapstructure:"in_capsule_data_size"` // multiple of 16
 	MaxQueueDepth      int           `mapstructure:"max_queue_depth"`      // I/O queue entries
 	MaxIOQueues        int           `mapstructure:"max_io_queues"`        // per controller
-	MaxQueues          int           `mapstructure:"max_queues"`           // admin+I/O queues of all hosts per device, sizes the registered pools
+	MaxQueues          int           `mapstructure:"max_queues"`           // admin+I/O queues of all hosts per device, sizes the registered pools; 0: by the device (limits.RDMAMaxQueuesSRQ with a shared receive queue, limits.RDMAMaxQueues without)
 	MDTS               Bytes         `mapstructure:"mdts"`                 // maximum data transfer, a power of two
 	IOUnitSize         Bytes         `mapstructure:"io_unit_size"`         // data buffer chunk, a power of two up to MDTS
 	BufferPoolSize     Bytes         `mapstructure:"buffer_pool_size"`     // registered data buffer memory per device, >= MDTS
@@ -162,6 +163,7 @@ type RDMA struct {
 	PollNap            time.Duration `mapstructure:"poll_nap"`             // pause between empty polls, 0 spins
 	SendWithInvalidate string        `mapstructure:"send_with_invalidate"` // ModeAuto, ModeOn or ModeOff
 	IOUring            string        `mapstructure:"io_uring"`             // file/block I/O on the pollers' io_uring: ModeAuto, ModeOn or ModeOff
+	SRQ                string        `mapstructure:"srq"`                  // a shared receive queue per poller: ModeAuto (where the device has them), ModeOn or ModeOff
 }
 
 // Controller bounds per-controller behaviour.
@@ -219,7 +221,7 @@ var scalarDefaults = []struct {
 	{"rdma.in_capsule_data_size", Bytes(limits.RDMAInCapsuleDataSize)},
 	{"rdma.max_queue_depth", limits.MaxQueueDepth},
 	{"rdma.max_io_queues", limits.MaxIOQueues},
-	{"rdma.max_queues", limits.RDMAMaxQueues},
+	{"rdma.max_queues", 0}, // by the device: limits.RDMAMaxQueuesSRQ or limits.RDMAMaxQueues
 	{"rdma.mdts", Bytes(limits.MDTS)},
 	{"rdma.io_unit_size", Bytes(limits.RDMAIOUnitSize)},
 	{"rdma.buffer_pool_size", Bytes(limits.RDMABufferPoolSize)},
@@ -228,6 +230,7 @@ var scalarDefaults = []struct {
 	{"rdma.poll_nap", limits.RDMAPollNap},
 	{"rdma.send_with_invalidate", limits.RDMAMode},
 	{"rdma.io_uring", limits.RDMAMode},
+	{"rdma.srq", limits.RDMAMode},
 	{"controller.kato_max", limits.KATOMax},
 	{"controller.max_connections_per_host", limits.MaxConnectionsPerHost},
 	{"metrics.listen", "127.0.0.1:9771"},

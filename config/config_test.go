@@ -48,7 +48,7 @@ var wantDefaults = struct {
 		InCapsuleDataSize:  8 * KiB,
 		MaxQueueDepth:      128,
 		MaxIOQueues:        16,
-		MaxQueues:          64,
+		MaxQueues:          0, // by the device: 1024 with a shared receive queue, 64 without
 		MDTS:               1 * MiB,
 		IOUnitSize:         64 * KiB,
 		BufferPoolSize:     64 * MiB,
@@ -57,6 +57,7 @@ var wantDefaults = struct {
 		PollNap:            20 * time.Microsecond,
 		SendWithInvalidate: "auto",
 		IOUring:            "auto",
+		SRQ:                "auto",
 	},
 	Controller: Controller{KeepAliveTimeoutMax: 2 * time.Minute, MaxConnectionsPerHost: 36},
 	Metrics:    Metrics{Listen: "127.0.0.1:9771"},
@@ -132,6 +133,7 @@ rdma:
   poll_nap: 1ms
   send_with_invalidate: off
   io_uring: off
+  srq: off
 controller: {kato_max: 30s}
 metrics: {listen: ""}
 log: {level: DEBUG, format: json}
@@ -152,6 +154,7 @@ log: {level: DEBUG, format: json}
 		PollNap:            time.Millisecond,
 		SendWithInvalidate: "off",
 		IOUring:            "off",
+		SRQ:                "off",
 	}
 	if c.RDMA != want {
 		t.Errorf("rdma = %+v, want %+v", c.RDMA, want)

@@ -317,7 +317,9 @@ func (r RDMA) validate(p *problems) {
 	}
 	checkRange(p, "rdma.max_queue_depth", r.MaxQueueDepth, limits.RDMAQueueDepthMin, limits.RDMAQueueDepthMax)
 	checkRange(p, "rdma.max_io_queues", r.MaxIOQueues, limits.RDMAIOQueuesMin, limits.RDMAIOQueuesMax)
-	checkRange(p, "rdma.max_queues", r.MaxQueues, limits.RDMAQueuesMin, limits.RDMAQueuesMax)
+	if r.MaxQueues != 0 && (r.MaxQueues < limits.RDMAQueuesMin || r.MaxQueues > limits.RDMAQueuesMax) {
+		p.add("rdma.max_queues", "%d: want 0 (by the device) or %d..%d", r.MaxQueues, limits.RDMAQueuesMin, limits.RDMAQueuesMax)
+	}
 	checkRange(p, "rdma.pollers", r.Pollers, limits.RDMAPollersMin, limits.RDMAPollersMax)
 
 	// MDTS is reported as a power of two in units of the 4KiB minimum
@@ -344,6 +346,7 @@ func (r RDMA) validate(p *problems) {
 	}
 	checkMode(p, "rdma.send_with_invalidate", r.SendWithInvalidate)
 	checkMode(p, "rdma.io_uring", r.IOUring)
+	checkMode(p, "rdma.srq", r.SRQ)
 }
 
 // checkMode validates an auto/on/off key.

@@ -186,7 +186,8 @@ func TestValidateRejects(t *testing.T) {
 		{"queue depth high", func(c *Config) { c.RDMA.MaxQueueDepth = 1025 }, "rdma.max_queue_depth", ""},
 		{"io queues zero", func(c *Config) { c.RDMA.MaxIOQueues = 0 }, "rdma.max_io_queues", ""},
 		{"io queues high", func(c *Config) { c.RDMA.MaxIOQueues = 129 }, "rdma.max_io_queues", ""},
-		{"max queues low", func(c *Config) { c.RDMA.MaxQueues = 1 }, "rdma.max_queues", ""},
+		{"max queues low", func(c *Config) { c.RDMA.MaxQueues = 1 }, "rdma.max_queues", "0 (by the device) or 2..4096"},
+		{"srq mode", func(c *Config) { c.RDMA.SRQ = "yes" }, "rdma.srq", ""},
 		{"max queues high", func(c *Config) { c.RDMA.MaxQueues = 4097 }, "rdma.max_queues", ""},
 		{"mdts not power of two", func(c *Config) { c.RDMA.MDTS = 3 * MiB }, "rdma.mdts", ""},
 		{"mdts small", func(c *Config) { c.RDMA.MDTS = 2 * KiB }, "rdma.mdts", ""},
@@ -242,6 +243,8 @@ func TestValidateAccepts(t *testing.T) {
 		mutate func(c *Config)
 	}{
 		{"as loaded", func(c *Config) {}},
+		{"max queues by the device", func(c *Config) { c.RDMA.MaxQueues = 0 }},
+		{"srq off", func(c *Config) { c.RDMA.SRQ = ModeOff }},
 		{"no namespaces", func(c *Config) { c.Subsystems[0].Namespaces = nil }},
 		{"hosts only", func(c *Config) {
 			c.Subsystems[0].AllowAnyHost = false

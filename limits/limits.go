@@ -54,13 +54,24 @@ func Serial(nqn string) string {
 // The RDMA transport (package rdma).
 const (
 	RDMAInCapsuleDataSize = 8 << 10
-	RDMAMaxQueues         = 64
-	RDMAIOUnitSize        = 64 << 10
-	RDMABufferPoolSize    = 64 << 20
-	RDMAPollers           = 1
-	RDMAPollIdle          = 200 * time.Microsecond
-	RDMAPollNap           = 20 * time.Microsecond
-	RDMAMode              = ModeAuto
+	// RDMAMaxQueues is the default rdma.max_queues of a device without a
+	// shared receive queue, where every queue registers receive buffers of
+	// its own (depth × (64 B + in-capsule data): 1 MiB at the defaults);
+	// RDMAMaxQueuesSRQ that of a device with one (rdma.srq), where a queue
+	// registers only its responses (2 × depth × 16 B: 4 KiB).
+	RDMAMaxQueues    = 64
+	RDMAMaxQueuesSRQ = 1024
+	// RDMASRQDepth is the receive buffers registered for each poller's
+	// shared receive queue: a quarter are posted at start, and each SRQ
+	// limit event posts as many again, until all are (nvmet's srq_size is
+	// 1024 per completion vector, SPDK's max_srq_depth 4096 per poll group).
+	RDMASRQDepth       = 2048
+	RDMAIOUnitSize     = 64 << 10
+	RDMABufferPoolSize = 64 << 20
+	RDMAPollers        = 1
+	RDMAPollIdle       = 200 * time.Microsecond
+	RDMAPollNap        = 20 * time.Microsecond
+	RDMAMode           = ModeAuto
 
 	// RDMAInCapsuleDataSizeMax bounds the receive buffers; the size must
 	// also be a multiple of 16, since Identify Controller reports the
@@ -84,7 +95,7 @@ const (
 )
 
 // Values of the auto/on/off settings (rdma.send_with_invalidate,
-// rdma.io_uring).
+// rdma.io_uring, rdma.srq).
 const (
 	ModeAuto = "auto"
 	ModeOn   = "on"

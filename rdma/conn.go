@@ -39,6 +39,9 @@ func (c *cmConn) Destroy() {
 	c.l.queueGone(c)
 }
 
+// QPNum implements qpConn.
+func (c *cmConn) QPNum() uint32 { return c.qp.Num() }
+
 // connOf is q's connection, when q is a queue of the shell with a QP.
 func (q *queue) connOf() (*cmConn, bool) {
 	if q == nil {
@@ -48,8 +51,13 @@ func (q *queue) connOf() (*cmConn, bool) {
 	return c, ok && c.qp != nil
 }
 
-// verbsBatch is the engine's workBatch over a verbs.Batch.
-type verbsBatch struct{ *verbs.Batch }
+// verbsBatch is the engine's workBatch over a verbs.Batch, for a poller
+// and its SRQ (nil without).
+type verbsBatch struct {
+	*verbs.Batch
+	srq *verbs.SRQ
+}
 
 func (b verbsBatch) Send(c qpConn) *verbs.SendWR { return b.Batch.Send(c.(*cmConn).qp) }
 func (b verbsBatch) Recv(c qpConn) *verbs.RecvWR { return b.Batch.Recv(c.(*cmConn).qp) }
+func (b verbsBatch) SRQRecv() *verbs.RecvWR      { return b.Batch.SRQRecv(b.srq) }

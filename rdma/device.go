@@ -17,14 +17,17 @@ import (
 // device is one RDMA device: its protection domain, the one registered
 // memory region that holds every buffer the transport uses, and pollers.
 //
-// The region is laid out once, at start:
+// The region is laid out once, at start (regionLayout):
 //
-//	cmd  [blocks][depth][64]byte          receive buffers for command capsules
-//	icd  [blocks][depth][icd]byte         their in-capsule data (page aligned)
 //	rsp  [blocks][2*depth][16]byte        response capsules
+//	cmd  [recvs][64]byte                  receive buffers for command capsules
+//	icd  [recvs][icd]byte                 their in-capsule data (page aligned)
 //	data [chunks][ioUnit]byte             data buffers, split among pollers
 //
-// A queue takes one block; nothing is registered after start.
+// A queue takes one block. The receive buffers are the blocks' own, depth
+// each (recvs = blocks × depth), or, with a shared receive queue per
+// poller (srqDepth > 0), the pollers' (recvs = pollers × srqDepth): then a
+// block is its responses alone. Nothing is registered after start.
 type device struct {
 	t    *Transport
 	log  *slog.Logger
@@ -35,12 +38,12 @@ type device struct {
 	mem  []byte
 	lkey uint32
 
-	depth    int // commands per block
-	icd      int
-	cmdOff   int
-	icdOff   int
-	rspOff   int
-	dataOff  int
+	depth int // commands per block
+	icd   int
+	lay   regionLayout
+	// srqDepth is the receive buffers of each poller's shared receive
+	// queue; 0 when each queue has receive buffers of its own.
+	srqDepth int
 	ioUnit   int
 	chunks   int
 	sendInv  bool
@@ -83,6 +86,53 @@ type device struct {
 
 func alignUp(n, a int) int { return (n + a - 1) / a * a }
 
+// regionLayout is where each part of a device's region starts, and its
+// size (see device).
+type regionLayout struct {
+	rspOff, cmdOff, icdOff, dataOff, size int
+}
+
+// layoutRegion lays out blocks queue blocks of depth commands, recvs
+// receive buffers of icd in-capsule bytes, and chunks data buffers.
+func layoutRegion(blocks, depth, recvs, icd, ioUnit, chunks int) regionLayout {
+	var l regionLayout
+	l.cmdOff = alignUp(l.rspOff+blocks*2*depth*nvme.CompletionSize, 4096)
+	l.icdOff = alignUp(l.cmdOff+recvs*nvme.CommandSize, 4096)
+	l.dataOff = alignUp(l.icdOff+recvs*icd, ioUnit)
+	l.size = l.dataOff + chunks*ioUnit
+	return l
+}
+
+// srqDepthFor decides whether a device gets a shared receive queue per
+// poller, and how many receive buffers each holds: 0 for none. mode is
+// Config.SRQ: auto takes one where the device has enough (ibv_devinfo -v
+// shows max_srq, max_srq_wr and max_srq_sge; rxe has them), on fails
+// without.
+func srqDepthFor(mode string, attr verbs.DeviceAttr, pollers, icd int) (int, error) {
+	if mode == ModeOff {
+		return 0, nil
+	}
+	sges := 1
+	if icd > 0 {
+		sges = 2
+	}
+	// A receive's wr_id carries its buffer in 16 bits (wrid.go), and
+	// every CQ of the poller keeps room for all of them (poller.cqRoom).
+	depth := DefaultSRQDepth
+	if d := verbs.SRQDepthFault(); d > 0 {
+		depth = d // a faultinject build's, to run it low on purpose
+	}
+	depth = min(depth, attr.MaxSRQWR, 1<<16-1)
+	if attr.MaxSRQ >= pollers && attr.MaxSRQSGE >= sges && depth >= QueueDepthMin && min(attr.MaxCQE, maxCQSize) >= 2*depth {
+		return depth, nil
+	}
+	if mode == ModeOn {
+		return 0, fmt.Errorf("device %s: rdma.srq is on, but it has no shared receive queue for each of %d pollers "+
+			"(max_srq %d, max_srq_wr %d, max_srq_sge %d, max_cqe %d)", attr.Name, pollers, attr.MaxSRQ, attr.MaxSRQWR, attr.MaxSRQSGE, attr.MaxCQE)
+	}
+	return 0, nil
+}
+
 func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 	cfg := &t.cfg
 	attr, err := ctx.Query()
@@ -98,13 +148,24 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 	if d.depth > attr.MaxQPWR {
 		d.depth = attr.MaxQPWR
 	}
-	blocks := cfg.MaxQueues
-	d.cmdOff = 0
-	d.icdOff = alignUp(blocks*d.depth*nvme.CommandSize, 4096)
-	d.rspOff = alignUp(d.icdOff+blocks*d.depth*d.icd, 4096)
-	d.dataOff = alignUp(d.rspOff+blocks*2*d.depth*nvme.CompletionSize, d.ioUnit)
+	if d.srqDepth, err = srqDepthFor(cfg.SRQ, attr, cfg.Pollers, d.icd); err != nil {
+		return nil, err
+	}
+	blocks, recvs := cfg.MaxQueues, 0
+	if d.srqDepth > 0 {
+		if blocks == 0 {
+			blocks = DefaultMaxQueuesSRQ
+		}
+		recvs = cfg.Pollers * d.srqDepth
+	} else {
+		if blocks == 0 {
+			blocks = DefaultMaxQueues
+		}
+		recvs = blocks * d.depth
+	}
 	d.chunks = int(cfg.BufferPoolSize / uint64(d.ioUnit))
-	size := d.dataOff + d.chunks*d.ioUnit
+	d.lay = layoutRegion(blocks, d.depth, recvs, d.icd, d.ioUnit, d.chunks)
+	size := d.lay.size
 	if uint64(size) > attr.MaxMRSize {
 		return nil, fmt.Errorf("device %s: %d bytes of buffers exceed the largest memory region (%d)", attr.Name, size, attr.MaxMRSize)
 	}
@@ -135,6 +196,7 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 	if d.mr, err = d.pd.RegMR(d.mem); err != nil {
 		return fail(fmt.Errorf("register %d bytes (is the memlock limit high enough?): %w", size, err))
 	}
+	t.stats.RegisteredBytes.Add(int64(size))
 	d.lkey = d.mr.LKey()
 	d.newCQ = func(p *poller) (*verbs.CQ, error) { return d.ctx.CreateCQ(p.cqSize, p.ch) }
 	d.blocks = blocks
@@ -146,7 +208,7 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 		return fail(fmt.Errorf("buffer pool of %d bytes is too small for %d pollers with mdts %d", cfg.BufferPoolSize, cfg.Pollers, cfg.MDTS))
 	}
 	for i := 0; i < cfg.Pollers; i++ {
-		off := d.dataOff + i*per*d.ioUnit
+		off := d.lay.dataOff + i*per*d.ioUnit
 		p, err := newPoller(d, i, d.mem[off:off+per*d.ioUnit:off+per*d.ioUnit])
 		if err != nil {
 			return fail(err)
@@ -164,7 +226,7 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 	d.eventsDone = make(chan struct{})
 	go d.readAsyncEvents(append([]*poller(nil), d.pollers...))
 	d.log.Info("RDMA device ready", "registered_bytes", size, "queue_blocks", blocks, "depth", d.depth,
-		"in_capsule", d.icd, "io_unit", d.ioUnit, "chunks", d.chunks, "pollers", cfg.Pollers,
+		"srq_depth", d.srqDepth, "in_capsule", d.icd, "io_unit", d.ioUnit, "chunks", d.chunks, "pollers", cfg.Pollers,
 		"send_with_invalidate", d.sendInv, "max_sge", d.sgePerWR, "max_qp_init_rd_atom", attr.MaxQPInitRdAtom)
 	return d, nil
 }
@@ -174,16 +236,27 @@ func (d *device) geometry() geometry {
 	return geometry{lkey: d.lkey, sgePerWR: d.sgePerWR, sendInv: d.sendInv, maxChunks: int(d.t.cfg.MDTS) / d.ioUnit}
 }
 
-// queueMem is queue block b's share of the region.
+// queueMem is queue block b's share of the region: its responses and,
+// without a shared receive queue, its receive buffers.
 func (d *device) queueMem(b int) queueMem {
-	cmd := d.cmdOff + b*d.depth*nvme.CommandSize
-	icd := d.icdOff + b*d.depth*d.icd
-	rsp := d.rspOff + b*2*d.depth*nvme.CompletionSize
-	return queueMem{
-		cmd: d.mem[cmd : cmd+d.depth*nvme.CommandSize],
-		icd: d.mem[icd : icd+d.depth*d.icd],
-		rsp: d.mem[rsp : rsp+2*d.depth*nvme.CompletionSize],
+	rsp := d.lay.rspOff + b*2*d.depth*nvme.CompletionSize
+	m := queueMem{rsp: d.mem[rsp : rsp+2*d.depth*nvme.CompletionSize]}
+	if d.srqDepth == 0 {
+		cmd := d.lay.cmdOff + b*d.depth*nvme.CommandSize
+		icd := d.lay.icdOff + b*d.depth*d.icd
+		m.cmd = d.mem[cmd : cmd+d.depth*nvme.CommandSize]
+		m.icd = d.mem[icd : icd+d.depth*d.icd]
 	}
+	return m
+}
+
+// srqMem is poller p's receive buffers, for its shared receive queue.
+func (d *device) srqMem(p int) srqConfig {
+	n := d.srqDepth
+	cmd := d.lay.cmdOff + p*n*nvme.CommandSize
+	icd := d.lay.icdOff + p*n*d.icd
+	return srqConfig{cmd: d.mem[cmd : cmd+n*nvme.CommandSize], icd: d.mem[icd : icd+n*d.icd], icdSize: d.icd, n: n,
+		start: min(verbs.SRQStartFault(), n)} // 0 but in a faultinject build
 }
 
 // errNoBlock: every queue block of the region is taken (rdma.max_queues).
@@ -218,14 +291,14 @@ func (d *device) allocBlock(cqes int) (int, *poller, *pollerCQ, error) {
 		}
 	}
 	if best == nil {
-		if least == nil || cqes > least.cqSize {
+		if least == nil || cqes > least.cqRoom() {
 			return 0, nil, nil, fmt.Errorf("a queue of %d completion entries: larger than a CQ", cqes)
 		}
 		c, err := d.newCQ(least)
 		if err != nil {
 			return 0, nil, nil, fmt.Errorf("another CQ: %w", err)
 		}
-		best, cq = least, &pollerCQ{cq: c, room: least.cqSize}
+		best, cq = least, &pollerCQ{cq: c, room: least.cqRoom()}
 		best.addCQ(cq)
 		if d.log != nil {
 			d.log.Info("poller CQ added", "poller", best.idx, "cqs", len(*best.cqs.Load()), "entries", best.cqSize)
@@ -309,6 +382,27 @@ func (d *device) readAsyncEvents(pollers []*poller) {
 			return
 		}
 		d.t.stats.AsyncEvents.Add(1)
+		if ev.SRQLimit() || ev.SRQErr() {
+			for _, p := range pollers {
+				if p.srq != nil && p.srq.Handle() == ev.SRQ {
+					if ev.SRQErr() {
+						p.runSoon(p.e.srqFailed)
+					} else {
+						p.runSoon(p.growSRQ)
+					}
+				}
+			}
+			continue
+		}
+		if ev.LastWQEReached() && ev.HasQP {
+			// The QP's pollers alone know it (engine.byQPN).
+			for _, p := range pollers {
+				if p.srq != nil {
+					p.runSoon(func() { p.lastWQEReached(ev.QPNum) })
+				}
+			}
+			continue
+		}
 		if !ev.Fatal() {
 			d.log.Debug("async event", "event", ev.String(), "qp_num", ev.QPNum)
 			continue
@@ -354,6 +448,7 @@ func (d *device) close() error {
 			errs = append(errs, err)
 		}
 		d.mr = nil
+		d.t.stats.RegisteredBytes.Add(-int64(len(d.mem)))
 	}
 	if d.pd != nil {
 		if err := d.pd.Dealloc(); err != nil {

@@ -27,8 +27,16 @@ type engine struct {
 	// each slot, so a late completion of a queue gone is recognised.
 	queues []*queue
 	gens   []uint16
-	// now is the clock of the periodic checks (checkStuck).
-	now func() time.Time
+	// srq is the poller's shared receive queue, nil when every queue posts
+	// receives of its own; byQPN finds the queue a receive from it
+	// landed on (wc.QPNum), while the queue's QP exists.
+	srq   *sharedRecv
+	byQPN map[uint32]*queue
+	// now is the clock of the periodic checks (checkStuck); after runs fn
+	// once d has passed, on another goroutine, and returns what cancels it
+	// (time.AfterFunc; a fake in tests).
+	now   func() time.Time
+	after func(d time.Duration, fn func()) (cancel func() bool)
 	// inUse is the data buffers out of the pool; published is what
 	// stats.BuffersInUse has of it. The gauge is brought up to date once a
 	// poller round (flush runs every round, idle ones too), not per I/O.
@@ -51,20 +59,34 @@ type loop interface {
 	handOver(r *request)
 	// runSoon runs fn on the loop; it never blocks the caller.
 	runSoon(fn func())
+	// drainCQs polls the loop's CQs until they are empty, dispatching
+	// every completion: what a QP left there goes before the QP.
+	drainCQs()
+	// armSRQ arms the limit of the poller's SRQ (IBV_EVENT_SRQ_LIMIT_REACHED
+	// once fewer receives than limit are posted).
+	armSRQ(limit int)
 }
 
-// workBatch stages a round's work requests for any number of QPs and posts
-// them with one call (the shell's verbs.Batch; a fake in tests).
+// workBatch stages a round's work requests for any number of QPs, and
+// receives for the poller's shared receive queue, and posts them with one
+// call (the shell's verbs.Batch; a fake in tests).
 type workBatch interface {
 	Room(sends, recvs int) bool
 	Groups() int
+	// Len is every work request staged, SRQ receives included.
 	Len() int
 	Send(c qpConn) *verbs.SendWR
 	Recv(c qpConn) *verbs.RecvWR
+	// SRQRoom and SRQRecv stage receives for the poller's SRQ; they go in
+	// before any QP's work.
+	SRQRoom(n int) bool
+	SRQRecv() *verbs.RecvWR
 	Post()
 	// Result is what Post did for group i: receives posted, and on failure
 	// the send work requests left out (the failed one and those after it).
 	Result(i int) (recvs int, unposted []verbs.SendWR, err error)
+	// SRQResult is what Post did with the SRQ's receives.
+	SRQResult() (posted int, unposted []verbs.RecvWR, err error)
 	Reset()
 }
 
@@ -79,23 +101,34 @@ type engineConfig struct {
 	ioUnit int
 	// maxQueues sizes the queue table, maxReqs the buffer line.
 	maxQueues, maxReqs int
+	// srq, when set, is the poller's shared receive queue.
+	srq *srqConfig
 }
 
 func newEngine(c engineConfig) *engine {
-	return &engine{
+	e := &engine{
 		log: c.log, stats: c.stats, loop: c.loop, batch: c.batch, geo: c.geo,
 		pool:   newBufPool(c.chunks, c.ioUnit, c.maxReqs, &c.stats.BufferWaits),
 		batchQ: make([]*queue, 0, 64),
 		queues: make([]*queue, c.maxQueues),
 		gens:   make([]uint16, c.maxQueues),
 		now:    time.Now,
+		after: func(d time.Duration, fn func()) func() bool {
+			return time.AfterFunc(d, fn).Stop
+		},
 	}
+	if c.srq != nil {
+		e.srq = newSharedRecv(*c.srq)
+		e.byQPN = make(map[uint32]*queue, c.maxQueues)
+	}
+	return e
 }
 
-// open gives q a slot in the table and posts its receives. It reports
-// whether q was added, and whether it is still live after the post (a
-// failed post tears it down, and the engine finishes with it as with any
-// other).
+// open gives q a slot in the table and, without an SRQ, posts its
+// receives; with one, receives on q's QP come from the poller's SRQ, and
+// the queue is found by its QP number. It reports whether q was added, and
+// whether it is still live after the post (a failed post tears it down,
+// and the engine finishes with it as with any other).
 func (e *engine) open(q *queue) (added, live bool) {
 	for i, old := range e.queues {
 		if old == nil {
@@ -108,6 +141,10 @@ func (e *engine) open(q *queue) (added, live bool) {
 	}
 	if !added {
 		return false, false
+	}
+	if e.srq != nil {
+		e.byQPN[q.conn.QPNum()] = q
+		return true, true
 	}
 	for s := 0; s < q.depth; s++ {
 		q.postRecv(s)
@@ -130,6 +167,10 @@ func (e *engine) queueAt(slot, gen uint16) *queue {
 // complete dispatches one work completion.
 func (e *engine) complete(wc *verbs.WC) {
 	kind, slot, gen, idx := splitWRID(wc.WRID)
+	if kind == kindSRQRecv {
+		e.srqReceived(int(idx), wc)
+		return
+	}
 	q := e.queueAt(slot, gen)
 	if q == nil {
 		return // a late completion of a queue already torn down
@@ -188,6 +229,15 @@ func (e *engine) stageRecv(q *queue) *verbs.RecvWR {
 	return w
 }
 
+// room reports whether sends more send and recvs more receive work
+// requests (for the SRQ, when the poller has one) fit the round's batch.
+func (e *engine) room(sends, recvs int) bool {
+	if e.srq != nil {
+		return e.batch.Room(sends, 0) && e.batch.SRQRoom(recvs)
+	}
+	return e.batch.Room(sends, recvs)
+}
+
 func (e *engine) noteGroup(q *queue) {
 	if e.batch.Groups() > len(e.batchQ) {
 		e.batchQ = append(e.batchQ, q)
@@ -201,17 +251,21 @@ type postFailure struct {
 	unposted []uint64 // wr_ids of the sends that were not posted
 }
 
-// flush posts the round's batch: every queue's receives and sends, each
-// queue's as one chain, in one call. A queue whose post failed is torn
-// down and the requests whose work did not go in are abandoned.
+// flush posts the round's batch: the SRQ's receives, then every queue's
+// receives and sends, each queue's as one chain, in one call. A queue
+// whose post failed is torn down and the requests whose work did not go in
+// are abandoned; SRQ receives that did not go in wait for the SRQ to grow.
 func (e *engine) flush() {
 	e.publish()
-	if e.batch.Groups() == 0 {
+	if e.batch.Len() == 0 {
 		return
 	}
 	e.stats.PostCalls.Add(1)
 	e.stats.WorkRequests.Add(uint64(e.batch.Len()))
 	e.batch.Post()
+	if e.srq != nil {
+		e.srqPosted()
+	}
 	var failed []postFailure // allocated only when a post fails
 	for i, q := range e.batchQ {
 		recvs, unposted, err := e.batch.Result(i)
@@ -266,10 +320,14 @@ func (e *engine) abandonPosted() {
 	}
 }
 
-// publish brings the BuffersInUse gauge up to date.
+// publish brings the BuffersInUse gauge, and the SRQ's, up to date.
 func (e *engine) publish() {
 	if d := e.inUse - e.published; d != 0 {
 		e.stats.BuffersInUse.Add(d)
 		e.published = e.inUse
+	}
+	if s := e.srq; s != nil {
+		s.gPosted.Store(int64(s.posted))
+		s.gHeld.Store(int64(s.given() - s.posted))
 	}
 }

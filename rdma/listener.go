@@ -174,18 +174,7 @@ func (l *listener) run() {
 	for {
 		select {
 		case <-watch.C:
-			// A queue that does not drain keeps its host from connecting
-			// again: say what it waits for; and a live queue whose host
-			// takes no more responses is torn down (checkResponses). One
-			// call per poller, so an idle target with many queues is woken
-			// rarely.
-			seen := map[*poller]bool{}
-			for _, c := range l.conns {
-				if !seen[c.p] {
-					seen[c.p] = true
-					c.p.runSoon(c.p.e.checkStuck)
-				}
-			}
+			l.checkQueues()
 		case ev := <-l.events:
 			destroy := l.handle(ev)
 			ev.Ack()
@@ -198,6 +187,21 @@ func (l *listener) run() {
 			l.relisten()
 		case <-l.stop:
 			return
+		}
+	}
+}
+
+// checkQueues runs the periodic check of the listener's queues on their
+// pollers: a queue that does not drain keeps its host from connecting
+// again, so say what it waits for; and a live queue whose host takes no
+// more responses is torn down (checkResponses). One call per poller, so an
+// idle target with many queues is woken rarely.
+func (l *listener) checkQueues() {
+	seen := map[*poller]bool{}
+	for _, c := range l.conns {
+		if !seen[c.p] {
+			seen[c.p] = true
+			c.p.runSoon(c.p.checkStuck)
 		}
 	}
 }
@@ -386,11 +390,24 @@ func (l *listener) reject(ev *verbs.CMEvent, sts nvme.RDMACMRejectStatus, why st
 }
 
 // rnrRetryCount is the RNR retry count the accept offers: how often the
-// host's QP resends when we have no receive posted (we always have). Our
-// own QP's count comes from the host's connection request (the IB CM gives
-// the passive side the REQ's value; Linux sends 7, for ever), so it cannot
-// bound a host that never posts receives: the engine's checkResponses does.
-const rnrRetryCount = 6
+// host's QP resends a capsule that finds no receive posted. A queue with
+// receives of its own always has one for every command the host may send.
+// Our own QP's count comes from the host's connection request (the IB CM
+// gives the passive side the REQ's value; Linux sends 7, for ever), so it
+// cannot bound a host that never posts receives: the engine's
+// checkResponses does.
+//
+// With a shared receive queue every buffer may be held at once (hosts with
+// more commands out than it has buffers): the host must wait for one, not
+// fail its queue, so the accept offers 7, for ever, as nvmet does; and the
+// QP's RNR NAK timer, which the IB CM sets to its largest (0: 655.36 ms,
+// cm_init_qp_rtr_attr), is cut to srqMinRNRTimer.
+const (
+	rnrRetryCount    = 6
+	rnrRetryCountSRQ = 7
+	// srqMinRNRTimer is 0.64 ms in the IB encoding of RNR NAK timers.
+	srqMinRNRTimer = 12
+)
 
 // connPlan is what admit decided for a connection request.
 type connPlan struct {
@@ -428,10 +445,27 @@ func (l *listener) accept(ev *verbs.CMEvent) error {
 	}
 	pd := make([]byte, nvme.RDMACMAcceptSize)
 	nvme.PutRDMACMAccept(pd, uint16(pl.depth))
-	if err := ev.ID.Accept(verbs.ConnParam{PrivateData: pd, ResponderResources: uint8(pl.ird), InitiatorDepth: uint8(pl.ord), RNRRetryCount: rnrRetryCount}); err != nil {
+	rnr := uint8(rnrRetryCount)
+	if pl.d.srqDepth > 0 {
+		rnr = rnrRetryCountSRQ
+	}
+	if err := ev.ID.Accept(verbs.ConnParam{PrivateData: pd, ResponderResources: uint8(pl.ird), InitiatorDepth: uint8(pl.ord), RNRRetryCount: rnr}); err != nil {
 		c.q.log.Warn("rdma_accept failed", "err", err)
 		c.teardown("accept failed")
 		return nil
+	}
+	if pl.d.srqDepth > 0 {
+		// The QP is connected (rdma_accept moved it to RTS). On the
+		// poller, which destroys it: a host may already have had it torn
+		// down.
+		c.p.runSoon(func() {
+			if !c.q.live() {
+				return
+			}
+			if err := c.qp.SetMinRNRTimer(srqMinRNRTimer); err != nil {
+				c.q.log.Warn("RNR NAK timer left at the IB CM's 655 ms", "err", err)
+			}
+		})
 	}
 	l.t.stats.Accepted.Add(1)
 	c.q.log.Debug("queue accepted", "depth", pl.depth, "sq", pl.sqSize, "ord", pl.ord, "ird", pl.ird, "poller", c.p.idx)
@@ -473,7 +507,11 @@ func (l *listener) admit(ev *verbs.CMEvent) (connPlan, *refusal) {
 	}
 	pl.ird = min(int(ev.ResponderResources), d.attr.MaxQPRdAtom)
 	pl.sqSize = min(pl.depth*d.wrsPerReq, d.attr.MaxQPWR)
-	pl.cqes = pl.sqSize + pl.depth
+	// With an SRQ, the poller's CQs keep room for its receives already.
+	pl.cqes = pl.sqSize
+	if d.srqDepth == 0 {
+		pl.cqes += pl.depth
+	}
 	return pl, nil
 }
 
@@ -486,7 +524,7 @@ func (l *listener) setup(ev *verbs.CMEvent, pl connPlan) (*cmConn, bool, *refusa
 	d := pl.d
 	block, p, cq, err := d.allocBlock(pl.cqes)
 	if errors.Is(err, errNoBlock) {
-		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "queue limit reached", []any{"max_queues", l.t.cfg.MaxQueues}}
+		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "queue limit reached", []any{"max_queues", d.blocks}}
 	}
 	if errors.Is(err, errRemoved) {
 		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "device being removed", []any{"device", d.attr.Name}}
@@ -496,7 +534,7 @@ func (l *listener) setup(ev *verbs.CMEvent, pl connPlan) (*cmConn, bool, *refusa
 	}
 	c := &cmConn{l: l, d: d, p: p, cq: cq, id: ev.ID, block: block, cqes: pl.cqes}
 	qp, err := ev.ID.CreateQP(d.pd, verbs.QPInit{
-		SendCQ: cq.cq, RecvCQ: cq.cq, MaxSendWR: uint32(pl.sqSize), MaxRecvWR: uint32(pl.depth),
+		SendCQ: cq.cq, RecvCQ: cq.cq, SRQ: p.srq, MaxSendWR: uint32(pl.sqSize), MaxRecvWR: uint32(pl.depth),
 		MaxSendSGE: uint32(d.sgePerWR), MaxRecvSGE: 2,
 	})
 	if err != nil {

@@ -36,6 +36,9 @@ type poller struct {
 	// changed, under d.mu; the poller loads it each round.
 	cqs    atomic.Pointer[[]*pollerCQ]
 	cqSize int
+	// srq is the poller's shared receive queue, which every QP on it takes
+	// its receives from; nil when each posts its own.
+	srq *verbs.SRQ
 	// evfd wakes the poller from its sleep in ch.Wait (an eventfd).
 	evfd int
 	// io runs file and block I/O of the poller's queues on an io_uring
@@ -48,6 +51,9 @@ type poller struct {
 	// poller goroutine only
 	e   *engine
 	wcs []verbs.WC
+	// checkStuck is e.checkStuck, made once: the listener hands it over
+	// every few seconds, and a method value made per call allocates.
+	checkStuck func()
 
 	mbox     chan *request
 	ctl      chan func()
@@ -81,12 +87,20 @@ func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
 	if err != nil {
 		return nil, err
 	}
-	p.cqs.Store(&[]*pollerCQ{{cq: cq, room: p.cqSize}})
+	p.cqs.Store(&[]*pollerCQ{{cq: cq, room: p.cqRoom()}})
+	var srq *srqConfig
+	if d.srqDepth > 0 {
+		if p.srq, err = d.pd.CreateSRQ(d.srqDepth, 2); err != nil {
+			return nil, err
+		}
+		m := d.srqMem(idx)
+		srq = &m
+	}
 	if p.evfd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 		p.evfd = -1
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
-	maxReqs := cfg.MaxQueues * 2 * d.depth
+	maxReqs := pollerMaxReqs(d.blocks, d.depth, d.srqDepth)
 	if cfg.IOUring != ModeOff {
 		p.io, err = fabric.NewIOContext(ioRingDepth, p.evfd)
 		if err != nil {
@@ -103,11 +117,17 @@ func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
 	p.e = newEngine(engineConfig{
 		log: p.log, stats: &d.t.stats, loop: p,
 		// The largest request (MDTS in one response or one fetch) must fit.
-		batch:  verbsBatch{verbs.NewBatch(max(batchSends, d.wrsPerReq), batchRecvs, batchGroups)},
+		batch:  verbsBatch{verbs.NewBatch(max(batchSends, d.wrsPerReq), batchRecvs, batchGroups), p.srq},
 		geo:    d.geometry(),
 		chunks: chunks, ioUnit: d.ioUnit,
-		maxQueues: cfg.MaxQueues, maxReqs: maxReqs,
+		maxQueues: d.blocks, maxReqs: maxReqs,
+		srq: srq,
 	})
+	p.checkStuck = p.e.checkStuck
+	if p.srq != nil {
+		// Before the poller runs: its engine is this goroutine's for now.
+		p.e.startSRQ()
+	}
 	p.mbox = make(chan *request, maxReqs)
 	p.ctl = make(chan func(), 1024)
 	p.stop = make(chan struct{})
@@ -121,6 +141,9 @@ func newPoller(d *device, idx int, chunks []byte) (_ *poller, err error) {
 func (p *poller) undoSetup() {
 	if p.evfd >= 0 {
 		unix.Close(p.evfd)
+	}
+	if p.srq != nil {
+		p.srq.Destroy()
 	}
 	if cqs := p.cqs.Load(); cqs != nil {
 		for _, c := range *cqs {
@@ -235,6 +258,58 @@ func (p *poller) poll() int {
 // maxCQSize caps a CQ's entries (4 MiB of CQEs on mlx5); a poller adds CQs
 // rather than growing one.
 const maxCQSize = 65536
+
+// cqRoom is the entries of a new CQ of p that queues may take: with an
+// SRQ, every receive it holds may complete on any of p's CQs, so each
+// keeps room for all of them (srqDepthFor leaves at least as much).
+func (p *poller) cqRoom() int { return p.cqSize - p.d.srqDepth }
+
+// pollerMaxReqs is the most requests a poller may have handed over by the
+// core (mbox) or waiting for data buffers (the pool's line): a queue block
+// holds 2·depth requests. With an SRQ of srqDepth buffers it is fewer: a
+// request holds its capsule's receive buffer from the capsule's arrival
+// until its response is staged, all the time it is in the core or in that
+// line, so no more than srqDepth can be (a request held past its depth
+// tears its queue down: srqReceived).
+func pollerMaxReqs(blocks, depth, srqDepth int) int {
+	n := blocks * 2 * depth
+	if srqDepth > 0 {
+		n = min(n, srqDepth)
+	}
+	return n
+}
+
+// growSRQ answers the SRQ limit event (IBV_EVENT_SRQ_LIMIT_REACHED): more
+// receives are posted, and the limit armed again while some are left.
+func (p *poller) growSRQ() {
+	p.d.t.stats.SRQLimitEvents.Add(1)
+	p.e.growSRQ()
+	p.log.Info("shared receive queue ran low: more receives posted", "posted", p.e.srq.posted, "of", p.e.srq.n)
+}
+
+// drainCQs implements loop: it polls the CQs until they are empty, or as
+// many rounds as they have entries for (completions of other queues keep
+// coming).
+func (p *poller) drainCQs() {
+	for range p.cqSize/pollBatch + 1 {
+		if p.poll() == 0 {
+			return
+		}
+	}
+}
+
+// lastWQEReached hands IBV_EVENT_QP_LAST_WQE_REACHED to the engine.
+func (p *poller) lastWQEReached(qpn uint32) { p.e.lastWQEReached(qpn) }
+
+// armSRQ implements loop: it arms the SRQ limit; 0 leaves it unarmed.
+func (p *poller) armSRQ(limit int) {
+	if limit == 0 {
+		return
+	}
+	if err := p.srq.Arm(limit); err != nil {
+		p.log.Warn("arm the shared receive queue's limit: it will not grow", "err", err)
+	}
+}
 
 // pollerCQ is one of a poller's CQs and its entries not yet promised to a
 // queue.
@@ -403,6 +478,13 @@ func (p *poller) close() error {
 	}
 	unix.Close(p.evfd)
 	var errs []error
+	// Its QPs are gone (the device closes after its queues): the SRQ may
+	// go, and then the CQs.
+	if p.srq != nil {
+		if err := p.srq.Destroy(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, c := range *p.cqs.Load() {
 		if err := c.cq.Destroy(); err != nil {
 			errs = append(errs, err)

@@ -19,6 +19,9 @@ type qpConn interface {
 	// Destroy destroys the QP and frees the queue's registered memory;
 	// the engine calls it once nothing of the queue is outstanding.
 	Destroy()
+	// QPNum is the QP's number: receive completions of a shared receive
+	// queue name their queue by it.
+	QPNum() uint32
 }
 
 // core is the transport-independent queue the engine drives
@@ -42,12 +45,13 @@ var qStateNames = [...]string{"live", "draining", "dead"}
 
 func (s qState) String() string { return qStateNames[s] }
 
-// queueMem is a queue's share of the registered region: the receive
-// buffers of its command capsules and their in-capsule data, and its
-// response capsules.
+// queueMem is the registered memory a queue uses: the receive buffers of
+// its command capsules and their in-capsule data, and its response
+// capsules. With a shared receive queue, the receive buffers are the
+// poller's, indexed by SRQ buffer; without, the queue's own, by slot.
 type queueMem struct {
-	cmd []byte // depth × 64
-	icd []byte // depth × in-capsule data size
+	cmd []byte // receive buffers × 64
+	icd []byte // receive buffers × in-capsule data size
 	rsp []byte // 2·depth × 16
 }
 
@@ -120,6 +124,11 @@ type queue struct {
 	// has reported the queue.
 	drainSince  time.Time
 	stuckLogged bool
+	// lastWQE: with an SRQ, the QP takes no more of its receives
+	// (IBV_EVENT_QP_LAST_WQE_REACHED, its timeout, or the device gone);
+	// cancelWait stops the timeout.
+	lastWQE    bool
+	cancelWait func() bool
 	// sendsDone counts the response SENDs that completed; checkResponses
 	// compares it with sendsSeen, its value at the previous check, and
 	// stalledSince is when a check first found SENDs out and none done.
@@ -134,6 +143,9 @@ func newQueue(e *engine, c queueConfig) *queue {
 	q := &queue{
 		e: e, conn: c.conn, log: c.log, mem: c.mem, depth: c.depth, icd: c.icd,
 		sqCredits: c.sqSize, readDepth: c.readDepth,
+	}
+	if e.srq != nil {
+		q.mem.cmd, q.mem.icd = e.srq.cmd, e.srq.icd
 	}
 	n := 2 * c.depth
 	q.reqs = make([]request, n)
@@ -176,29 +188,53 @@ func (q *queue) Disconnect() {
 	q.e.loop.runSoon(func() { q.teardown("disconnect requested by the target") })
 }
 
-// received handles a command capsule in receive slot slot.
+// received handles a command capsule in receive slot slot (with an SRQ,
+// the poller's receive buffer slot).
 func (q *queue) received(slot int, wc *verbs.WC) {
-	q.recvPosted--
+	if q.e.srq == nil {
+		q.recvPosted--
+	}
 	if wc.Status != verbs.WCSuccess || !q.live() {
+		q.recvDone(slot)
 		q.teardown("receive flushed")
 		q.checkDrained()
 		return
 	}
 	if wc.ByteLen < nvme.CommandSize {
 		q.log.Warn("short command capsule", "bytes", wc.ByteLen)
+		q.recvDone(slot)
 		q.teardown("short command capsule")
 		return
 	}
 	icdLen := int(wc.ByteLen) - nvme.CommandSize
 	if len(q.free) == 0 {
-		// Every request still waits for its SEND: park the capsule. There
-		// are never more than the receives posted.
+		// Every request still waits for its SEND: park the capsule. With
+		// receives of its own, there are never more than those posted.
+		// With an SRQ, nothing but the host's queue depth holds it back: a
+		// host with more commands out than that breaks the submission
+		// queue's flow control, and is disconnected rather than let it
+		// take the poller's buffers.
 		if !q.parked.push(parkedCapsule{slot, icdLen}) {
+			q.recvDone(slot)
+			if q.e.srq != nil {
+				q.log.Warn("host sent more commands than its queue holds: disconnecting", "depth", q.depth)
+				q.teardown("queue depth exceeded")
+				return
+			}
 			q.lineFull("parked capsules")
 		}
 		return
 	}
 	q.start(slot, icdLen)
+}
+
+// recvDone lets go of a receive the queue will not use: with an SRQ, the
+// buffer is the poller's and goes back to it; without, it was the queue's
+// own, and the queue is being torn down.
+func (q *queue) recvDone(slot int) {
+	if q.e.srq != nil {
+		q.e.srqRepost(slot)
+	}
 }
 
 // start binds a free request to the capsule in slot.
@@ -262,8 +298,8 @@ func (q *queue) retry(r *request) { r.q.advance(r, evNone) }
 // live: a failed post tears its queue down.
 func (q *queue) reserve(sends, recvs int) bool {
 	b := q.e.batch
-	for !b.Room(sends, recvs) {
-		if b.Groups() == 0 {
+	for !q.e.room(sends, recvs) {
+		if b.Len() == 0 {
 			// Cannot happen with the batch sized from MDTS; never spin on it.
 			q.log.Error("work requests do not fit the poller's batch", "sends", sends, "recvs", recvs)
 			q.teardown("request too large to post")

@@ -19,52 +19,54 @@ import (
 // its requests, each queue is destroyed once, every buffer is back, and
 // completions that come late are ignored.
 func TestEngineAbandonPosted(t *testing.T) {
-	tests := []struct {
-		name  string
-		cmd   nvme.Command // nil: an idle queue
-		hold  bool         // the core holds the request (backend I/O in flight)
-		state reqState     // the request's state when the device goes
-	}{
-		{name: "idle live queue"},
-		{name: "RDMA READs posted", cmd: cmd(1, nvme.OpWrite, 3*testUnit, false), state: rsReading},
-		{name: "response SEND posted", cmd: cmd(2, nvme.OpRead, 2*testUnit, false), state: rsSending},
-		{name: "held by the core", cmd: cmd(3, nvme.OpRead, testUnit, false), hold: true, state: rsExecuting},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newBench(t, benchOpts{})
-			q, c, core := h.open(benchOpts{})
-			core.hold = tc.hold
-			if tc.cmd != nil {
-				h.capsule(q, c, tc.cmd, 0)
-				var idx uint16
+	forModes(t, func(t *testing.T, srq int) {
+		tests := []struct {
+			name  string
+			cmd   nvme.Command // nil: an idle queue
+			hold  bool         // the core holds the request (backend I/O in flight)
+			state reqState     // the request's state when the device goes
+		}{
+			{name: "idle live queue"},
+			{name: "RDMA READs posted", cmd: cmd(1, nvme.OpWrite, 3*testUnit, false), state: rsReading},
+			{name: "response SEND posted", cmd: cmd(2, nvme.OpRead, 2*testUnit, false), state: rsSending},
+			{name: "held by the core", cmd: cmd(3, nvme.OpRead, testUnit, false), hold: true, state: rsExecuting},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				h := newBench(t, benchOpts{srq: srq})
+				q, c, core := h.open(benchOpts{})
+				core.hold = tc.hold
+				if tc.cmd != nil {
+					h.capsule(q, c, tc.cmd, 0)
+					var idx uint16
+					if tc.hold {
+						idx = uint16(core.held[0].Tag)
+					} else {
+						_, _, _, idx = splitWRID(c.sends[len(c.sends)-1].WRID)
+					}
+					if st := q.reqs[idx].state; st != tc.state {
+						t.Fatalf("request %s, want %s", st, tc.state)
+					}
+				}
+				// What was posted never completes: only abandonPosted ends it.
+				h.e.abandonPosted()
+				h.e.flush()
+				if c.setErrors != 1 || c.disconnects != 1 || core.destroyed != 1 {
+					t.Fatalf("SetError %d, Disconnect %d, core destroyed %d: want once each", c.setErrors, c.disconnects, core.destroyed)
+				}
 				if tc.hold {
-					idx = uint16(core.held[0].Tag)
-				} else {
-					_, _, _, idx = splitWRID(c.sends[len(c.sends)-1].WRID)
+					if q.state != qsDraining || c.destroys != 0 {
+						t.Fatalf("queue %s, destroyed %d times while the core holds a request", q.state, c.destroys)
+					}
+					h.respond(core)
 				}
-				if st := q.reqs[idx].state; st != tc.state {
-					t.Fatalf("request %s, want %s", st, tc.state)
-				}
-			}
-			// What was posted never completes: only abandonPosted ends it.
-			h.e.abandonPosted()
-			h.e.flush()
-			if c.setErrors != 1 || c.disconnects != 1 || core.destroyed != 1 {
-				t.Fatalf("SetError %d, Disconnect %d, core destroyed %d: want once each", c.setErrors, c.disconnects, core.destroyed)
-			}
-			if tc.hold {
-				if q.state != qsDraining || c.destroys != 0 {
-					t.Fatalf("queue %s, destroyed %d times while the core holds a request", q.state, c.destroys)
-				}
-				h.respond(core)
-			}
-			h.gone(q, c)
-			h.flushAll(c) // late: ignored
-			h.e.abandonPosted()
-			h.gone(q, c)
-		})
-	}
+				h.gone(q, c)
+				h.flushAll(c) // late: ignored
+				h.e.abandonPosted()
+				h.gone(q, c)
+			})
+		}
+	})
 }
 
 func TestNextBackoff(t *testing.T) {

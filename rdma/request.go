@@ -323,7 +323,11 @@ func (q *queue) postResponse(r *request) reqState {
 	// response (a batch posts receives first), so the host's next command
 	// finds it posted.
 	if r.recv >= 0 {
-		q.stageRecv(r.recv)
+		if q.e.srq != nil {
+			q.e.stageSRQRecv(r.recv)
+		} else {
+			q.stageRecv(r.recv)
+		}
 		r.recv = -1
 	}
 	if withData {
@@ -384,7 +388,8 @@ func (q *queue) unclaim(r *request) {
 
 // release gives back what a finished or abandoned request holds: data
 // buffers (letting waiting requests take them) and, when it never got to
-// its response, its receive slot.
+// its response, its receive slot: to the queue's QP while the queue lives,
+// or with an SRQ, to the poller's SRQ whatever became of the queue.
 func (q *queue) release(r *request) {
 	r.segs = r.segs[:0]
 	r.fr.Data = nil
@@ -392,7 +397,10 @@ func (q *queue) release(r *request) {
 	if r.recv >= 0 {
 		slot := r.recv
 		r.recv = -1
-		if q.live() {
+		switch {
+		case q.e.srq != nil:
+			q.e.srqRepost(slot)
+		case q.live():
 			q.postRecv(slot)
 		}
 	}

@@ -40,6 +40,12 @@ func (q *queue) teardown(reason string) {
 	if err := q.conn.SetError(); err != nil {
 		q.log.Debug("QP to error", "err", err)
 	}
+	if q.e.srq != nil && !q.lastWQE {
+		// The QP goes once the device says it takes no more of the SRQ's
+		// receives (lastWQEReached), or after lastWQETimeout.
+		e := q.e
+		q.cancelWait = e.after(lastWQETimeout, func() { e.loop.runSoon(q.lastWQETimedOut) })
+	}
 	// The core lets go first: it hands back what it holds (AERs) and may
 	// delete the controller, disconnecting its other queues.
 	if q.core != nil {
@@ -51,7 +57,8 @@ func (q *queue) teardown(reason string) {
 	dropped = q.readWait.removeIf(mine, dropped)
 	dropped = q.sendWait.removeIf(mine, dropped)
 	for q.parked.len() > 0 {
-		q.parked.pop()
+		c, _ := q.parked.pop()
+		q.recvDone(c.slot)
 	}
 	for _, r := range dropped {
 		q.advance(r, evNone) // not live: each is done
@@ -84,6 +91,7 @@ func (q *queue) abandonPosted() {
 		return
 	}
 	q.recvPosted = 0
+	q.lastWQE = true // a device gone sends no event
 	for i := range q.reqs {
 		if r := &q.reqs[i]; r.state == rsReading || r.state == rsSending {
 			q.advance(r, evNotPosted)
@@ -92,12 +100,27 @@ func (q *queue) abandonPosted() {
 	q.checkDrained()
 }
 
-// checkDrained finishes the teardown once nothing is outstanding.
+// checkDrained finishes the teardown once nothing is outstanding: with an
+// SRQ, once its QP's last WQE was reached too (srq.go).
 func (q *queue) checkDrained() {
 	if q.state != qsDraining || q.recvPosted > 0 || len(q.free) < len(q.reqs) {
 		return
 	}
+	if q.e.srq != nil && !q.lastWQE {
+		return
+	}
 	q.state = qsDead
+	if q.cancelWait != nil {
+		q.cancelWait()
+		q.cancelWait = nil
+	}
+	if q.e.srq != nil {
+		// Before the QP goes: its number may be another's next. Nothing
+		// of it is left in the CQs (lastWQEReached drained them).
+		if qpn := q.conn.QPNum(); q.e.byQPN[qpn] == q {
+			delete(q.e.byQPN, qpn)
+		}
+	}
 	q.conn.Destroy()
 	if q.e.queues[q.slot] == q {
 		q.e.queues[q.slot] = nil

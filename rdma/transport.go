@@ -4,12 +4,15 @@
 package rdma
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +42,9 @@ type Config struct {
 	// MaxIOQueueID is the highest QID a host may announce.
 	MaxIOQueueID int
 	// MaxQueues is how many queues (admin and I/O, all hosts) one device
-	// serves; it sizes the receive pools registered at start.
+	// serves; it sizes the queue blocks registered at start. 0 takes it
+	// from the device: DefaultMaxQueuesSRQ with a shared receive queue,
+	// DefaultMaxQueues without.
 	MaxQueues int
 	// MDTS is the largest transfer in bytes.
 	MDTS uint32
@@ -64,11 +69,15 @@ type Config struct {
 	// reaped by the poller itself: "auto" (where the kernel allows it),
 	// "on" (fail without it) or "off" (namespace workers).
 	IOUring string
+	// SRQ gives each poller a shared receive queue, from which every queue
+	// on it takes its command capsules: "auto" (where the device has
+	// them), "on" (fail without) or "off" (receive buffers per queue).
+	SRQ string
 	// Logger receives the transport's log; nil discards.
 	Logger *slog.Logger
 }
 
-// Values of Config.SendWithInvalidate and Config.IOUring.
+// Values of Config.SendWithInvalidate, Config.IOUring and Config.SRQ.
 const (
 	ModeAuto = limits.ModeAuto
 	ModeOn   = limits.ModeOn
@@ -82,6 +91,8 @@ const (
 const (
 	DefaultInCapsuleDataSize = limits.RDMAInCapsuleDataSize
 	DefaultMaxQueues         = limits.RDMAMaxQueues
+	DefaultMaxQueuesSRQ      = limits.RDMAMaxQueuesSRQ
+	DefaultSRQDepth          = limits.RDMASRQDepth
 	DefaultIOUnitSize        = limits.RDMAIOUnitSize
 	DefaultBufferPoolSize    = limits.RDMABufferPoolSize
 	DefaultPollers           = limits.RDMAPollers
@@ -115,9 +126,6 @@ func (c *Config) setDefaults() {
 	if c.MaxIOQueueID == 0 {
 		c.MaxIOQueueID = fabric.DefaultMaxIOQueues
 	}
-	if c.MaxQueues == 0 {
-		c.MaxQueues = DefaultMaxQueues
-	}
 	if c.MDTS == 0 {
 		c.MDTS = fabric.DefaultMDTS
 	}
@@ -136,6 +144,9 @@ func (c *Config) setDefaults() {
 	if c.IOUring == "" {
 		c.IOUring = DefaultMode
 	}
+	if c.SRQ == "" {
+		c.SRQ = DefaultMode
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -152,6 +163,9 @@ func (c *Config) validate() error {
 	if c.MaxIOQueueID < IOQueuesMin || c.MaxIOQueueID > IOQueuesMax {
 		errs = append(errs, fmt.Errorf("max I/O queue ID %d: want %d..%d", c.MaxIOQueueID, IOQueuesMin, IOQueuesMax))
 	}
+	if c.MaxQueues != 0 && (c.MaxQueues < QueuesMin || c.MaxQueues > QueuesMax) {
+		errs = append(errs, fmt.Errorf("max queues %d: want 0 (by the device) or %d..%d", c.MaxQueues, QueuesMin, QueuesMax))
+	}
 	if c.IOUnitSize < IOUnitSizeMin || c.IOUnitSize&(c.IOUnitSize-1) != 0 {
 		errs = append(errs, fmt.Errorf("io unit size %d: want a power of two >= %d", c.IOUnitSize, IOUnitSizeMin))
 	}
@@ -164,7 +178,7 @@ func (c *Config) validate() error {
 	if c.PollIdle < 0 || c.PollNap < 0 {
 		errs = append(errs, fmt.Errorf("poll idle %v, poll nap %v: want durations >= 0", c.PollIdle, c.PollNap))
 	}
-	for _, m := range []struct{ key, v string }{{"send_with_invalidate", c.SendWithInvalidate}, {"io_uring", c.IOUring}} {
+	for _, m := range []struct{ key, v string }{{"send_with_invalidate", c.SendWithInvalidate}, {"io_uring", c.IOUring}, {"srq", c.SRQ}} {
 		switch m.v {
 		case ModeAuto, ModeOn, ModeOff:
 		default:
@@ -229,6 +243,15 @@ type Stats struct {
 	// AsyncEvents counts the devices' asynchronous events (QP and port
 	// errors, established connections, ...).
 	AsyncEvents atomic.Uint64
+	// RegisteredBytes is the memory the open devices registered (their
+	// regions: receive buffers, responses and data buffers).
+	RegisteredBytes atomic.Int64
+	// SRQLimitEvents counts the times a poller's shared receive queue ran
+	// below its armed limit (IBV_EVENT_SRQ_LIMIT_REACHED) and was grown.
+	SRQLimitEvents atomic.Uint64
+	// SRQErrors counts IBV_EVENT_SRQ_ERR: a poller's shared receive queue
+	// failed, and every queue on the poller was torn down.
+	SRQErrors atomic.Uint64
 	// DeviceRemovals counts the devices released because they were
 	// removed (removal.go).
 	DeviceRemovals atomic.Uint64
@@ -245,7 +268,7 @@ func New(cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("rdma: %w", err)
 	}
 	if plan != "" {
-		cfg.Logger.Warn("test build: faults injected on purpose (batch posts, QP creation)", "plan", plan)
+		cfg.Logger.Warn("test build: faults injected on purpose (batch posts, QP creation, SRQ depth)", "plan", plan)
 	}
 	stall, err := setupStall()
 	if err != nil {
@@ -277,6 +300,37 @@ func (c Config) Limits() fabric.TransportLimits {
 
 // Stats returns the live counters.
 func (t *Transport) Stats() *Stats { return &t.stats }
+
+// SRQStat is one poller's shared receive queue, for metrics: its receive
+// buffers posted (in the SRQ, or taken by a QP that has not reported them
+// yet) and held (bound to a queue by a capsule that landed in them, until
+// the queue is done with it). Without hosts, held is 0.
+type SRQStat struct {
+	Device       string
+	Poller       int
+	Posted, Held int64
+}
+
+// SRQStats reports the shared receive queue of every poller of the open
+// devices that have them, by device and poller.
+func (t *Transport) SRQStats() []SRQStat {
+	t.mu.Lock()
+	var out []SRQStat
+	for _, d := range t.devices {
+		// A device's pollers are set before it is published in t.devices
+		// and cleared only after it is removed.
+		for _, p := range d.pollers {
+			if s := p.e.srq; s != nil {
+				out = append(out, SRQStat{Device: d.attr.Name, Poller: p.idx, Posted: s.gPosted.Load(), Held: s.gHeld.Load()})
+			}
+		}
+	}
+	t.mu.Unlock()
+	slices.SortFunc(out, func(a, b SRQStat) int {
+		return cmp.Or(strings.Compare(a.Device, b.Device), cmp.Compare(a.Poller, b.Poller))
+	})
+	return out
+}
 
 // DeviceCount reports how many RDMA devices the machine has.
 func DeviceCount() (int, error) { return verbs.DeviceCount() }

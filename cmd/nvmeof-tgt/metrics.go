@@ -84,6 +84,8 @@ type collector struct {
 	rdmaPostCalls, rdmaWRs                     *prometheus.Desc
 	rdmaAsyncEvents, rdmaBuffersInUse          *prometheus.Desc
 	rdmaDeviceRemovals                         *prometheus.Desc
+	rdmaRegistered, rdmaSRQLimit               *prometheus.Desc
+	rdmaSRQErrors, rdmaSRQPosted, rdmaSRQHeld  *prometheus.Desc
 }
 
 func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
@@ -123,6 +125,11 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
 		rdmaAsyncEvents:    d("rdma_async_events_total", "Asynchronous events of the RDMA devices (QP and port errors, ...)."),
 		rdmaBuffersInUse:   d("rdma_buffers_in_use", "Data buffers (rdma.io_unit_size each) out of the pools: held by requests, or by queues until their QP is destroyed."),
 		rdmaDeviceRemovals: d("rdma_device_removals_total", "RDMA devices removed under the target (rdma_cm DEVICE_REMOVAL, IBV_EVENT_DEVICE_FATAL, or their user-verbs node gone): their queues torn down and the devices released."),
+		rdmaRegistered:     d("rdma_registered_bytes", "Memory the open RDMA devices registered at start: receive buffers, responses and data buffers. With a shared receive queue per poller (rdma.srq) it does not grow with the connections."),
+		rdmaSRQLimit:       d("rdma_srq_limit_events_total", "Times a poller's shared receive queue ran low (IBV_EVENT_SRQ_LIMIT_REACHED) and was given the receive buffers it had spare."),
+		rdmaSRQErrors:      d("rdma_srq_errors_total", "Times a poller's shared receive queue failed (IBV_EVENT_SRQ_ERR): every queue on the poller was torn down, for its host to reconnect."),
+		rdmaSRQPosted:      d("rdma_srq_posted", "Receive buffers posted to a poller's shared receive queue (or taken by a QP and not yet reported).", "device", "poller"),
+		rdmaSRQHeld:        d("rdma_srq_held", "Receive buffers of a poller's shared receive queue bound to queues: command capsules their requests or parked capsules hold. 0 once every host has left.", "device", "poller"),
 	}
 	c.version, c.goVersion, c.commit = buildLabels()
 	return c
@@ -210,6 +217,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ct(c.rdmaAsyncEvents, r.AsyncEvents.Load())
 	g(c.rdmaBuffersInUse, float64(r.BuffersInUse.Load()))
 	ct(c.rdmaDeviceRemovals, r.DeviceRemovals.Load())
+	g(c.rdmaRegistered, float64(r.RegisteredBytes.Load()))
+	ct(c.rdmaSRQLimit, r.SRQLimitEvents.Load())
+	ct(c.rdmaSRQErrors, r.SRQErrors.Load())
+	for _, s := range rt.SRQStats() {
+		p := strconv.Itoa(s.Poller)
+		g(c.rdmaSRQPosted, float64(s.Posted), s.Device, p)
+		g(c.rdmaSRQHeld, float64(s.Held), s.Device, p)
+	}
 }
 
 // latencyHistogram turns fabric's per-bucket counts into Prometheus's

@@ -269,6 +269,9 @@ func TestRegistry(t *testing.T) {
 		{fmt.Sprintf(`nvmeof_tgt_build_info{commit=%q,goversion=%q,version=%q}`, commit, gover, ver), 1},
 		{`nvmeof_tgt_rdma_poller_wakeups_total`, 0},
 		{`nvmeof_tgt_rdma_device_removals_total`, 0},
+		{`nvmeof_tgt_rdma_registered_bytes`, 0}, // no device open
+		{`nvmeof_tgt_rdma_srq_limit_events_total`, 0},
+		{`nvmeof_tgt_rdma_srq_errors_total`, 0},
 		{`nvmeof_tgt_port_up{address="m",port="1",transport="loop"}`, 1},
 	}
 	for _, tc := range tests {

@@ -329,6 +329,7 @@ func rdmaConfig(c config.RDMA, log *slog.Logger) rdma.Config {
 		PollNap:            c.PollNap,
 		SendWithInvalidate: c.SendWithInvalidate,
 		IOUring:            c.IOUring,
+		SRQ:                c.SRQ,
 		Logger:             log,
 	}
 }

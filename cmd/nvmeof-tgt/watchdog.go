@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -28,6 +29,8 @@ type notifier struct {
 	stalled func() []string
 	status  func() string
 	send    func(state string) error
+	// sock is what send writes to; nil when a test replaces send.
+	sock *sdSocket
 
 	stop, done chan struct{}
 }
@@ -37,7 +40,8 @@ func newNotifier(log *slog.Logger, stalled func() []string, status func() string
 	if os.Getenv("NOTIFY_SOCKET") == "" {
 		return nil
 	}
-	n := &notifier{log: log, every: statusEvery, stalled: stalled, status: status, send: sdNotify}
+	sock := &sdSocket{addr: &net.UnixAddr{Name: os.Getenv("NOTIFY_SOCKET"), Net: "unixgram"}}
+	n := &notifier{log: log, every: statusEvery, stalled: stalled, status: status, send: sock.send, sock: sock}
 	// WATCHDOG_PID, when set, must be ours: a watchdog meant for a parent
 	// (a wrapper script) is not this process's to ping.
 	wd, err := daemon.SdWatchdogEnabled(false)
@@ -50,9 +54,39 @@ func newNotifier(log *slog.Logger, stalled func() []string, status func() string
 	return n
 }
 
-func sdNotify(state string) error {
-	_, err := daemon.SdNotify(false, state)
+// sdSocket sends sd_notify datagrams to NOTIFY_SOCKET over one connection,
+// made at the first send and again after a send fails (systemd re-executed
+// and its socket is new). daemon.SdNotify dials for every message, which
+// for a status every tick is a socket made and closed every few seconds.
+// Used by one goroutine at a time.
+type sdSocket struct {
+	addr *net.UnixAddr
+	conn *net.UnixConn
+}
+
+// send writes state, dialling first if there is no connection; a write
+// that fails is tried once more on a new connection.
+func (s *sdSocket) send(state string) error {
+	var err error
+	for range 2 {
+		if s.conn == nil {
+			if s.conn, err = net.DialUnix("unixgram", nil, s.addr); err != nil {
+				return err
+			}
+		}
+		if _, err = s.conn.Write([]byte(state)); err == nil {
+			return nil
+		}
+		s.close()
+	}
 	return err
+}
+
+func (s *sdSocket) close() {
+	if s.conn != nil {
+		s.conn.Close()
+		s.conn = nil
+	}
 }
 
 // start sends READY=1 and starts the ticks; stop ends them.
@@ -70,6 +104,9 @@ func (n *notifier) start() {
 func (n *notifier) close() {
 	close(n.stop)
 	<-n.done
+	if n.sock != nil {
+		n.sock.close()
+	}
 }
 
 func (n *notifier) run() {

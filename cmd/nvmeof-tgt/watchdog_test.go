@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -178,5 +179,60 @@ func TestNotifierLoop(t *testing.T) {
 	conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	if k, err := conn.Read(buf); err == nil {
 		t.Errorf("message %q after close", buf[:k])
+	}
+}
+
+// TestNotifierConnection: the notifier dials NOTIFY_SOCKET once and keeps
+// the connection, rather than dialling for each message (a tick every few
+// seconds for the life of the target); a send that fails (systemd
+// re-executed, its socket made anew) dials again.
+func TestNotifierConnection(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify.sock")
+	listen := func() *net.UnixConn {
+		t.Helper()
+		c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	first := listen()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	t.Setenv("WATCHDOG_USEC", "40000") // a message every 20ms
+	t.Setenv("WATCHDOG_PID", "")
+	n := newNotifier(discard, nil, func() string { return "controllers: 0, queues: 0" })
+	if n == nil {
+		t.Fatal("no notifier")
+	}
+	buf := make([]byte, 4096)
+	read := func(c *net.UnixConn, what string) string {
+		t.Helper()
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		k, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return string(buf[:k])
+	}
+	n.start()
+	defer n.close()
+	if msg := read(first, "READY=1"); !strings.HasPrefix(msg, "READY=1") {
+		t.Fatalf("first message %q, want READY=1", msg)
+	}
+	// The path goes, the socket stays: only a connection made before
+	// reaches it.
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		read(first, fmt.Sprintf("ping %d after the socket's path was removed (dialled again instead of kept?)", i+1))
+	}
+	// A new socket at the path, the old one gone: the next send fails and
+	// the notifier dials again.
+	first.Close()
+	second := listen()
+	if msg := read(second, "ping on the new socket"); !strings.HasPrefix(msg, "WATCHDOG=1") {
+		t.Fatalf("message %q on the new socket, want a ping", msg)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -275,7 +276,13 @@ func Markdown(r *Results, s Summary, chart string) string {
 	b.WriteString("## Heap allocations\n\n")
 	if a := r.Allocs; a != nil && a.IOs > 0 {
 		fmt.Fprintf(&b, "nvmeof-tgt during %s: %d allocations over %d I/Os, against %d in the same time idle "+
-			"(metrics scrapes included): %.3f per I/O.\n\n", orDash(a.Job), a.Allocs, a.IOs, a.IdleAllocs, a.AllocsPerIO)
+			"(runtime.MemStats.Mallocs, exact, read through /debug/pprof/heap?debug=1 at the four points): %.3f per I/O.",
+			orDash(a.Job), a.Allocs, a.IOs, a.IdleAllocs, a.AllocsPerIO)
+		if a.Noise() {
+			b.WriteString(" The runs allocated fewer than the idle span: the difference is noise (what varies between " +
+				"two spans, not the I/O path), and no allocation per I/O shows at this resolution.")
+		}
+		b.WriteString("\n\n")
 	} else {
 		b.WriteString("Not measured.\n\n")
 	}
@@ -296,8 +303,12 @@ func Markdown(r *Results, s Summary, chart string) string {
 // namespaces took, and what each cost the target.
 func scaleMarkdown(b *strings.Builder, sc *ScaleRun) {
 	b.WriteString("## Scale\n\n")
-	if sc == nil || (sc.Subsystems == 0 && sc.Namespaces == 0) {
+	if sc == nil || (sc.Subsystems == 0 && sc.Namespaces == 0 && len(sc.Queues) == 0) {
 		b.WriteString("Not measured.\n\n")
+		return
+	}
+	queuesMarkdown(b, sc.Queues)
+	if sc.Subsystems == 0 && sc.Namespaces == 0 {
 		return
 	}
 	b.WriteString("nvmeof-tgt alone; memory after a garbage collection (RSS: resident set; heap: live Go heap).\n\n")
@@ -318,6 +329,75 @@ func scaleMarkdown(b *strings.Builder, sc *ScaleRun) {
 		}
 	}
 	b.WriteString("\n")
+}
+
+// queuesMarkdown is the memory-per-connection table: registered bytes and resident memory at
+// each point, in each receive mode, and what a queue added.
+func queuesMarkdown(b *strings.Builder, qs []QueueMem) {
+	if len(qs) == 0 {
+		return
+	}
+	b.WriteString("### Memory per connection\n\n")
+	b.WriteString("nvmeof-tgt with hosts connecting queues in turn (registered: `nvmeof_tgt_rdma_registered_bytes`; " +
+		"RSS and heap after a garbage collection).\n\n")
+	mode := func(q QueueMem) string {
+		if q.SRQ {
+			return "SRQ"
+		}
+		return "no SRQ"
+	}
+	for _, q := range qs {
+		cfg := "defaults"
+		if q.Config != "" {
+			cfg = "`" + q.Config + "`"
+		}
+		fmt.Fprintf(b, "- %s: %s; hosts: %s.", mode(q), cfg, orDash(q.Host))
+		if q.Error != "" {
+			fmt.Fprintf(b, " Stopped short: %s.", q.Error)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n| queues |")
+	for _, q := range qs {
+		fmt.Fprintf(b, " registered, %s | RSS, %s | heap, %s |", mode(q), mode(q), mode(q))
+	}
+	b.WriteString("\n|---:|")
+	for range qs {
+		b.WriteString("---:|---:|---:|")
+	}
+	b.WriteString("\n")
+	var counts []int
+	for _, q := range qs {
+		for _, p := range q.Points {
+			if !slices.Contains(counts, p.Queues) {
+				counts = append(counts, p.Queues)
+			}
+		}
+	}
+	slices.Sort(counts)
+	for _, n := range counts {
+		fmt.Fprintf(b, "| %d |", n)
+		for _, q := range qs {
+			i := slices.IndexFunc(q.Points, func(p QueuePoint) bool { return p.Queues == n })
+			if i < 0 {
+				b.WriteString(" — | — | — |")
+				continue
+			}
+			p := q.Points[i]
+			fmt.Fprintf(b, " %s | %s | %s |", bytesText(p.Registered), bytesText(p.Mem.RSS), bytesText(p.Mem.Heap))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| per queue |")
+	for _, q := range qs {
+		reg, m, ok := q.Slope()
+		if !ok {
+			b.WriteString(" — | — | — |")
+			continue
+		}
+		fmt.Fprintf(b, " %s | %s | %s |", bytesText(reg), bytesText(m.RSS), bytesText(m.Heap))
+	}
+	b.WriteString("\n\n")
 }
 
 // memText is a MemSample in KiB or MiB.

@@ -144,6 +144,21 @@ func TestWrite(t *testing.T) {
 		}
 	})
 
+	t.Run("allocations below the idle baseline", func(t *testing.T) {
+		r := sample()
+		r.Allocs = NewAllocRun("memory/randread-4k-qd32", 1000, 10, 30)
+		md := Markdown(r, Summarize(r), "x.png")
+		for _, s := range []string{
+			"10 allocations over 1000 I/Os, against 30 in the same time idle",
+			"-0.020 per I/O",
+			"fewer than the idle span: the difference is noise",
+		} {
+			if !strings.Contains(md, s) {
+				t.Errorf("markdown lacks %q:\n%s", s, md[strings.Index(md, "## Heap"):])
+			}
+		}
+	})
+
 	t.Run("png", func(t *testing.T) {
 		f, err := os.Open(first[2])
 		if err != nil {
@@ -468,5 +483,52 @@ func TestMarkdownScale(t *testing.T) {
 	got, err := Load(p)
 	if err != nil || !reflect.DeepEqual(got.Scale, full.Scale) {
 		t.Fatalf("Load: %+v, %v; want %+v", got.Scale, err, full.Scale)
+	}
+}
+
+// TestQueuesReport: the memory-per-connection phase in the report: a row per queue count
+// measured in either mode, a dash where one mode has no sample, what a queue added, and its
+// goals when it ran with a shared receive queue.
+func TestQueuesReport(t *testing.T) {
+	r := sample()
+	pt := func(queues int, reg, rss float64) QueuePoint {
+		return QueuePoint{Queues: queues, Registered: reg, Mem: MemSample{RSS: rss, Heap: rss / 4}}
+	}
+	r.Scale = &ScaleRun{Queues: []QueueMem{
+		{SRQ: true, Host: "16 queues per controller, depth 32",
+			Points: []QueuePoint{pt(0, 100*mib, 200*mib), pt(64, 100*mib, 210*mib), pt(256, 100*mib, 240*mib), pt(1000, 100*mib, 300*mib)}},
+		{SRQ: false, Config: "rdma.max_queues: 1024, rdma.max_queue_depth: 32", Host: "16 queues per controller, depth 32",
+			Points: []QueuePoint{pt(0, 400*mib, 500*mib), pt(64, 400*mib, 510*mib)}, Error: "host 5: connect: refused"},
+	}}
+	s := Summarize(r)
+	md := Markdown(r, s, "x.png")
+	for _, want := range []string{
+		"### Memory per connection",
+		"- SRQ: defaults; hosts: 16 queues per controller, depth 32.",
+		"- no SRQ: `rdma.max_queues: 1024, rdma.max_queue_depth: 32`; hosts: 16 queues per controller, depth 32. Stopped short: host 5: connect: refused.",
+		"| queues | registered, SRQ | RSS, SRQ | heap, SRQ | registered, no SRQ | RSS, no SRQ | heap, no SRQ |",
+		"| 0 | 100.0 MiB | 200.0 MiB | 50.0 MiB | 400.0 MiB | 500.0 MiB | 125.0 MiB |",
+		"| 1000 | 100.0 MiB | 300.0 MiB | 75.0 MiB | — | — | — |",
+		"| per queue | 0.0 KiB | 102.4 KiB | 25.6 KiB | 0.0 KiB | 160.0 KiB | 40.0 KiB |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md[strings.Index(md, "## Scale"):])
+		}
+	}
+	goals := goalMap(s)
+	if g := goals["registered memory as queues connect (SRQ)"]; !g.Met || g.Measured != "+0 bytes from 0 to 1000 queues" {
+		t.Errorf("flat goal %+v", g)
+	}
+	if g := goals["queues on one device with the default pools (SRQ)"]; !g.Met || g.Measured != "1000" {
+		t.Errorf("queues goal %+v", g)
+	}
+	r.Scale.Queues[0].Points[3].Registered++
+	r.Scale.Queues[0].Config = "rdma.max_queues: 1024"
+	goals = goalMap(Summarize(r))
+	if g := goals["registered memory as queues connect (SRQ)"]; g.Met {
+		t.Errorf("flat goal met with a byte more: %+v", g)
+	}
+	if g := goals["queues on one device with the default pools (SRQ)"]; g.Met {
+		t.Errorf("queues goal met without the defaults: %+v", g)
 	}
 }

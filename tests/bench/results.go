@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -40,8 +41,8 @@ type Results struct {
 	IdleSeconds    float64 `json:"idle_s"`
 	IdleCPUPercent float64 `json:"idle_cpu_percent"` // of one core
 
-	// Heap allocations on the RDMA path: runtime/metrics /gc/heap/allocs:objects of the target,
-	// across one fio run, minus what the same time idle (scrapes included) allocated.
+	// Heap allocations on the RDMA path: the target's runtime.MemStats.Mallocs across fio runs,
+	// minus what the same time idle allocated.
 	Allocs *AllocRun `json:"allocs,omitempty"`
 
 	// Scale is the scale phase (jobs scale/subsystems and scale/namespaces): how long the
@@ -72,6 +73,43 @@ type ScaleRun struct {
 	Loaded            MemSample `json:"namespaces_loaded,omitzero"`
 	FileReloadSeconds float64   `json:"file_reload_s,omitempty"`
 	FileLoaded        MemSample `json:"file_namespaces_loaded,omitzero"`
+
+	// Queues is what connected queues cost, with a shared receive queue per poller and
+	// without (jobs scale/queues-srq and scale/queues-nosrq), in the order run.
+	Queues []QueueMem `json:"queues,omitempty"`
+}
+
+// QueueMem is nvmeof-tgt's memory as hosts connect more and more queues, in one receive mode.
+type QueueMem struct {
+	SRQ bool `json:"srq"` // a shared receive queue per poller (rdma.srq)
+	// Config is the rdma keys the target ran with beyond rdma.srq, "" for the defaults.
+	Config string `json:"config,omitempty"`
+	// Host is how the hosts connected: queues per controller, their depth.
+	Host   string       `json:"host,omitempty"`
+	Points []QueuePoint `json:"points"`
+	Error  string       `json:"error,omitempty"` // why it stopped short of its last point
+}
+
+// QueuePoint is one sample of a QueueMem: the target with Queues queues connected (admin and
+// I/O, nvmeof_tgt_rdma_queues_live).
+type QueuePoint struct {
+	Queues     int       `json:"queues"`
+	Registered float64   `json:"registered_bytes"` // nvmeof_tgt_rdma_registered_bytes
+	Mem        MemSample `json:"mem"`
+}
+
+// Slope is what each queue added between the first and the last point: registered bytes and
+// memory per queue. ok is false with fewer than two points.
+func (q QueueMem) Slope() (registered float64, mem MemSample, ok bool) {
+	if len(q.Points) < 2 {
+		return 0, MemSample{}, false
+	}
+	a, b := q.Points[0], q.Points[len(q.Points)-1]
+	n := b.Queues - a.Queues
+	if n <= 0 {
+		return 0, MemSample{}, false
+	}
+	return (b.Registered - a.Registered) / float64(n), PerItem(a.Mem, b.Mem, n), true
 }
 
 // MemSample is nvmeof-tgt's memory after a garbage collection.
@@ -113,13 +151,46 @@ type LinkRun struct {
 	LatP99 float64 `json:"lat_p99_ns,omitempty"`
 }
 
-// AllocRun is the allocation count across one fio run on nvmeof-tgt.
+// AllocRun is the allocation count across fio runs on nvmeof-tgt: runtime.MemStats.Mallocs,
+// exact (read through /debug/pprof/heap?debug=1, whose own allocations fall in both spans), at
+// the start and end of the runs and of as long a span idle.
 type AllocRun struct {
-	Job         string  `json:"job"`
-	IOs         uint64  `json:"ios"`
-	Allocs      uint64  `json:"allocs"`        // during the run
-	IdleAllocs  uint64  `json:"idle_allocs"`   // the same time idle, for the baseline
-	AllocsPerIO float64 `json:"allocs_per_io"` // (Allocs - IdleAllocs) / IOs, never below 0
+	Job        string `json:"job"`
+	IOs        uint64 `json:"ios"`
+	Allocs     uint64 `json:"allocs"`      // during the runs
+	IdleAllocs uint64 `json:"idle_allocs"` // the same time idle, for the baseline
+	// AllocsPerIO is (Allocs - IdleAllocs) / IOs. It is negative when the idle span allocated
+	// more than the runs (Noise): the difference is then noise, and is reported as such.
+	AllocsPerIO float64 `json:"allocs_per_io"`
+}
+
+// NewAllocRun computes AllocsPerIO from the counts; 0 when there was no I/O.
+func NewAllocRun(job string, ios, allocs, idle uint64) *AllocRun {
+	a := &AllocRun{Job: job, IOs: ios, Allocs: allocs, IdleAllocs: idle}
+	if ios > 0 {
+		a.AllocsPerIO = (float64(allocs) - float64(idle)) / float64(ios)
+	}
+	return a
+}
+
+// Noise reports that the runs allocated fewer objects than the idle span: the difference
+// measures nothing but what varies between two spans (timers, scrapes, the GC).
+func (a *AllocRun) Noise() bool { return a.Allocs < a.IdleAllocs }
+
+// ParseMallocs reads runtime.MemStats.Mallocs from the text of /debug/pprof/heap?debug=1
+// (its "# Mallocs = N" line): every heap allocation so far, counted exactly, unlike
+// go_memstats_mallocs_total, which books small allocations only when a span is refilled.
+func ParseMallocs(profile string) (uint64, error) {
+	for _, line := range strings.Split(profile, "\n") {
+		if v, ok := strings.CutPrefix(line, "# Mallocs = "); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("heap profile: Mallocs %q: %w", v, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, errors.New("heap profile: no \"# Mallocs = \" line (not debug=1?)")
 }
 
 // peerNames are the words of make bench's PEERS and the targets they name.

@@ -325,6 +325,8 @@ func TestGoalThresholds(t *testing.T) {
 		{"allocations: no I/O", func(r *Results) { r.Allocs.IOs = 0 }, "heap allocations per I/O (RDMA path)", false, notMeasured},
 		{"allocations: none", func(r *Results) { r.Allocs = nil }, "heap allocations per I/O (RDMA path)", false, notMeasured},
 		{"allocations: zero", func(r *Results) { r.Allocs.AllocsPerIO = 0 }, "heap allocations per I/O (RDMA path)", true, "0.000"},
+		{"allocations: below the idle baseline", func(r *Results) { r.Allocs = NewAllocRun("j", 1000, 10, 30) },
+			"heap allocations per I/O (RDMA path)", true, "-0.020 (below the idle baseline: noise)"},
 		{"idle CPU over budget", func(r *Results) { r.IdleCPUPercent = 2 }, "idle CPU, hosts connected", false, "2.00%"},
 		{"idle CPU not measured", func(r *Results) { r.IdleSeconds = 0 }, "idle CPU, hosts connected", false, notMeasured},
 		{"link at exactly 85%", func(r *Results) { r.Link[2].BW = 94117647 }, "memory/seqwrite-128k-qd16 bandwidth vs raw link", true, "85% (76.3 of 89.8 MiB/s)"},

@@ -4,10 +4,13 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,8 +31,8 @@ import (
 // raw link. It writes a raw bench.Results JSON; the host turns it into
 // bench/results/<date>.{json,md,png} (tests/bench/cmd/benchreport).
 //
-// First, on nvmeof-tgt alone, the scale phase (bench_scale_test.go): jobs scale/subsystems and
-// scale/namespaces.
+// First, on nvmeof-tgt alone, the scale phase (bench_scale_test.go): jobs scale/subsystems,
+// scale/namespaces, scale/queues-srq and scale/queues-nosrq.
 //
 // Environment: BENCH_RUNTIME and BENCH_RAMP (seconds per fio run), BENCH_REPS (rounds of ours
 // and each peer per job), BENCH_OUT (the raw JSON), BENCH_COMMIT (recorded), BENCH_JOBS (a
@@ -124,7 +127,7 @@ func TestBench(t *testing.T) {
 
 	// The scale phase first: its target takes the lab port and the metrics address, and is
 	// stopped before the others start.
-	if selected("scale/subsystems") || selected("scale/namespaces") {
+	if slices.ContainsFunc(scaleJobs, selected) {
 		res.Scale = runScale(t, filepath.Join(env.dir, "scale"), selected)
 	}
 	var jobs []benchJob
@@ -158,7 +161,8 @@ func TestBench(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env.ours, _ = startTgt(t, ospec, withDir(filepath.Join(env.dir, "tgt")))
+	// pprof: measureAllocs reads the exact allocation count from the heap profile.
+	env.ours, _ = startTgt(t, ospec, withDir(filepath.Join(env.dir, "tgt")), withEnv("NVMEOF_TGT_METRICS_PPROF=true"))
 	oc := h.mustConnectPort(t, ospec.Subsystems[0].NQN, benchPortOurs, 1, 2)
 	env.devs = map[string]map[string]string{
 		bench.TargetOurs: {"memory": oc.blockDev(t, 1), "file": oc.blockDev(t, 2)},
@@ -321,38 +325,63 @@ func parseBenchFio(raw []byte) (bench.Run, error) {
 	}, nil
 }
 
-// measureAllocs counts nvmeof-tgt's heap allocations (runtime/metrics, exported as
-// go_memstats_mallocs_total) across two fio runs that cover both data directions and both
-// backends, against the same span idle; I/Os are the target's own per-namespace counts.
+// measureAllocs counts nvmeof-tgt's heap allocations across two fio runs that cover both data
+// directions and both backends, against the same span idle; I/Os are the target's own
+// per-namespace counts. The count is runtime.MemStats.Mallocs, exact, read through the heap
+// profile at all four points (heapMallocs): go_memstats_mallocs_total books small allocations
+// only when a span is refilled, so its differences are off by up to a span's objects.
 func (e *benchEnv) measureAllocs(t *testing.T) *bench.AllocRun {
 	t.Helper()
-	mallocs := func(m map[string]float64) float64 { v, _ := metricSum(m, "go_memstats_mallocs_total"); return v }
-	ops := func(m map[string]float64) float64 { v, _ := metricSum(m, "nvmeof_tgt_namespace_ops_total"); return v }
+	ops := func() uint64 { v, _ := metricSum(scrapeMetrics(t), "nvmeof_tgt_namespace_ops_total"); return uint64(v) }
 
 	start := time.Now()
-	m0 := scrapeMetrics(t)
+	o0 := ops()
+	m0 := heapMallocs(t)
 	e.runJob(t, bench.TargetOurs, "memory", "randread-4k-qd32", 0)
 	e.runJob(t, bench.TargetOurs, "file", "randwrite-4k-qd32", 0)
-	m1 := scrapeMetrics(t)
+	m1 := heapMallocs(t)
+	o1 := ops()
 	span := time.Since(start)
 
-	i0 := scrapeMetrics(t)
+	i0 := heapMallocs(t)
 	time.Sleep(span)
-	i1 := scrapeMetrics(t)
+	i1 := heapMallocs(t)
 
-	a := &bench.AllocRun{
-		Job:        "memory/randread-4k-qd32 + file/randwrite-4k-qd32",
-		IOs:        uint64(ops(m1) - ops(m0)),
-		Allocs:     uint64(mallocs(m1) - mallocs(m0)),
-		IdleAllocs: uint64(mallocs(i1) - mallocs(i0)),
+	a := bench.NewAllocRun("memory/randread-4k-qd32 + file/randwrite-4k-qd32", o1-o0, m1-m0, i1-i0)
+	noise := ""
+	if a.Noise() {
+		noise = " (below the idle baseline: noise)"
 	}
-	if a.IOs > 0 && a.Allocs > a.IdleAllocs {
-		a.AllocsPerIO = float64(a.Allocs-a.IdleAllocs) / float64(a.IOs)
-	}
-	t.Logf("allocations: %d during %d I/Os, %d idle over the same %v: %.4f per I/O",
-		a.Allocs, a.IOs, a.IdleAllocs, span.Round(time.Second), a.AllocsPerIO)
+	t.Logf("allocations: %d during %d I/Os, %d idle over the same %v: %.4f per I/O%s",
+		a.Allocs, a.IOs, a.IdleAllocs, span.Round(time.Second), a.AllocsPerIO, noise)
 	return a
 }
+
+// heapURL is the target's heap profile in text, which ends with runtime.MemStats (the bench's
+// target serves pprof: metrics.pprof).
+const heapURL = "http://127.0.0.1:9771/debug/pprof/heap?debug=1"
+
+// heapMallocs is the target's runtime.MemStats.Mallocs: every heap allocation so far.
+func heapMallocs(t *testing.T) uint64 {
+	t.Helper()
+	resp, err := http.Get(heapURL)
+	if err != nil {
+		t.Fatalf("heap profile: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("heap profile: %s, %v (is metrics.pprof on?)", resp.Status, err)
+	}
+	n, err := bench.ParseMallocs(string(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// perftestTimeout bounds each perftest client and server run.
+const perftestTimeout = 2 * time.Minute
 
 // runPerftest measures the raw link with perftest over rdma_cm on the lab's rxe device: the
 // server and the client are both in this guest, on the same address.
@@ -370,13 +399,28 @@ func runPerftest(t *testing.T) []bench.LinkRun {
 		{"ib_send_lat", 64, []string{"-n", "2000"}},
 	} {
 		args := append([]string{"-d", dev, "-R", "-F", "-s", strconv.Itoa(c.size)}, c.args...)
-		srv := exec.Command(c.tool, args...)
+		// The server is killed once its time is up, so that one that never sees its client,
+		// or hangs (ib_send_lat has), cannot hang the benchmark.
+		ctx, cancel := context.WithTimeout(context.Background(), perftestTimeout)
+		srv := exec.CommandContext(ctx, c.tool, args...)
+		srv.WaitDelay = 5 * time.Second
+		var srvOut bytes.Buffer
+		srv.Stdout, srv.Stderr = &srvOut, &srvOut
 		if err := srv.Start(); err != nil {
+			cancel()
 			t.Fatalf("%s server: %v", c.tool, err)
 		}
 		time.Sleep(2 * time.Second)
-		cli, err := runOut(2*time.Minute, c.tool, append(args, labAddr)...)
-		_ = srv.Wait()
+		cli, err := runOut(perftestTimeout, c.tool, append(args, labAddr)...)
+		serr := srv.Wait()
+		killed := ctx.Err() != nil
+		cancel()
+		if killed {
+			t.Fatalf("%s server still running after %v, killed (client: %v)\n%s\nserver:\n%s", c.tool, perftestTimeout, err, cli, limit(srvOut.Bytes()))
+		}
+		if serr != nil {
+			t.Logf("%s server: %v\n%s", c.tool, serr, limit(srvOut.Bytes()))
+		}
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", c.tool, err, cli)
 		}

@@ -92,16 +92,20 @@ func waitTornDown(t *testing.T) {
 	}
 }
 
-// checkBuffersReleased waits for nvmeof_tgt_rdma_buffers_in_use to reach 0.
+// checkBuffersReleased waits for nvmeof_tgt_rdma_buffers_in_use, and the
+// receive buffers the pollers' shared receive queues have bound to queues
+// (nvmeof_tgt_rdma_srq_held, absent without SRQ), to reach 0.
 func checkBuffersReleased(t *testing.T) {
 	t.Helper()
-	var v float64
+	var v, held float64
 	err := waitFor(15*time.Second, func() bool {
 		var ok bool
-		v, ok = metricSum(scrapeMetrics(t), "nvmeof_tgt_rdma_buffers_in_use")
-		return ok && v == 0
+		m := scrapeMetrics(t)
+		v, ok = metricSum(m, "nvmeof_tgt_rdma_buffers_in_use")
+		held, _ = metricSum(m, "nvmeof_tgt_rdma_srq_held")
+		return ok && v == 0 && held == 0
 	})
 	if err != nil {
-		t.Errorf("nvmeof_tgt_rdma_buffers_in_use is %v after every host left, want 0", v)
+		t.Errorf("after every host left: nvmeof_tgt_rdma_buffers_in_use is %v, nvmeof_tgt_rdma_srq_held %v; want 0 and 0", v, held)
 	}
 }

@@ -26,8 +26,8 @@ const (
 
 // loadSizing is the rdma configuration TestLoad gives the target (environment overrides), small
 // enough for the guest's memory and for one poller's completion queue: each queue takes
-// depth·(1+RDMA operations of MDTS) + depth entries of it (rdma/listener.go admit), 96 here, of
-// at most 65536 (rdma/poller.go).
+// depth·(1+RDMA operations of MDTS) entries of it, and depth more without a shared receive
+// queue (rdma/listener.go admit), of at most 65536 (rdma/poller.go).
 type loadSizing struct {
 	maxQueues, depth        int
 	icd, mdts, ioUnit, pool int64
@@ -49,17 +49,15 @@ func (s loadSizing) env() []string {
 	}
 }
 
-// registeredBytes is the region the RDMA transport maps (MAP_POPULATE: resident from the start)
-// and registers once, laid out as rdma/device.go does: for each of max_queues queue blocks,
-// depth command capsules of 64 bytes, their in-capsule data and 2·depth responses of 16 bytes,
-// each part page aligned, then the data buffer pool (aligned to the io unit).
-func (s loadSizing) registeredBytes() int64 {
-	up := func(n, a int64) int64 { return (n + a - 1) / a * a }
+// maxRegistered is the most the RDMA transport may register with s (one region, mapped with
+// MAP_POPULATE: resident from the start): without a shared receive queue, for each of
+// max_queues queue blocks depth command capsules of 64 bytes, their in-capsule data and
+// 2·depth responses of 16 bytes, then the data buffer pool; each part aligned, to the page or
+// the io unit. With an SRQ the blocks hold only their responses, and the receive buffers are
+// the pollers' (limits.RDMASRQDepth each): less.
+func (s loadSizing) maxRegistered() int64 {
 	b, d := int64(s.maxQueues), int64(s.depth)
-	icdOff := up(b*d*64, 4096)
-	rspOff := up(icdOff+b*d*s.icd, 4096)
-	dataOff := up(rspOff+b*2*d*16, s.ioUnit)
-	return dataOff + s.pool/s.ioUnit*s.ioUnit
+	return b*d*(64+s.icd+2*16) + s.pool + 3*s.ioUnit
 }
 
 // Allowances of rssBound beyond what the configuration registers and the namespaces hold.
@@ -73,10 +71,11 @@ const (
 	loadBase = 96 * mib
 )
 
-// rssBound is the most resident memory the target may have with s, nsBytes of namespaces in
-// memory, and queues queues connected. Everything TestLoad asserts on memory comes from here.
-func (s loadSizing) rssBound(nsBytes int64, queues int) int64 {
-	return s.registeredBytes() + nsBytes + int64(queues)*loadPerQueue + loadBase
+// rssBound is the most resident memory the target may have with registered bytes
+// registered, nsBytes of namespaces in memory, and queues queues connected. Everything
+// TestLoad asserts on memory comes from here.
+func rssBound(registered, nsBytes int64, queues int) int64 {
+	return registered + nsBytes + int64(queues)*loadPerQueue + loadBase
 }
 
 // TestLoad holds loadHosts hosts × loadIOQueues I/O queues at once, each host running a short
@@ -197,13 +196,19 @@ func TestLoad(t *testing.T) {
 		}
 	}
 
-	bound := sz.rssBound(loadHosts*loadNSSize, sz.maxQueues)
+	reg, _ := metricSum(scrapeMetrics(t), "nvmeof_tgt_rdma_registered_bytes")
+	registered := int64(reg)
+	if registered <= 0 || registered > sz.maxRegistered() {
+		t.Errorf("the target registered %d bytes, want some, at most the %d of max_queues=%d blocks with their own receive buffers",
+			registered, sz.maxRegistered(), sz.maxQueues)
+	}
+	bound := rssBound(registered, loadHosts*loadNSSize, sz.maxQueues)
 	if peak == 0 {
 		t.Fatal("no resident memory sample of the target")
 	}
 	if peak > bound {
 		t.Errorf("target resident memory %d MiB with %d queues, above the %d MiB its configuration implies (registered %d MiB)",
-			peak>>20, sz.maxQueues, bound>>20, sz.registeredBytes()>>20)
+			peak>>20, sz.maxQueues, bound>>20, registered>>20)
 	}
 
 	// One connection more than rdma.max_queues: the CM refuses it, and the host says why.
@@ -249,7 +254,7 @@ func TestLoad(t *testing.T) {
 		ctrls[0].took.Round(time.Millisecond), loadHosts, ctrls[loadHosts-1].took.Round(time.Millisecond),
 		float64(ctrls[loadHosts-1].took)/float64(ctrls[0].took),
 		lat(first), loadHosts, lat(last), lat(last)/lat(first),
-		peak>>20, bound>>20, float64(peak)/float64(bound), sz.registeredBytes()>>20)
+		peak>>20, bound>>20, float64(peak)/float64(bound), registered>>20)
 	t.Log(summary)
 	// Everyone leaves, a few at a time (the cleanups would, one by one), through sysfs: nvme-cli
 	// 2.3 scans the whole topology for a disconnect, and two at once crashed it (double free).

@@ -8,8 +8,8 @@
 # only) or both, in the order they run after nvmeof-tgt; spdk needs BENCH_SPDK_DIR, a tree that
 # tests/bench/spdk-build.sh built. BENCH_CPUS: the guest's vCPUs, 2 or 4 (default 4).
 # BENCH_RUNTIME, BENCH_RAMP (seconds per fio run; default 10 and 3), BENCH_REPS (default 3) and
-# BENCH_JOBS (a regexp over backend/job and the scale phase's scale/subsystems and
-# scale/namespaces; BENCH_JOBS=^scale/ runs the scale phase alone) tune it; LABVM_FLAGS adds
+# BENCH_JOBS (a regexp over backend/job and the scale phase's scale/subsystems, scale/namespaces,
+# scale/queues-srq and scale/queues-nosrq; BENCH_JOBS=^scale/ runs the scale phase alone) tune it; LABVM_FLAGS adds
 # labvm flags.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

@@ -18,13 +18,26 @@ import (
 // poller's) that stages work fails, at most TIMES times in all (default 1). Failures alternate between a
 // QP's sends and its receives, starting with sends: the first half of that
 // QP's requests of the kind go in and the rest fail with ENOMEM, as when a
-// provider's queue is full.
+// provider's queue is full. A batch with a shared receive queue has no QP
+// receives: its SRQ's receives fail instead.
 const FaultEnv = "NVMEOF_TGT_FAULT_POST"
 
 // FaultCreateQPEnv names the variable that, in a faultinject build, makes
 // the Nth rdma_create_qp of the process fail with ENOMEM, once, as a device
 // out of QPs or memory would: it tests the undo of a connection's setup.
 const FaultCreateQPEnv = "NVMEOF_TGT_FAULT_CREATEQP"
+
+// FaultSRQDepthEnv names the variable that, in a faultinject build, gives
+// each poller's shared receive queue that many receive buffers (at least
+// 16) instead of the default, so that a host's ordinary load runs it low:
+// it tests the SRQ limit event and the SRQ's growth on a real device.
+const FaultSRQDepthEnv = "NVMEOF_TGT_FAULT_SRQ_DEPTH"
+
+// FaultSRQStartEnv names the variable that, in a faultinject build, posts
+// only that many of each SRQ's receive buffers at start (at least 1),
+// leaving the rest spare as a failed post would: it tests the SRQ limit
+// event posting the spare on a real device.
+const FaultSRQStartEnv = "NVMEOF_TGT_FAULT_SRQ_START"
 
 // faultPlan decides which posts fail. Each Batch counts its own posts (a
 // Batch has one user), so pollers share only the budget of failures, and
@@ -54,21 +67,26 @@ func parseFaultPlan(s string) (*faultPlan, error) {
 	return &faultPlan{every: every, times: times}, nil
 }
 
-// faultCut is one planned failure: group's sends (or receives) are cut to
-// keep before the post, and apply reports the rest as failed after it. The
-// zero value does nothing.
+// faultCut is one planned failure: group's sends (or receives, or the
+// SRQ's receives) are cut to keep before the post, and apply reports the
+// rest as failed after it. The zero value does nothing.
 type faultCut struct {
 	on          bool
 	recv        bool
+	srq         bool
 	group       int
 	keep, total uint32
 }
 
 // cut plans this post's failure, if it is due, and truncates the chosen
-// group so that only keep of its requests of that kind are posted. posts is
-// the calling Batch's own count of posts (-1 once the plan is spent).
-func (f *faultPlan) cut(g []postGroup, posts *int) faultCut {
-	if f == nil || *posts < 0 {
+// group (or the SRQ's receives, sp) so that only keep of its requests of
+// that kind are posted. posts is the calling Batch's own count of posts
+// (-1 once the plan is spent).
+func (f *faultPlan) cut(g []postGroup, sp *srqPost, posts *int) faultCut {
+	// Posts of the SRQ's receives alone (a poller filling its SRQ at
+	// start, in a post per batch of receives) do not count: the plan is
+	// about posts that carry a queue's work, wherever the SRQ's start ends.
+	if f == nil || *posts < 0 || len(g) == 0 {
 		return faultCut{}
 	}
 	if *posts++; *posts < f.every {
@@ -100,17 +118,33 @@ func (f *faultPlan) cut(g []postGroup, posts *int) faultCut {
 		}
 		return c
 	}
+	if recv && sp != nil && sp.n > 0 {
+		if !f.fired.CompareAndSwap(done, done+1) {
+			return faultCut{}
+		}
+		*posts = 0
+		c := faultCut{on: true, recv: true, srq: true, keep: sp.n / 2, total: sp.n}
+		sp.n = c.keep
+		return c
+	}
 	return faultCut{} // nothing of that kind staged: the next post tries again
 }
 
 // apply restores the group's count and reports its requests past keep as
 // not posted, unless the real post had already failed before them.
-func (c faultCut) apply(g []postGroup) {
+func (c faultCut) apply(g []postGroup, sp *srqPost) {
 	if !c.on {
 		return
 	}
-	gr := &g[c.group]
 	enomem := -int32(syscall.ENOMEM)
+	if c.srq {
+		sp.n = c.total
+		if sp.rc == 0 {
+			sp.rc, sp.posted = enomem, int32(c.keep)
+		}
+		return
+	}
+	gr := &g[c.group]
 	if c.recv {
 		gr.recvs = c.total
 		if gr.recvRC == 0 {

@@ -21,6 +21,22 @@ func SetupFaults() (string, error) {
 		return "", err
 	}
 	postFaults = f
+	if q := os.Getenv(FaultSRQDepthEnv); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 16 {
+			return "", fmt.Errorf("%s=%q: want an integer >= 16", FaultSRQDepthEnv, q)
+		}
+		srqDepth = n
+		v += " " + FaultSRQDepthEnv + "=" + q
+	}
+	if q := os.Getenv(FaultSRQStartEnv); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 {
+			return "", fmt.Errorf("%s=%q: want an integer >= 1", FaultSRQStartEnv, q)
+		}
+		srqStart = n
+		v += " " + FaultSRQStartEnv + "=" + q
+	}
 	if q := os.Getenv(FaultCreateQPEnv); q != "" {
 		n, err := strconv.Atoi(q)
 		if err != nil || n < 1 {
@@ -32,6 +48,20 @@ func SetupFaults() (string, error) {
 	return v, nil
 }
 
+// srqDepth is FaultSRQDepthEnv's value, 0 when unset.
+var srqDepth int
+
+// SRQDepthFault is the receive buffers a faultinject build gives each
+// shared receive queue (FaultSRQDepthEnv), 0 for the default.
+func SRQDepthFault() int { return srqDepth }
+
+// srqStart is FaultSRQStartEnv's value, 0 when unset.
+var srqStart int
+
+// SRQStartFault is the receive buffers a faultinject build posts to each
+// shared receive queue at start (FaultSRQStartEnv), 0 for all of them.
+func SRQStartFault() int { return srqStart }
+
 // createQPFailAt is the CreateQP call that fails (0: none); createQPCalls
 // counts them.
 var (
@@ -41,4 +71,6 @@ var (
 
 func createQPFault() bool { return createQPFailAt > 0 && createQPCalls.Add(1) == createQPFailAt }
 
-func postFault(b *Batch) faultCut { return postFaults.cut(b.groups[:len(b.qps)], &b.faultPosts) }
+func postFault(b *Batch) faultCut {
+	return postFaults.cut(b.groups[:len(b.qps)], &b.sp, &b.faultPosts)
+}

@@ -119,7 +119,7 @@ func TestFaultPlanCuts(t *testing.T) {
 				for i, r := range p.staged {
 					gs[i] = postGroup{sends: r.sends, recvs: r.recvs}
 				}
-				c := f.cut(gs, &posts)
+				c := f.cut(gs, nil, &posts)
 				for i := range gs { // what C sees, then what it writes back
 					if gs[i].sends != p.inC[i].sends || gs[i].recvs != p.inC[i].recvs {
 						t.Fatalf("post %d group %d: C posts %d sends %d recvs, want %d %d",
@@ -132,7 +132,7 @@ func TestFaultPlanCuts(t *testing.T) {
 					gs[0].sendRC, gs[0].sendsPosted = p.real.sendRC, p.real.sendsPosted
 					gs[0].recvRC, gs[0].recvsPosted = p.real.recvRC, p.real.recvsPosted
 				}
-				c.apply(gs)
+				c.apply(gs, nil)
 				for i, g := range gs {
 					got := res{g.sends, g.recvs, g.sendRC, g.sendsPosted, g.recvRC, g.recvsPosted}
 					if got != p.want[i] {
@@ -151,12 +151,57 @@ func TestFaultPlanShared(t *testing.T) {
 	fired := 0
 	for i := 0; i < 20; i++ {
 		for _, posts := range []*int{&a, &b} {
-			if f.cut([]postGroup{{sends: 2, recvs: 2}}, posts).on {
+			if f.cut([]postGroup{{sends: 2, recvs: 2}}, nil, posts).on {
 				fired++
 			}
 		}
 	}
 	if fired != 3 {
 		t.Fatalf("%d failures injected, want the 3 planned", fired)
+	}
+}
+
+// TestFaultPlanSRQ: with a shared receive queue the batch's QPs have no
+// receives, and a receive fault cuts the SRQ's: half go in, the rest fail.
+func TestFaultPlanSRQ(t *testing.T) {
+	f, _ := parseFaultPlan("1:2")
+	posts := 0
+	g := []postGroup{{sends: 4}}
+	sp := srqPost{n: 6}
+	if c := f.cut(g, &sp, &posts); !c.on || c.srq || g[0].sends != 2 {
+		t.Fatalf("first fault %+v, %d sends to post: want the QP's sends cut to 2", c, g[0].sends)
+	}
+	g[0].sends = 4
+	c := f.cut(g, &sp, &posts)
+	if !c.on || !c.srq || sp.n != 3 || g[0].sends != 4 {
+		t.Fatalf("second fault %+v, SRQ %d, sends %d: want the SRQ's 6 receives cut to 3", c, sp.n, g[0].sends)
+	}
+	sp.rc, sp.posted = 0, 3 // C posts what it is asked to
+	c.apply(g, &sp)
+	if sp.n != 6 || sp.rc != -int32(syscall.ENOMEM) || sp.posted != 3 {
+		t.Fatalf("after the post: %+v, want 6 staged, 3 posted, ENOMEM", sp)
+	}
+}
+
+// TestFaultPlanSRQOnly: posts of SRQ receives alone (a poller filling its
+// SRQ at start) neither count towards the plan nor fail.
+func TestFaultPlanSRQOnly(t *testing.T) {
+	f, _ := parseFaultPlan("2:1")
+	posts := 0
+	for range 8 {
+		sp := srqPost{n: 256}
+		if c := f.cut(nil, &sp, &posts); c.on || sp.n != 256 {
+			t.Fatalf("an SRQ-only post was cut: %+v", c)
+		}
+	}
+	if posts != 0 {
+		t.Fatalf("%d posts counted, want none", posts)
+	}
+	g := []postGroup{{sends: 4}}
+	if c := f.cut(g, &srqPost{}, &posts); c.on {
+		t.Fatal("the first post with a QP's work was cut, want the second")
+	}
+	if c := f.cut(g, &srqPost{}, &posts); !c.on {
+		t.Fatal("the second post with a QP's work was not cut")
 	}
 }

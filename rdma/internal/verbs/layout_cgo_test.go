@@ -14,6 +14,7 @@ func TestFieldOffsets(t *testing.T) {
 	var r RecvWR
 	var w WC
 	var g postGroup
+	var sp srqPost
 	goOffsets := []struct {
 		name string
 		off  uintptr
@@ -33,6 +34,8 @@ func TestFieldOffsets(t *testing.T) {
 		{"postGroup.recvs", unsafe.Offsetof(g.recvs)}, {"postGroup.sendRC", unsafe.Offsetof(g.sendRC)},
 		{"postGroup.sendsPosted", unsafe.Offsetof(g.sendsPosted)}, {"postGroup.recvRC", unsafe.Offsetof(g.recvRC)},
 		{"postGroup.recvsPosted", unsafe.Offsetof(g.recvsPosted)},
+		{"srqPost.srq", unsafe.Offsetof(sp.srq)}, {"srqPost.n", unsafe.Offsetof(sp.n)},
+		{"srqPost.rc", unsafe.Offsetof(sp.rc)}, {"srqPost.posted", unsafe.Offsetof(sp.posted)},
 	}
 	c := cFieldOffsets()
 	if len(c) != len(goOffsets) {

@@ -129,6 +129,9 @@ type DeviceAttr struct {
 	MaxQPInitRdAtom  int // RDMA READs a QP may have outstanding as initiator
 	MaxMRSize        uint64
 	MemMgtExtensions bool // send-with-invalidate and fast registration
+	// MaxSRQ is how many shared receive queues the device has (0: none);
+	// MaxSRQWR and MaxSRQSGE the receives and scatter/gather entries of one.
+	MaxSRQ, MaxSRQWR, MaxSRQSGE int
 }
 
 // EventType is an rdma_cm event.
@@ -178,19 +181,33 @@ type ConnParam struct {
 // QPInit sizes a queue pair.
 type QPInit struct {
 	SendCQ, RecvCQ *CQ
-	MaxSendWR      uint32
-	MaxRecvWR      uint32
-	MaxSendSGE     uint32
-	MaxRecvSGE     uint32
-	MaxInlineData  uint32
+	// SRQ, when set, is the shared receive queue the QP takes its receives
+	// from; MaxRecvWR and MaxRecvSGE are then not used.
+	SRQ           *SRQ
+	MaxSendWR     uint32
+	MaxRecvWR     uint32
+	MaxSendSGE    uint32
+	MaxRecvSGE    uint32
+	MaxInlineData uint32
 }
 
 // AsyncEvent is an asynchronous event of a device (ibv_async_event), already
-// acknowledged. QPNum is set when HasQP: the event is about that QP.
+// acknowledged. QPNum is set when HasQP: the event is about that QP; SRQ
+// when HasSRQ: it is about the shared receive queue of that Handle.
 type AsyncEvent struct {
-	Type  int
-	QPNum uint32
-	HasQP bool
+	Type   int
+	QPNum  uint32
+	HasQP  bool
+	SRQ    uintptr
+	HasSRQ bool
+}
+
+// srqPost is a Batch's receives for its shared receive queue. Its layout
+// matches nt_srq_post in C: the C side reads srq and n and writes the rest.
+type srqPost struct {
+	srq        uintptr // struct ibv_srq *, filled in by Post
+	n          uint32
+	rc, posted int32
 }
 
 // postGroup is one QP's share of a Batch. Its layout matches nt_group in C:
@@ -203,31 +220,39 @@ type postGroup struct {
 	recvRC, recvsPosted int32
 }
 
-// Batch stages send and receive work requests for any number of QPs and
-// posts them all with one call (Post), so a poller pays for one cgo call
-// and, per QP, one doorbell per round however many responses it built. A
-// QP's requests are posted in the order they were staged, receives before
-// sends. A Batch is used by one goroutine; it is allocated once and holds no
-// Go pointers the C side sees.
+// Batch stages send and receive work requests for any number of QPs, and
+// receives for one shared receive queue, and posts them all with one call
+// (Post), so a poller pays for one cgo call and, per QP, one doorbell per
+// round however many responses it built. The SRQ's receives go first; then
+// each QP's requests in the order they were staged, receives before sends.
+// A Batch is used by one goroutine; it is allocated once and holds no Go
+// pointers the C side sees.
 type Batch struct {
 	send   []SendWR
 	recv   []RecvWR
 	groups []postGroup
 	qps    []*QP // the QP of each group
 	ns, nr int
+	// srqRecv are the SRQ's receives staged, nsr of them, for srq.
+	srqRecv []RecvWR
+	nsr     int
+	srq     *SRQ
+	sp      srqPost
 
 	//lint:ignore U1000 used by faultinject builds (fault_on.go)
 	faultPosts int // posts counted by a fault plan (faultinject builds)
 }
 
 // NewBatch makes a batch with room for the given numbers of send and
-// receive work requests and of QP groups (each at least 1).
+// receive work requests and of QP groups (each at least 1), and for as many
+// SRQ receives as QP receives.
 func NewBatch(sends, recvs, groups int) *Batch {
 	return &Batch{
-		send:   make([]SendWR, max(sends, 1)),
-		recv:   make([]RecvWR, max(recvs, 1)),
-		groups: make([]postGroup, max(groups, 1)),
-		qps:    make([]*QP, 0, max(groups, 1)),
+		send:    make([]SendWR, max(sends, 1)),
+		recv:    make([]RecvWR, max(recvs, 1)),
+		srqRecv: make([]RecvWR, max(recvs, 1)),
+		groups:  make([]postGroup, max(groups, 1)),
+		qps:     make([]*QP, 0, max(groups, 1)),
 	}
 }
 
@@ -237,8 +262,32 @@ func (b *Batch) Room(sends, recvs int) bool {
 	return b.ns+sends <= len(b.send) && b.nr+recvs <= len(b.recv) && len(b.qps) < len(b.groups)
 }
 
-// Len is how many work requests are staged.
-func (b *Batch) Len() int { return b.ns + b.nr }
+// Len is how many work requests are staged, SRQ receives included.
+func (b *Batch) Len() int { return b.ns + b.nr + b.nsr }
+
+// SRQRoom reports whether n more SRQ receives fit.
+func (b *Batch) SRQRoom(n int) bool { return b.nsr+n <= len(b.srqRecv) }
+
+// SRQRecv stages a receive for srq and returns it, zeroed, to fill in. A
+// batch posts to one SRQ: every call until Reset names the same. Check
+// SRQRoom first.
+func (b *Batch) SRQRecv(srq *SRQ) *RecvWR {
+	b.srq = srq
+	w := &b.srqRecv[b.nsr]
+	*w = RecvWR{}
+	b.nsr++
+	return w
+}
+
+// SRQResult reports what Post did with the SRQ's receives: how many were
+// posted and, on failure, the error and those that were not.
+func (b *Batch) SRQResult() (posted int, unposted []RecvWR, err error) {
+	if b.sp.rc < 0 {
+		unposted = b.srqRecv[b.sp.posted:b.nsr]
+		err = fmt.Errorf("ibv_post_srq_recv: %w", syscall.Errno(-b.sp.rc))
+	}
+	return int(b.sp.posted), unposted, err
+}
 
 // Groups is how many QP groups are staged.
 func (b *Batch) Groups() int { return len(b.qps) }
@@ -294,5 +343,6 @@ func (b *Batch) Result(i int) (recvs int, unposted []SendWR, err error) {
 func (b *Batch) Reset() {
 	clear(b.qps)
 	b.qps = b.qps[:0]
-	b.ns, b.nr = 0, 0
+	b.ns, b.nr, b.nsr = 0, 0, 0
+	b.srq, b.sp = nil, srqPost{}
 }

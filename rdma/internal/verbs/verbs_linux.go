@@ -32,6 +32,8 @@ var (
 	_ [MaxBatch - C.NT_MAX_BATCH]byte
 	_ [unsafe.Sizeof(postGroup{}) - C.sizeof_nt_group]byte
 	_ [C.sizeof_nt_group - unsafe.Sizeof(postGroup{})]byte
+	_ [unsafe.Sizeof(srqPost{}) - C.sizeof_nt_srq_post]byte
+	_ [C.sizeof_nt_srq_post - unsafe.Sizeof(srqPost{})]byte
 )
 
 // cFieldOffsets returns the C offsets of the mirrored structures' fields,
@@ -283,11 +285,56 @@ func (id CMID) CreateQP(pd *PD, a QPInit) (*QP, error) {
 	if createQPFault() {
 		return nil, fmt.Errorf("rdma_create_qp: %w (injected)", syscall.ENOMEM)
 	}
-	if rc := C.nt_create_qp(id.p, pd.p, a.SendCQ.p, a.RecvCQ.p, C.int(a.MaxSendWR), C.int(a.MaxRecvWR),
+	var srq *C.struct_ibv_srq
+	if a.SRQ != nil {
+		srq = a.SRQ.p
+	}
+	if rc := C.nt_create_qp(id.p, pd.p, a.SendCQ.p, a.RecvCQ.p, srq, C.int(a.MaxSendWR), C.int(a.MaxRecvWR),
 		C.int(a.MaxSendSGE), C.int(a.MaxRecvSGE), C.int(a.MaxInlineData)); rc < 0 {
 		return nil, fmt.Errorf("rdma_create_qp: %w", errno(rc))
 	}
 	return &QP{p: id.p.qp}, nil
+}
+
+// SRQ is a shared receive queue: receives posted once, taken by whichever
+// QP attached to it (QPInit.SRQ) gets a message first.
+type SRQ struct {
+	p     *C.struct_ibv_srq
+	maxWR int
+}
+
+// CreateSRQ creates a shared receive queue of at least maxWR receives of
+// maxSGE scatter/gather entries each.
+func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
+	var got C.int
+	p, err := C.nt_create_srq(pd.p, C.int(maxWR), C.int(maxSGE), &got)
+	if p == nil {
+		return nil, fmt.Errorf("ibv_create_srq %d: %w", maxWR, err)
+	}
+	return &SRQ{p: p, maxWR: int(got)}, nil
+}
+
+// MaxWR is how many receives the SRQ holds.
+func (s *SRQ) MaxWR() int { return s.maxWR }
+
+// Handle is the SRQ's key in AsyncEvent.SRQ.
+func (s *SRQ) Handle() uintptr { return uintptr(unsafe.Pointer(s.p)) }
+
+// Arm arms the SRQ limit: one IBV_EVENT_SRQ_LIMIT_REACHED comes when fewer
+// than limit receives are left in it, and the limit is then disarmed.
+func (s *SRQ) Arm(limit int) error {
+	if rc := C.nt_arm_srq(s.p, C.int(limit)); rc < 0 {
+		return fmt.Errorf("ibv_modify_srq limit %d: %w", limit, errno(rc))
+	}
+	return nil
+}
+
+// Destroy frees the SRQ; every QP attached to it must be destroyed first.
+func (s *SRQ) Destroy() error {
+	if rc := C.ibv_destroy_srq(s.p); rc != 0 {
+		return fmt.Errorf("ibv_destroy_srq: %w", syscall.Errno(rc))
+	}
+	return nil
 }
 
 // DestroyQP destroys the ID's queue pair, if any.
@@ -343,13 +390,26 @@ func (c *Context) AsyncEventFD() (int, error) {
 // GetAsyncEvent reads and acknowledges one asynchronous event; EAGAIN when
 // there is none (see AsyncEventFD).
 func (c *Context) GetAsyncEvent() (AsyncEvent, error) {
-	var typ, hasQP C.int
+	var typ, hasQP, hasSRQ C.int
 	var qpn C.uint32_t
-	if rc := C.nt_get_async_event(c.p, &typ, &qpn, &hasQP); rc < 0 {
+	var srq C.uintptr_t
+	if rc := C.nt_get_async_event(c.p, &typ, &qpn, &hasQP, &srq, &hasSRQ); rc < 0 {
 		return AsyncEvent{}, fmt.Errorf("ibv_get_async_event: %w", errno(rc))
 	}
-	return AsyncEvent{Type: int(typ), QPNum: uint32(qpn), HasQP: hasQP != 0}, nil
+	return AsyncEvent{Type: int(typ), QPNum: uint32(qpn), HasQP: hasQP != 0, SRQ: uintptr(srq), HasSRQ: hasSRQ != 0}, nil
 }
+
+// SRQLimit reports IBV_EVENT_SRQ_LIMIT_REACHED: the SRQ holds fewer
+// receives than its armed limit.
+func (e AsyncEvent) SRQLimit() bool { return e.Type == C.IBV_EVENT_SRQ_LIMIT_REACHED }
+
+// SRQErr reports IBV_EVENT_SRQ_ERR: the SRQ failed, and the QPs taking
+// receives from it get none any more.
+func (e AsyncEvent) SRQErr() bool { return e.Type == C.IBV_EVENT_SRQ_ERR }
+
+// LastWQEReached reports IBV_EVENT_QP_LAST_WQE_REACHED: a QP of an SRQ, in
+// the error state, will take no more receives from it (ibv_get_async_event(3)).
+func (e AsyncEvent) LastWQEReached() bool { return e.Type == C.IBV_EVENT_QP_LAST_WQE_REACHED }
 
 func (e AsyncEvent) String() string {
 	return C.GoString(C.ibv_event_type_str(C.enum_ibv_event_type(e.Type)))
@@ -387,6 +447,9 @@ func (c *Context) Query() (DeviceAttr, error) {
 		MaxQPInitRdAtom:  int(a.max_qp_init_rd_atom),
 		MaxMRSize:        uint64(a.max_mr_size),
 		MemMgtExtensions: a.device_cap_flags&C.IBV_DEVICE_MEM_MGT_EXTENSIONS != 0,
+		MaxSRQ:           int(a.max_srq),
+		MaxSRQWR:         int(a.max_srq_wr),
+		MaxSRQSGE:        int(a.max_srq_sge),
 	}, nil
 }
 
@@ -542,16 +605,31 @@ func (qp *QP) Num() uint32 { return uint32(qp.p.qp_num) }
 // Post posts everything staged, each QP's work as one or more chains, in
 // one cgo call. Read the outcome with Result, then Reset.
 func (b *Batch) Post() {
-	if len(b.qps) == 0 {
+	if len(b.qps) == 0 && b.nsr == 0 {
 		return
 	}
 	for i, qp := range b.qps {
 		b.groups[i].qp = uintptr(unsafe.Pointer(qp.p))
 	}
+	b.sp = srqPost{n: uint32(b.nsr)}
+	if b.nsr > 0 {
+		b.sp.srq = uintptr(unsafe.Pointer(b.srq.p))
+	}
 	cut := postFault(b) // nothing, unless built with faultinject
 	C.nt_post_batch((*C.nt_group)(unsafe.Pointer(&b.groups[0])), C.int(len(b.qps)),
-		(*C.nt_send_wr)(unsafe.Pointer(&b.send[0])), (*C.nt_recv_wr)(unsafe.Pointer(&b.recv[0])))
-	cut.apply(b.groups[:len(b.qps)])
+		(*C.nt_send_wr)(unsafe.Pointer(&b.send[0])), (*C.nt_recv_wr)(unsafe.Pointer(&b.recv[0])),
+		(*C.nt_srq_post)(unsafe.Pointer(&b.sp)), (*C.nt_recv_wr)(unsafe.Pointer(&b.srqRecv[0])))
+	cut.apply(b.groups[:len(b.qps)], &b.sp)
+}
+
+// SetMinRNRTimer sets the RNR NAK timer the QP sends when a message finds
+// no receive posted, in the IB encoding (1: 0.01 ms ... 12: 0.64 ms ...
+// 31: 491.52 ms, 0: 655.36 ms). The QP must be connected (RTS).
+func (qp *QP) SetMinRNRTimer(timer uint8) error {
+	if rc := C.nt_qp_min_rnr_timer(qp.p, C.int(timer)); rc < 0 {
+		return fmt.Errorf("ibv_modify_qp min_rnr_timer: %w", errno(rc))
+	}
+	return nil
 }
 
 // SetError moves the QP to the error state, flushing all outstanding work.

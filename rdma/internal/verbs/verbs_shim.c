@@ -72,9 +72,35 @@ static int nt_post_recv(struct ibv_qp *qp, nt_recv_wr *w, int n, int *bad) {
 	return n;
 }
 
-// nt_post_batch posts every group's receives, then its sends, in chains of at
-// most NT_MAX_BATCH, and records per group how many went in and the first error.
-void nt_post_batch(nt_group *g, int ng, nt_send_wr *s, nt_recv_wr *r) {
+static int nt_post_srq_recv(struct ibv_srq *srq, nt_recv_wr *w, int n, int *bad) {
+	struct ibv_recv_wr wr[NT_MAX_BATCH];
+	struct ibv_recv_wr *badwr = NULL;
+	if (n > NT_MAX_BATCH) n = NT_MAX_BATCH;
+	for (int i = 0; i < n; i++) {
+		wr[i].wr_id = w[i].wr_id;
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+		wr[i].sg_list = (struct ibv_sge *)w[i].sge;
+		wr[i].num_sge = w[i].num_sge;
+	}
+	int rc = ibv_post_srq_recv(srq, wr, &badwr);
+	if (rc) { *bad = badwr ? (int)(badwr - wr) : 0; return rc > 0 ? -rc : rc; }
+	return n;
+}
+
+// nt_post_batch posts the shared receive queue's receives first (a buffer a
+// response gives back is there before the response goes out), then every
+// group's receives and sends, in chains of at most NT_MAX_BATCH, and records
+// how many went in and the first error, for the SRQ and per group.
+void nt_post_batch(nt_group *g, int ng, nt_send_wr *s, nt_recv_wr *r, nt_srq_post *sp, nt_recv_wr *sr) {
+	sp->rc = 0; sp->posted = 0;
+	for (uint32_t off = 0; off < sp->n;) {
+		int bad = 0, rc;
+		int n = sp->n - off < NT_MAX_BATCH ? (int)(sp->n - off) : NT_MAX_BATCH;
+		if ((rc = nt_post_srq_recv(sp->srq, sr + off, n, &bad)) < 0) {
+			sp->rc = rc; sp->posted += bad; break;
+		}
+		off += n; sp->posted += n;
+	}
 	for (int i = 0; i < ng; i++) {
 		int bad = 0, rc;
 		g[i].recv_rc = 0; g[i].recv_posted = 0;
@@ -107,6 +133,7 @@ static const size_t nt_offsets[] = {
 	offsetof(nt_group, qp), offsetof(nt_group, send_off), offsetof(nt_group, nsend), offsetof(nt_group, recv_off),
 	offsetof(nt_group, nrecv), offsetof(nt_group, send_rc), offsetof(nt_group, send_posted),
 	offsetof(nt_group, recv_rc), offsetof(nt_group, recv_posted),
+	offsetof(nt_srq_post, srq), offsetof(nt_srq_post, n), offsetof(nt_srq_post, rc), offsetof(nt_srq_post, posted),
 };
 const size_t *nt_field_offsets(int *n) { *n = sizeof(nt_offsets) / sizeof(nt_offsets[0]); return nt_offsets; }
 
@@ -197,13 +224,43 @@ int nt_accept(struct rdma_cm_id *id, const void *pd, int pdlen, int rr, int id_d
 	return rdma_accept(id, &p) ? -errno : 0;
 }
 
+// nt_create_qp creates the ID's RC QP; with srq its receives come from that
+// shared receive queue, and rwr and rsge are not used (ibv_create_qp(3)).
 int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
-		int swr, int rwr, int ssge, int rsge, int inl) {
+		struct ibv_srq *srq, int swr, int rwr, int ssge, int rsge, int inl) {
 	struct ibv_qp_init_attr a; memset(&a, 0, sizeof(a));
-	a.send_cq = scq; a.recv_cq = rcq; a.qp_type = IBV_QPT_RC; a.sq_sig_all = 0;
-	a.cap.max_send_wr = swr; a.cap.max_recv_wr = rwr;
-	a.cap.max_send_sge = ssge; a.cap.max_recv_sge = rsge; a.cap.max_inline_data = inl;
+	a.send_cq = scq; a.recv_cq = rcq; a.srq = srq; a.qp_type = IBV_QPT_RC; a.sq_sig_all = 0;
+	a.cap.max_send_wr = swr; a.cap.max_inline_data = inl; a.cap.max_send_sge = ssge;
+	if (!srq) { a.cap.max_recv_wr = rwr; a.cap.max_recv_sge = rsge; }
 	return rdma_create_qp(id, pd, &a) ? -errno : 0;
+}
+
+// nt_qp_min_rnr_timer sets the RNR NAK timer of a QP in RTS (an RTS to RTS
+// transition, where it is an optional attribute).
+int nt_qp_min_rnr_timer(struct ibv_qp *qp, int timer) {
+	struct ibv_qp_attr a; memset(&a, 0, sizeof(a));
+	a.min_rnr_timer = timer;
+	int rc = ibv_modify_qp(qp, &a, IBV_QP_MIN_RNR_TIMER);
+	return rc > 0 ? -rc : rc;
+}
+
+// nt_create_srq creates a shared receive queue of at least max_wr receives;
+// *got_wr is what the device gave (ibv_create_srq(3) may round up).
+struct ibv_srq *nt_create_srq(struct ibv_pd *pd, int max_wr, int max_sge, int *got_wr) {
+	struct ibv_srq_init_attr a; memset(&a, 0, sizeof(a));
+	a.attr.max_wr = max_wr; a.attr.max_sge = max_sge;
+	struct ibv_srq *srq = ibv_create_srq(pd, &a);
+	if (srq) *got_wr = a.attr.max_wr;
+	return srq;
+}
+
+// nt_arm_srq arms the SRQ limit: IBV_EVENT_SRQ_LIMIT_REACHED comes once
+// fewer than limit receives are left in it (ibv_modify_srq(3)).
+int nt_arm_srq(struct ibv_srq *srq, int limit) {
+	struct ibv_srq_attr a; memset(&a, 0, sizeof(a));
+	a.srq_limit = limit;
+	int rc = ibv_modify_srq(srq, &a, IBV_SRQ_LIMIT);
+	return rc > 0 ? -rc : rc;
 }
 
 int nt_qp_error(struct ibv_qp *qp) {
@@ -214,14 +271,20 @@ int nt_qp_error(struct ibv_qp *qp) {
 }
 
 // nt_get_async_event reads one asynchronous event, copies out its type and,
-// for a QP's event, the QP number, and acknowledges it at once: a QP or CQ
+// for a QP's event, the QP number (for an SRQ's, the SRQ), and acknowledges
+// it at once: a QP or CQ
 // cannot be destroyed while an event reported for it is unacknowledged.
-int nt_get_async_event(struct ibv_context *c, int *type, uint32_t *qpn, int *has_qp) {
+int nt_get_async_event(struct ibv_context *c, int *type, uint32_t *qpn, int *has_qp, uintptr_t *srq, int *has_srq) {
 	struct ibv_async_event ev;
 	if (ibv_get_async_event(c, &ev)) return -errno;
 	*type = ev.event_type;
 	*has_qp = 0;
+	*has_srq = 0;
 	switch (ev.event_type) {
+	case IBV_EVENT_SRQ_ERR: case IBV_EVENT_SRQ_LIMIT_REACHED:
+		*srq = (uintptr_t)ev.element.srq;
+		*has_srq = 1;
+		break;
 	case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
 	case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
 	case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED:

@@ -33,8 +33,16 @@ typedef struct {
 	int32_t send_rc, send_posted, recv_rc, recv_posted;
 } nt_group;
 
+// nt_srq_post is a batch's receives for a shared receive queue: the C side
+// reads srq and n and writes rc and posted.
+typedef struct {
+	struct ibv_srq *srq;
+	uint32_t n;
+	int32_t rc, posted;
+} nt_srq_post;
+
 int nt_set_nonblock(int fd);
-void nt_post_batch(nt_group *g, int ng, nt_send_wr *s, nt_recv_wr *r);
+void nt_post_batch(nt_group *g, int ng, nt_send_wr *s, nt_recv_wr *r, nt_srq_post *sp, nt_recv_wr *sr);
 const size_t *nt_field_offsets(int *n);
 int nt_poll(struct ibv_cq *cq, nt_wc *out, int n);
 int nt_bind(struct rdma_cm_id *id, int family, const void *addr, int port);
@@ -44,9 +52,12 @@ int nt_connect(struct rdma_cm_id *id, const void *pd, int pdlen, int rr, int id_
 int nt_get_event(struct rdma_event_channel *ch, struct rdma_cm_event **ev);
 int nt_accept(struct rdma_cm_id *id, const void *pd, int pdlen, int rr, int id_depth, int rnr);
 int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
-		int swr, int rwr, int ssge, int rsge, int inl);
+		struct ibv_srq *srq, int swr, int rwr, int ssge, int rsge, int inl);
 int nt_qp_error(struct ibv_qp *qp);
-int nt_get_async_event(struct ibv_context *c, int *type, uint32_t *qpn, int *has_qp);
+int nt_qp_min_rnr_timer(struct ibv_qp *qp, int timer);
+struct ibv_srq *nt_create_srq(struct ibv_pd *pd, int max_wr, int max_sge, int *got_wr);
+int nt_arm_srq(struct ibv_srq *srq, int limit);
+int nt_get_async_event(struct ibv_context *c, int *type, uint32_t *qpn, int *has_qp, uintptr_t *srq, int *has_srq);
 int nt_wait(struct ibv_comp_channel *ch, int evfd);
 int nt_device_count(void);
 int nt_sync_devices(void);

@@ -43,6 +43,9 @@ type CQ struct{}
 // QP is unavailable in this build.
 type QP struct{ _ byte } // not zero-size: Batch tells QPs apart by address
 
+// SRQ is unavailable in this build.
+type SRQ struct{}
+
 func SyncDevices() (int, error)                           { return 0, ErrNotSupported }
 func NewEventChannel() (*EventChannel, error)             { return nil, ErrNotSupported }
 func (*EventChannel) Fd() int                             { return -1 }
@@ -89,9 +92,19 @@ func (*CQ) ReqNotify() error                              { return ErrNotSupport
 func (*CQ) Destroy() error                                { return nil }
 func (*QP) Num() uint32                                   { return 0 }
 func (*QP) SetError() error                               { return ErrNotSupported }
+func (*QP) SetMinRNRTimer(uint8) error                    { return ErrNotSupported }
+func (*PD) CreateSRQ(int, int) (*SRQ, error)              { return nil, ErrNotSupported }
+func (*SRQ) MaxWR() int                                   { return 0 }
+func (*SRQ) Handle() uintptr                              { return 0 }
+func (*SRQ) Arm(int) error                                { return ErrNotSupported }
+func (*SRQ) Destroy() error                               { return nil }
+func (AsyncEvent) SRQLimit() bool                         { return false }
+func (AsyncEvent) SRQErr() bool                           { return false }
+func (AsyncEvent) LastWQEReached() bool                   { return false }
 
 // Post fails every group: nothing can be posted in this build.
 func (b *Batch) Post() {
+	b.sp = srqPost{n: uint32(b.nsr), rc: -int32(syscall.ENOSYS)}
 	for i := range b.qps {
 		g := &b.groups[i]
 		g.recvRC, g.recvsPosted = -int32(syscall.ENOSYS), 0
@@ -104,3 +117,9 @@ func DeviceCount() (int, error) { return 0, ErrNotSupported }
 
 // SetupFaults does nothing: this build has no fault injection.
 func SetupFaults() (string, error) { return "", nil }
+
+// SRQDepthFault is 0: this build has no fault injection.
+func SRQDepthFault() int { return 0 }
+
+// SRQStartFault is 0: this build has no fault injection.
+func SRQStartFault() int { return 0 }

@@ -163,3 +163,34 @@ func TestBatchResult(t *testing.T) {
 		t.Fatalf("error %v lost an errno", err)
 	}
 }
+
+// TestBatchSRQ: SRQ receives count in Len, have their own room, need no QP
+// group, and a failed post reports those that did not go in.
+func TestBatchSRQ(t *testing.T) {
+	a, srq := new(QP), new(SRQ)
+	bt := NewBatch(2, 3, 2)
+	bt.Send(a)
+	for i := 0; i < 3; i++ {
+		if !bt.SRQRoom(1) {
+			t.Fatalf("no SRQ room before receive %d", i)
+		}
+		bt.SRQRecv(srq).WRID = uint64(10 + i)
+	}
+	if bt.SRQRoom(1) || !bt.Room(1, 3) || bt.Groups() != 1 || bt.Len() != 4 {
+		t.Fatalf("SRQ room %v, QP room %v, %d groups, %d staged: want none, some, 1, 4",
+			bt.SRQRoom(1), bt.Room(1, 3), bt.Groups(), bt.Len())
+	}
+	bt.sp = srqPost{n: 3, posted: 3}
+	if n, un, err := bt.SRQResult(); n != 3 || len(un) != 0 || err != nil {
+		t.Fatalf("clean post: %d posted, %d unposted, %v", n, len(un), err)
+	}
+	bt.sp = srqPost{n: 3, posted: 1, rc: -int32(syscall.ENOMEM)}
+	n, un, err := bt.SRQResult()
+	if n != 1 || len(un) != 2 || un[0].WRID != 11 || !errors.Is(err, syscall.ENOMEM) {
+		t.Fatalf("failed post: %d posted, unposted %v, %v", n, un, err)
+	}
+	bt.Reset()
+	if bt.Len() != 0 || !bt.SRQRoom(3) || bt.srq != nil {
+		t.Fatal("Reset left SRQ receives staged")
+	}
+}

@@ -1,0 +1,242 @@
+package rdma
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
+)
+
+// A poller's shared receive queue (rdma.srq), as nvmet and SPDK keep one per
+// core: the receive buffers of every queue on the poller are posted once, to
+// one SRQ, and a command capsule lands in whichever is at its head. So the
+// registered memory grows with the pollers, not with the connections.
+//
+// A buffer belongs to the poller. It is bound to a queue only when a capsule
+// lands in it: the completion names the QP (wc.QPNum), which names the queue
+// (engine.byQPN). The queue's request holds the buffer until it is done with
+// the capsule, and then it goes back to the SRQ, whatever became of the
+// queue meanwhile; a queue torn down gives back the buffers its requests and
+// parked capsules hold, and no other. A QP in the error state flushes only
+// the receive it was in the middle of, if any: the SRQ's other receives stay
+// posted for the other QPs (ibv_post_srq_recv(3); rxe completes just that
+// one with IBV_WC_WR_FLUSH_ERR). Completions that arrive for a queue being
+// torn down give their buffer back at once.
+//
+// So a QP of the SRQ is destroyed only once the device says it takes no
+// more receives from it (IBV_EVENT_QP_LAST_WQE_REACHED, IB spec o10-2.2.5
+// and ibv_create_srq(3)) and the CQs are drained of what it left there:
+// until then its number stays bound to the draining queue, whose buffers
+// go back to the SRQ; destroyed sooner, a late completion would find no
+// queue, or another queue's QP of the same number. A device that never
+// sends the event is waited for lastWQETimeout.
+//
+// Every buffer is posted at start: the depth is what the operator
+// configured, and its memory is registered already. A buffer a post leaves
+// out is spare, and the SRQ limit is armed for it: when fewer receives than
+// a quarter of those given are left posted (IBV_EVENT_SRQ_LIMIT_REACHED,
+// ibv_modify_srq(3)), the spare are posted again. (A faultinject build may
+// post fewer at start, FaultSRQStartEnv, and the event grows the SRQ the
+// same way.)
+
+// srqConfig is a poller's shared receive queue, for its engine: n receive
+// buffers of nvme.CommandSize command bytes and icd in-capsule data bytes.
+type srqConfig struct {
+	cmd, icd []byte // n × 64 and n × icd bytes of the registered region
+	icdSize  int
+	n        int
+	// start is the buffers posted at start; 0 posts all of them.
+	start int
+}
+
+// sharedRecv is the engine's side of the poller's SRQ.
+type sharedRecv struct {
+	srqConfig
+	// posted is the buffers posted and not completed yet: in the SRQ, or
+	// taken by a QP that has not reported it.
+	posted int
+	// spare are the buffers never posted, or left out by a post that
+	// failed: the room the SRQ grows into.
+	spare []int32
+	// gPosted and gHeld are posted and given-but-not-posted (held by the
+	// queues' requests and parked capsules), for metrics: publish writes
+	// them on the poller, scrapes read them anywhere.
+	gPosted, gHeld atomic.Int64
+}
+
+func newSharedRecv(c srqConfig) *sharedRecv {
+	s := &sharedRecv{srqConfig: c, spare: make([]int32, 0, c.n)}
+	for i := c.n - 1; i >= 0; i-- {
+		s.spare = append(s.spare, int32(i))
+	}
+	return s
+}
+
+// given is the buffers the SRQ has been given: posted, or held by the
+// queues' requests since a capsule landed in them.
+func (s *sharedRecv) given() int { return s.n - len(s.spare) }
+
+// srqArmAt is the SRQ limit for given buffers: the event comes when fewer
+// than a quarter of them are left posted.
+func srqArmAt(given int) int { return max(given/4, 1) }
+
+// startSRQ posts the SRQ's buffers (all of them, but for a faultinject
+// build's srqConfig.start), before any queue is on the poller.
+func (e *engine) startSRQ() {
+	n := e.srq.n
+	if e.srq.start > 0 {
+		n = e.srq.start
+	}
+	e.postSpare(n)
+}
+
+// growSRQ answers the SRQ limit event: it gives the SRQ as many spare
+// buffers again as it has, up to all of them (those a failed post left
+// out, or a faultinject build did not post at start), and arms the limit
+// again while some are spare. With none (every buffer given: the limit was
+// armed for spare that a later round posted), an armed limit would only
+// report every capsule that finds the SRQ low: it stays unarmed.
+func (e *engine) growSRQ() {
+	e.postSpare(max(e.srq.given(), 1))
+}
+
+// postSpare posts up to n spare buffers and arms the limit while some are
+// left spare.
+func (e *engine) postSpare(n int) {
+	s := e.srq
+	for n > 0 && len(s.spare) > 0 {
+		b := s.spare[len(s.spare)-1]
+		s.spare = s.spare[:len(s.spare)-1]
+		e.srqRepost(int(b))
+		n--
+	}
+	e.flush() // a post that fails arms the limit (srqPosted)
+	if len(s.spare) > 0 {
+		e.loop.armSRQ(srqArmAt(s.given()))
+	}
+}
+
+// srqRepost gives buffer b back to the SRQ, with the round's flush.
+func (e *engine) srqRepost(b int) {
+	for !e.batch.SRQRoom(1) {
+		e.flush()
+	}
+	e.stageSRQRecv(b)
+}
+
+// stageSRQRecv stages the receive of buffer b; the caller made room.
+func (e *engine) stageSRQRecv(b int) {
+	s := e.srq
+	w := e.batch.SRQRecv()
+	w.WRID = wrID(kindSRQRecv, 0, 0, uint16(b))
+	off := b * nvme.CommandSize
+	w.SGE[0] = verbs.SGE{Addr: verbs.Addr(s.cmd[off : off+nvme.CommandSize]), Length: nvme.CommandSize, LKey: e.geo.lkey}
+	w.NumSGE = 1
+	if s.icdSize > 0 {
+		off := b * s.icdSize
+		w.SGE[1] = verbs.SGE{Addr: verbs.Addr(s.icd[off : off+s.icdSize]), Length: uint32(s.icdSize), LKey: e.geo.lkey}
+		w.NumSGE = 2
+	}
+}
+
+// srqPosted reads what the round's post did with the SRQ's receives. Those
+// left out are spare again, for the SRQ to grow into: the SRQ holds every
+// buffer (its max_wr), so this is a device in trouble, not a full queue.
+func (e *engine) srqPosted() {
+	n, unposted, err := e.batch.SRQResult()
+	e.srq.posted += n
+	if err == nil {
+		return
+	}
+	for _, w := range unposted {
+		if _, _, _, idx := splitWRID(w.WRID); int(idx) < e.srq.n {
+			e.srq.spare = append(e.srq.spare, int32(idx))
+		}
+	}
+	e.log.Error("post SRQ receives", "err", err, "left_out", len(unposted), "posted", e.srq.posted)
+	// The limit event posts them again: without it armed they would be
+	// stranded, the SRQ that much smaller for good.
+	e.loop.armSRQ(srqArmAt(e.srq.given()))
+}
+
+// srqReceived dispatches a receive completion of the SRQ: the capsule goes
+// to the queue of the QP it landed on, and a buffer no live queue takes
+// goes back to the SRQ.
+func (e *engine) srqReceived(b int, wc *verbs.WC) {
+	if b >= e.srq.n {
+		return
+	}
+	e.srq.posted--
+	q := e.byQPN[wc.QPNum]
+	if wc.Status != verbs.WCSuccess && wc.Status != verbs.WCFlushErr {
+		e.stats.CompletionErrors.Add(1)
+		log := e.log
+		if q != nil {
+			log = q.log
+		}
+		log.Warn("work completion error", "kind", kindSRQRecv, "status", wc.StatusString(), "vendor_err", wc.VendorErr, "qp_num", wc.QPNum)
+	}
+	if q == nil || !q.live() {
+		e.srqRepost(b)
+		return
+	}
+	q.received(b, wc)
+}
+
+// lastWQETimeout bounds the wait for IBV_EVENT_QP_LAST_WQE_REACHED of a QP
+// torn down: a device that never sends it must not keep the queue (and its
+// host's reconnect) for ever. Below removalDrainTimeout and closeTimeout.
+const lastWQETimeout = 5 * time.Second
+
+// lastWQEReached answers IBV_EVENT_QP_LAST_WQE_REACHED for QP qpn: the QP,
+// in the error state, takes no more receives from the SRQ. What it left in
+// the CQs is dispatched first, while its number still names its queue (a
+// receive goes back to the SRQ), and then the queue may be destroyed. The
+// event may come before the queue's teardown (rdma_cm moved the QP to the
+// error state on a DREQ): the queue is torn down now. Events for QPs this
+// poller does not have, and repeats, are ignored.
+func (e *engine) lastWQEReached(qpn uint32) {
+	q := e.byQPN[qpn]
+	if q == nil || q.lastWQE {
+		return
+	}
+	e.loop.drainCQs()
+	q.lastWQE = true
+	if q.live() {
+		q.teardown("QP left the SRQ (last WQE reached)")
+	}
+	q.checkDrained()
+}
+
+// lastWQETimedOut finishes q's wait for its last WQE event once
+// lastWQETimeout has passed without it.
+func (q *queue) lastWQETimedOut() {
+	if q.state != qsDraining || q.lastWQE {
+		return
+	}
+	q.log.Warn("no IBV_EVENT_QP_LAST_WQE_REACHED for the QP of a queue torn down: destroying it after draining the CQs",
+		"after", lastWQETimeout, "qp_num", q.conn.QPNum())
+	q.e.loop.drainCQs()
+	q.lastWQE = true
+	q.checkDrained()
+}
+
+// srqFailed answers IBV_EVENT_SRQ_ERR: the SRQ gives the poller's QPs no
+// more receives, so every queue on the poller is torn down, and its host
+// reconnects.
+func (e *engine) srqFailed() {
+	e.stats.SRQErrors.Add(1)
+	n := 0
+	for _, q := range e.queues {
+		if q != nil && q.live() {
+			n++
+		}
+	}
+	e.log.Error("shared receive queue failed (IBV_EVENT_SRQ_ERR): tearing down the poller's queues", "queues", n)
+	for _, q := range e.queues {
+		if q != nil {
+			q.teardown("shared receive queue failed")
+		}
+	}
+}
