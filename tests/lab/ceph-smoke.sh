@@ -5,7 +5,7 @@
 #   (make ceph-smoke)
 #
 # $1 is the repository (labvm runs a copy of this file, so it cannot find its neighbours). It
-# starts the cluster with ceph-up.sh, then: an image created, written by `rbd bench`, read back,
+# starts the cluster with ceph-up.sh, then: an image created, written and read by `rbd bench`,
 # grown and shrunk; a client address blocklisted and un-blocklisted (gateway failover fences a
 # dead gateway's client so); PROGRAM, if given, run against the cluster with its ARGS (e.g. a
 # librados/librbd client built on the host); the image removed and the cluster stopped with
