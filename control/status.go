@@ -26,6 +26,29 @@ type PortStatus struct {
 	// ANAGroups is the state, through this port, of every ANA group a
 	// namespace is in or the configuration names.
 	ANAGroups map[string]string `json:"ana_groups"`
+	// State is PortLive or PortDown; Reason and DownSince say why and
+	// since when a port is down.
+	State     string     `json:"state"`
+	Reason    string     `json:"reason,omitempty"`
+	DownSince *time.Time `json:"down_since,omitempty"`
+}
+
+// Port states.
+const (
+	// PortLive: the port accepts connections.
+	PortLive = "live"
+	// PortDown: the port accepts none; its RDMA device was removed, and
+	// the transport listens again once the address is usable.
+	PortDown = "down"
+)
+
+// portState sets ps's State, Reason and DownSince from tgt.
+func portState(tgt *fabric.Target, ps *PortStatus) {
+	ps.State = PortLive
+	if st, ok := tgt.PortState(ps.ID); ok && st.Down {
+		since := st.Since
+		ps.State, ps.Reason, ps.DownSince = PortDown, st.Reason, &since
+	}
 }
 
 // SubsystemStatus is one subsystem with its namespaces and allowed hosts.
@@ -127,6 +150,7 @@ func (m *Manager) Status() Status {
 			}
 			ps.ANAGroups[strconv.Itoa(int(g))] = state.String()
 		}
+		portState(m.tgt, &ps)
 		st.Ports = append(st.Ports, ps)
 	}
 	for _, ci := range m.tgt.Controllers() {

@@ -335,6 +335,25 @@ func (t *Target) RemovePort(id uint16) error {
 	return l.Close()
 }
 
+// PortState is the state of the port with that ID; ok is false when there
+// is no such port.
+func (t *Target) PortState(id uint16) (st PortState, ok bool) {
+	t.mu.Lock()
+	i := slices.IndexFunc(t.ports, func(p *Port) bool { return p.ID == id })
+	var l Listener
+	if i >= 0 {
+		l = t.listeners[i]
+	}
+	t.mu.Unlock()
+	if i < 0 {
+		return PortState{}, false
+	}
+	if r, ok := l.(StateReporter); ok {
+		return r.State(), true
+	}
+	return PortState{}, true
+}
+
 // Ports lists the ports in order.
 func (t *Target) Ports() []*Port {
 	t.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync/atomic"
+	"time"
 )
 
 // Transport is one fabric's plug-in point.
@@ -85,6 +86,23 @@ type Listener interface {
 	// Close stops accepting, disconnects every queue of the port and
 	// returns once they are torn down.
 	Close() error
+}
+
+// PortState says whether a port accepts connections now.
+type PortState struct {
+	// Down: the port accepts no connection (its RDMA device was removed);
+	// the transport keeps trying to listen again.
+	Down bool
+	// Reason is why the port is down, for the operator.
+	Reason string
+	// Since is when it went down.
+	Since time.Time
+}
+
+// StateReporter is the optional Listener method that reports the port's
+// state; a listener without it is always up.
+type StateReporter interface {
+	State() PortState
 }
 
 // Conn is the core's view of one transport queue: its ops table.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -48,12 +49,31 @@ type device struct {
 	// its RDMA operations for MDTS bytes plus the response SEND.
 	wrsPerReq int
 
+	// key is the device's entry in Transport.devices (its context).
+	key uintptr
+	// node is the device's user-verbs node in sysfs, watched for its
+	// removal (removal.go); zero when the machine shows none.
+	node uverbsNode
+	// anchor is an rdma_cm ID of the transport's own bound to the device:
+	// librdmacm closes the device's context when its last ID on it is
+	// destroyed, and the anchor goes only after everything of ours on the
+	// context (close). Not valid when it could not be made.
+	anchor verbs.CMID
+
 	mu         sync.Mutex
+	blocks     int // queue blocks in all
 	freeBlocks []int
 	pollers    []*poller
 	// newCQ makes another CQ for a poller, of p.cqSize entries on its
 	// channel; replaced in tests, which have no device.
 	newCQ func(p *poller) (*verbs.CQ, error)
+	// removed: the device is going (removal.go); no queue is set up on it
+	// any more, and idle closes once its last queue is gone.
+	removed bool
+	idle    chan struct{}
+	// gone is removed for the pollers, which log less about a device that
+	// no longer answers.
+	gone atomic.Bool
 
 	// events waits for the device's asynchronous events (a duplicate of its
 	// descriptor); eventsDone closes when readAsyncEvents returns.
@@ -69,8 +89,12 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &device{t: t, ctx: ctx, attr: attr, depth: cfg.MaxQueueDepth, icd: int(cfg.InCapsuleDataSize), ioUnit: int(cfg.IOUnitSize)}
+	d := &device{t: t, ctx: ctx, key: ctx.Handle(), attr: attr, depth: cfg.MaxQueueDepth, icd: int(cfg.InCapsuleDataSize),
+		ioUnit: int(cfg.IOUnitSize), idle: make(chan struct{})}
 	d.log = t.log.With("device", attr.Name)
+	if d.node, err = t.nodeOf(attr.Name); err != nil {
+		return nil, fmt.Errorf("device %s: %w", attr.Name, err)
+	}
 	if d.depth > attr.MaxQPWR {
 		d.depth = attr.MaxQPWR
 	}
@@ -113,6 +137,7 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 	}
 	d.lkey = d.mr.LKey()
 	d.newCQ = func(p *poller) (*verbs.CQ, error) { return d.ctx.CreateCQ(p.cqSize, p.ch) }
+	d.blocks = blocks
 	for b := blocks - 1; b >= 0; b-- {
 		d.freeBlocks = append(d.freeBlocks, b)
 	}
@@ -164,6 +189,9 @@ func (d *device) queueMem(b int) queueMem {
 // errNoBlock: every queue block of the region is taken (rdma.max_queues).
 var errNoBlock = errors.New("queue limit reached")
 
+// errRemoved: the device is being removed; no queue is set up on it.
+var errRemoved = errors.New("device being removed")
+
 // allocBlock takes a queue block and room for cqes entries on a CQ of a
 // poller: the least loaded poller with a CQ that has the room, or else the
 // least loaded poller on a CQ made for it. A CQ holds the worst case of a
@@ -173,6 +201,9 @@ var errNoBlock = errors.New("queue limit reached")
 func (d *device) allocBlock(cqes int) (int, *poller, *pollerCQ, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.removed {
+		return 0, nil, nil, errRemoved
+	}
 	if len(d.freeBlocks) == 0 {
 		return 0, nil, nil, errNoBlock
 	}
@@ -216,6 +247,47 @@ func (d *device) freeBlock(b int, p *poller, cq *pollerCQ, cqes int) {
 	d.freeBlocks = append(d.freeBlocks, b)
 	cq.room += cqes
 	p.nqueues--
+	d.checkIdle()
+}
+
+// markRemoved flags the device as going; false if it already was.
+func (d *device) markRemoved() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.removed {
+		return false
+	}
+	d.removed = true
+	d.gone.Store(true)
+	d.checkIdle()
+	return true
+}
+
+func (d *device) isRemoved() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.removed
+}
+
+// queues is how many queues hold a block: each has, or had, a QP not yet
+// destroyed.
+func (d *device) queues() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.blocks - len(d.freeBlocks)
+}
+
+// checkIdle closes idle once a removed device has no queue left: every
+// block is back, and a block comes back only after its QP is destroyed.
+// d.mu is held.
+func (d *device) checkIdle() {
+	if d.removed && len(d.freeBlocks) == d.blocks {
+		select {
+		case <-d.idle:
+		default:
+			close(d.idle)
+		}
+	}
 }
 
 // readAsyncEvents logs and acknowledges the device's asynchronous events
@@ -239,6 +311,12 @@ func (d *device) readAsyncEvents(pollers []*poller) {
 		d.t.stats.AsyncEvents.Add(1)
 		if !ev.Fatal() {
 			d.log.Debug("async event", "event", ev.String(), "qp_num", ev.QPNum)
+			continue
+		}
+		if ev.DeviceFatal() {
+			// The device is lost (mlx5 reports this when it is removed
+			// or reset): release it as for an rdma_cm DEVICE_REMOVAL.
+			d.t.deviceRemoved(d, "async event: "+ev.String())
 			continue
 		}
 		d.log.Warn("async event", "event", ev.String(), "qp_num", ev.QPNum)
@@ -288,6 +366,14 @@ func (d *device) close() error {
 			errs = append(errs, err)
 		}
 		d.mem = nil
+	}
+	// Last: the anchor keeps librdmacm from closing the context under
+	// what was destroyed above.
+	if d.anchor.Valid() {
+		if err := d.anchor.Destroy(); err != nil {
+			errs = append(errs, err)
+		}
+		d.anchor = verbs.CMID{}
 	}
 	return errors.Join(errs...)
 }

@@ -256,6 +256,16 @@ func (e *engine) checkStuck() {
 	}
 }
 
+// abandonPosted lets go of the posted work of every queue: the device is
+// gone (see queue.abandonPosted).
+func (e *engine) abandonPosted() {
+	for _, q := range e.queues {
+		if q != nil {
+			q.abandonPosted()
+		}
+	}
+}
+
 // publish brings the BuffersInUse gauge up to date.
 func (e *engine) publish() {
 	if d := e.inUse - e.published; d != 0 {

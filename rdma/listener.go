@@ -24,6 +24,11 @@ const stuckLogWait = 500 * time.Millisecond
 
 // listener is one rdma_cm listening ID with its event channel. All rdma_cm
 // calls for the port and its connections run on its goroutine.
+//
+// When the device the ID is bound to is removed, the port goes down: the
+// ID is destroyed with everything else on the device (removal.go), and the
+// listener binds its address again, with a backoff, until that works (the
+// device, or another one with the address, is there).
 type listener struct {
 	t      *Transport
 	tgt    *fabric.Target
@@ -31,7 +36,22 @@ type listener struct {
 	log    *slog.Logger
 	ec     *verbs.EventChannel
 	ecFile *os.File
-	id     verbs.CMID
+	ip     net.IP
+	svc    int
+
+	// listener goroutine only (and listen, Close once it stopped): the
+	// listening ID, invalid while the port is down, and its device, nil
+	// when it is bound to every device (a wildcard address).
+	id  verbs.CMID
+	dev *device
+	// retry fires the next bind of a port that is down; retryC is its
+	// channel while armed, and backoff its delay.
+	retry   *time.Timer
+	retryC  <-chan time.Time
+	backoff time.Duration
+
+	stateMu sync.Mutex
+	state   fabric.PortState
 
 	events chan *verbs.CMEvent
 	ctl    chan func()
@@ -54,32 +74,20 @@ func (t *Transport) listen(tgt *fabric.Target, p *fabric.Port, ip net.IP, port i
 		return nil, err
 	}
 	l := &listener{
-		t: t, tgt: tgt, port: p, ec: ec, log: t.log.With("port", net.JoinHostPort(p.Address, p.Service)),
+		t: t, tgt: tgt, port: p, ec: ec, ip: ip, svc: port, log: t.log.With("port", net.JoinHostPort(p.Address, p.Service)),
 		events: make(chan *verbs.CMEvent, 64), ctl: make(chan func(), 256),
 		stop: make(chan struct{}), done: make(chan struct{}), read: make(chan struct{}),
 		conns: map[uintptr]*cmConn{},
 	}
-	if l.id, err = ec.CreateID(); err != nil {
-		ec.Close()
-		return nil, err
-	}
 	fail := func(err error) (*listener, error) {
-		l.id.Destroy()
+		if l.id.Valid() {
+			l.id.Destroy() // no event of it read yet: nothing to wait for
+		}
 		ec.Close()
 		return nil, err
 	}
-	if err := l.id.Bind(ip, port); err != nil {
+	if l.id, l.dev, err = l.bind(); err != nil {
 		return fail(err)
-	}
-	if err := l.id.Listen(128); err != nil {
-		return fail(err)
-	}
-	// A listener bound to one address has its device now: register the
-	// pools at start rather than at the first connection.
-	if ctx := l.id.Context(); ctx != nil {
-		if _, err := t.deviceFor(ctx); err != nil {
-			return fail(err)
-		}
 	}
 	fd, err := syscall.Dup(ec.Fd())
 	if err != nil {
@@ -93,6 +101,31 @@ func (t *Transport) listen(tgt *fabric.Target, p *fabric.Port, ip net.IP, port i
 	go l.readEvents()
 	go l.run()
 	return l, nil
+}
+
+// bind creates a listening ID on l's channel, bound to the port's address.
+// A listener bound to one address has its device at once: the pools are
+// registered now rather than at the first connection, and a device that is
+// going is refused. On error the ID, when valid, is the caller's to
+// destroy: it may have had a connection request read already.
+func (l *listener) bind() (verbs.CMID, *device, error) {
+	id, err := l.ec.CreateID()
+	if err != nil {
+		return verbs.CMID{}, nil, err
+	}
+	if err := id.Bind(l.ip, l.svc); err != nil {
+		return id, nil, err
+	}
+	if err := id.Listen(128); err != nil {
+		return id, nil, err
+	}
+	var d *device
+	if ctx := id.Context(); ctx != nil {
+		if d, err = l.t.deviceFor(ctx, l.ip); err != nil {
+			return id, nil, err
+		}
+	}
+	return id, d, nil
 }
 
 // readEvents waits for rdma_cm events in the Go runtime's poller.
@@ -161,10 +194,116 @@ func (l *listener) run() {
 			}
 		case fn := <-l.ctl:
 			fn()
+		case <-l.retryC:
+			l.relisten()
 		case <-l.stop:
 			return
 		}
 	}
+}
+
+// post runs fn on the listener's goroutine, without blocking the caller;
+// dropped once the listener has stopped.
+func (l *listener) post(fn func()) {
+	select {
+	case l.ctl <- fn:
+	default:
+		go func() {
+			select {
+			case l.ctl <- fn:
+			case <-l.done:
+			}
+		}()
+	}
+}
+
+// State implements fabric.StateReporter.
+func (l *listener) State() fabric.PortState {
+	l.stateMu.Lock()
+	defer l.stateMu.Unlock()
+	return l.state
+}
+
+func (l *listener) setState(s fabric.PortState) {
+	l.stateMu.Lock()
+	l.state = s
+	l.stateMu.Unlock()
+}
+
+// Relisten backoff: the first bind of a port that went down is tried
+// after relistenMin, and each failure doubles the wait up to relistenMax.
+// nvmet retries a port whose address changed every 5 s; a removed device
+// usually comes back (a reset, a driver reload) within seconds.
+const (
+	relistenMin = time.Second
+	relistenMax = 10 * time.Second
+)
+
+// nextBackoff is the wait after one of prev (0 for the first).
+func nextBackoff(prev time.Duration) time.Duration {
+	if prev <= 0 {
+		return relistenMin
+	}
+	return min(2*prev, relistenMax)
+}
+
+// deviceGone tears down the listener's queues on d, a device being
+// removed, and takes the port down if its ID is bound to d.
+func (l *listener) deviceGone(d *device, why string) {
+	for _, c := range l.conns {
+		if c.d == d {
+			c.teardown("RDMA device removed")
+		}
+	}
+	if l.dev == d && !l.closing {
+		l.down(fmt.Sprintf("RDMA device %s removed (%s)", d.attr.Name, why))
+	}
+}
+
+// down destroys the listening ID and arms the first bind again. The ID is
+// destroyed off this goroutine, which acknowledges its events: connection
+// requests read for it are still on their way here.
+func (l *listener) down(reason string) {
+	if l.id.Valid() {
+		l.destroyID(l.id)
+		l.id = verbs.CMID{}
+	}
+	l.dev = nil
+	l.setState(fabric.PortState{Down: true, Reason: reason, Since: time.Now()})
+	l.log.Error("port down: no connection is accepted until its address is usable again", "reason", reason)
+	l.backoff = 0
+	l.armRetry()
+}
+
+func (l *listener) armRetry() {
+	l.backoff = nextBackoff(l.backoff)
+	if l.retry == nil {
+		l.retry = time.NewTimer(l.backoff)
+	} else {
+		l.retry.Reset(l.backoff)
+	}
+	l.retryC = l.retry.C
+}
+
+// relisten binds the port of a listener that is down again.
+func (l *listener) relisten() {
+	l.retryC = nil
+	if l.closing || l.id.Valid() {
+		return
+	}
+	id, d, err := l.bind()
+	if err != nil {
+		if id.Valid() {
+			l.destroyID(id)
+		}
+		l.armRetry()
+		l.log.Debug("port still down", "err", err, "retry_in", l.backoff)
+		return
+	}
+	l.id, l.dev = id, d
+	was := l.State()
+	l.setState(fabric.PortState{})
+	l.log.Info("port listening again", "down_for", time.Since(was.Since).Round(time.Millisecond))
 }
 
 // freeID destroys a connection's ID; only a debug message if that fails.
@@ -221,9 +360,12 @@ func (l *listener) handle(ev *verbs.CMEvent) verbs.CMID {
 			c.teardown(reason)
 		}
 	case verbs.EventDeviceRemoval:
-		l.log.Error("RDMA device removed")
-		for _, c := range l.conns {
-			c.teardown("device removal")
+		// On the listening ID or a connection's: the device is going, and
+		// everything on it is released (removal.go).
+		if d := l.t.deviceOf(ev.ID.Context()); d != nil {
+			l.t.deviceRemoved(d, "rdma_cm "+ev.Type.String())
+		} else if c := l.conns[ev.ID.Handle()]; c != nil {
+			c.teardown("RDMA device removed")
 		}
 	default:
 		l.log.Debug("rdma_cm event ignored", "event", ev.Type.String())
@@ -253,6 +395,7 @@ const rnrRetryCount = 6
 // connPlan is what admit decided for a connection request.
 type connPlan struct {
 	d          *device
+	local      string // the address the host reached
 	qid, depth int
 	// ord is the RDMA READs we may issue against the host, ird those it
 	// may issue against us.
@@ -309,14 +452,18 @@ func (l *listener) admit(ev *verbs.CMEvent) (connPlan, *refusal) {
 	if ctx == nil {
 		return connPlan{}, &refusal{sts: nvme.RDMACMRejectNoResources, why: "no device for the connection"}
 	}
-	d, err := l.t.deviceFor(ctx)
+	local := ""
+	if host, _, err := net.SplitHostPort(ev.ID.LocalAddr()); err == nil {
+		local = host
+	}
+	d, err := l.t.deviceFor(ctx, net.ParseIP(local))
 	if err != nil {
 		return connPlan{}, &refusal{nvme.RDMACMRejectNoResources, "device setup failed", []any{"err", err}}
 	}
 	if cr.depth > d.depth {
 		return connPlan{}, &refusal{nvme.RDMACMRejectInvalidHSQSIZE, "send queue size above device limit", []any{"depth", cr.depth, "max", d.depth}}
 	}
-	pl := connPlan{d: d, qid: cr.qid, depth: cr.depth}
+	pl := connPlan{d: d, qid: cr.qid, depth: cr.depth, local: local}
 	// We issue RDMA READs against the host: at most its responder
 	// resources, which the CM reports to the passive side as the event's
 	// initiator depth (the values arrive swapped to our point of view).
@@ -341,6 +488,9 @@ func (l *listener) setup(ev *verbs.CMEvent, pl connPlan) (*cmConn, bool, *refusa
 	if errors.Is(err, errNoBlock) {
 		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "queue limit reached", []any{"max_queues", l.t.cfg.MaxQueues}}
 	}
+	if errors.Is(err, errRemoved) {
+		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "device being removed", []any{"device", d.attr.Name}}
+	}
 	if err != nil {
 		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "no completion queue room", []any{"err", err}}
 	}
@@ -358,11 +508,7 @@ func (l *listener) setup(ev *verbs.CMEvent, pl connPlan) (*cmConn, bool, *refusa
 		conn: c, log: d.log.With("qid", pl.qid, "remote", ev.ID.PeerAddr()), mem: d.queueMem(block),
 		depth: pl.depth, icd: d.icd, sqSize: pl.sqSize, readDepth: pl.ord,
 	})
-	local := ""
-	if host, _, err := net.SplitHostPort(ev.ID.LocalAddr()); err == nil {
-		local = host
-	}
-	c.fq = l.tgt.NewQueue(l.port, c.q, fabric.QueueHint{QID: pl.qid, Depth: pl.depth, Remote: ev.ID.PeerAddr(), LocalIP: local})
+	c.fq = l.tgt.NewQueue(l.port, c.q, fabric.QueueHint{QID: pl.qid, Depth: pl.depth, Remote: ev.ID.PeerAddr(), LocalIP: pl.local})
 	c.q.core = c.fq
 	if p.io != nil {
 		// Before the poller sees the queue (open below): no command yet.
@@ -437,6 +583,10 @@ func (l *listener) Close() error {
 		sync := make(chan struct{})
 		l.ctl <- func() {
 			l.closing = true
+			if l.retry != nil {
+				l.retry.Stop()
+			}
+			l.retryC = nil
 			for _, c := range l.conns {
 				c.teardown("target shutting down")
 			}
@@ -476,8 +626,10 @@ func (l *listener) Close() error {
 			}
 		}
 		l.ids.Wait()
-		if derr := l.id.Destroy(); derr != nil && err == nil {
-			err = derr
+		if l.id.Valid() {
+			if derr := l.id.Destroy(); derr != nil && err == nil {
+				err = derr
+			}
 		}
 		if err == nil {
 			l.ec.Close()

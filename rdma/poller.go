@@ -221,7 +221,7 @@ func (p *poller) poll() int {
 	for _, c := range *p.cqs.Load() {
 		k, err := c.cq.Poll(p.wcs)
 		if err != nil {
-			p.log.Error("poll CQ", "err", err)
+			p.failed("poll CQ", err)
 			continue
 		}
 		for i := 0; i < k; i++ {
@@ -294,7 +294,7 @@ func (p *poller) runHandedOver() int {
 func (p *poller) sleep() {
 	for _, c := range *p.cqs.Load() {
 		if err := c.cq.ReqNotify(); err != nil {
-			p.log.Error("arm CQ", "err", err)
+			p.failed("arm CQ", err)
 			time.Sleep(time.Millisecond)
 			return
 		}
@@ -321,10 +321,20 @@ func (p *poller) sleep() {
 	p.asleep.Store(false)
 	p.sleeping.Store(false)
 	if err != nil {
-		p.log.Error("wait for completions", "err", err)
+		p.failed("wait for completions", err)
 		time.Sleep(time.Millisecond)
 	}
 	p.d.t.stats.PollWakeups.Add(1)
+}
+
+// failed logs a CQ call that failed: an error, unless the device is
+// being removed, when calls may fail until it is released.
+func (p *poller) failed(what string, err error) {
+	if p.d.gone.Load() {
+		p.log.Debug(what, "err", err)
+		return
+	}
+	p.log.Error(what, "err", err)
 }
 
 func (p *poller) stopping() bool {

@@ -73,6 +73,25 @@ func (q *queue) postFailed(err error, unposted []uint64) {
 	}
 }
 
+// abandonPosted finishes a queue whose device is gone and may never
+// complete what was posted (hardware removed, its user context
+// disassociated): its receives count as flushed, and requests waiting for
+// a READ or SEND completion are abandoned, their buffers held until the QP
+// is destroyed. Requests the core holds come back as usual.
+func (q *queue) abandonPosted() {
+	q.teardown("RDMA device removed")
+	if q.state != qsDraining {
+		return
+	}
+	q.recvPosted = 0
+	for i := range q.reqs {
+		if r := &q.reqs[i]; r.state == rsReading || r.state == rsSending {
+			q.advance(r, evNotPosted)
+		}
+	}
+	q.checkDrained()
+}
+
 // checkDrained finishes the teardown once nothing is outstanding.
 func (q *queue) checkDrained() {
 	if q.state != qsDraining || q.recvPosted > 0 || len(q.free) < len(q.reqs) {

@@ -26,6 +26,10 @@ var ErrNotSupported = verbs.ErrNotSupported
 // ErrNoDevice means no RDMA device serves the address.
 var ErrNoDevice = verbs.ErrNoDevice
 
+// ErrDeviceRemoved means the RDMA device is being removed: nothing new is
+// set up on it.
+var ErrDeviceRemoved = errors.New("rdma: device being removed")
+
 // Config sizes the transport.
 type Config struct {
 	// InCapsuleDataSize is the in-capsule data each receive buffer holds.
@@ -178,6 +182,23 @@ type Transport struct {
 	mu        sync.Mutex
 	devices   map[uintptr]*device
 	listeners map[*listener]struct{}
+	// anchors is the event channel of the devices' anchor IDs
+	// (device.anchor). It is never read: the kernel drops an ID's unread
+	// events when the ID is destroyed.
+	anchors *verbs.EventChannel
+	// closed: Close has closed the listeners; no device is opened, and
+	// no removal starts, after.
+	closed bool
+
+	// The device watch (removal.go): the user-verbs class in sysfs, its
+	// nodes at the last look, and librdmacm's device sync (verbs).
+	uverbsRoot  string
+	nodes       map[string]uverbsNode
+	syncDevices func() (int, error)
+	watchStop   chan struct{}
+	watchDone   chan struct{}
+	// releases counts the removed devices being released.
+	releases sync.WaitGroup
 
 	stats Stats
 
@@ -208,6 +229,9 @@ type Stats struct {
 	// AsyncEvents counts the devices' asynchronous events (QP and port
 	// errors, established connections, ...).
 	AsyncEvents atomic.Uint64
+	// DeviceRemovals counts the devices released because they were
+	// removed (removal.go).
+	DeviceRemovals atomic.Uint64
 }
 
 // New creates the transport; devices are opened when a port is listened on.
@@ -230,7 +254,8 @@ func New(cfg Config) (*Transport, error) {
 	if stall != "" {
 		cfg.Logger.Warn("test build: poller 0 stalls on purpose", "env", StallEnv, "value", stall)
 	}
-	return &Transport{cfg: cfg, log: cfg.Logger, devices: map[uintptr]*device{}, listeners: map[*listener]struct{}{}}, nil
+	return &Transport{cfg: cfg, log: cfg.Logger, devices: map[uintptr]*device{}, listeners: map[*listener]struct{}{},
+		uverbsRoot: uverbsClass, syncDevices: verbs.SyncDevices}, nil
 }
 
 // Name is "rdma".
@@ -281,22 +306,64 @@ func (t *Transport) Listen(tgt *fabric.Target, p *fabric.Port) (fabric.Listener,
 }
 
 // deviceFor returns the shared state of an RDMA device, opening it (and
-// registering its pools) the first time.
-func (t *Transport) deviceFor(ctx *verbs.Context) (*device, error) {
+// registering its pools) the first time; local is an address of the
+// device, for its anchor. A device being removed is refused.
+func (t *Transport) deviceFor(ctx *verbs.Context, local net.IP) (*device, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return nil, fmt.Errorf("rdma: transport closed")
+	}
 	if d := t.devices[ctx.Handle()]; d != nil {
+		if d.isRemoved() {
+			return nil, fmt.Errorf("device %s: %w", d.attr.Name, ErrDeviceRemoved)
+		}
 		return d, nil
 	}
 	d, err := openDevice(t, ctx)
 	if err != nil {
 		return nil, err
 	}
-	t.devices[ctx.Handle()] = d
+	d.anchor = t.anchorFor(d, local)
+	t.devices[d.key] = d
+	t.startWatch()
 	return d, nil
 }
 
-// Close frees every device; call after every listener is closed.
+// anchorFor binds an rdma_cm ID of the transport's own to local, an
+// address of d (see device.anchor). t.mu is held.
+func (t *Transport) anchorFor(d *device, local net.IP) verbs.CMID {
+	if local == nil || local.IsUnspecified() {
+		d.log.Warn("device without an anchor ID: no address of its own to bind one to")
+		return verbs.CMID{}
+	}
+	if t.anchors == nil {
+		ec, err := verbs.NewEventChannel()
+		if err != nil {
+			d.log.Warn("device without an anchor ID", "err", err)
+			return verbs.CMID{}
+		}
+		t.anchors = ec
+	}
+	id, err := t.anchors.CreateID()
+	if err != nil {
+		d.log.Warn("device without an anchor ID", "err", err)
+		return verbs.CMID{}
+	}
+	if err := id.Bind(local, 0); err != nil {
+		id.Destroy()
+		d.log.Warn("device without an anchor ID", "address", local, "err", err)
+		return verbs.CMID{}
+	}
+	if c := id.Context(); c == nil || c.Handle() != d.key {
+		id.Destroy()
+		d.log.Warn("device without an anchor ID: its address is on another device now", "address", local)
+		return verbs.CMID{}
+	}
+	return id
+}
+
+// Close closes every listener and frees every device.
 func (t *Transport) Close() error {
 	t.mu.Lock()
 	ls := make([]*listener, 0, len(t.listeners))
@@ -310,14 +377,35 @@ func (t *Transport) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	t.stopWatch()
+	t.mu.Lock()
+	t.closed = true // no removal starts from here
+	t.mu.Unlock()
+	// Removed devices are released by their own goroutine, which finishes
+	// now that their queues are gone.
+	released := make(chan struct{})
+	go func() { t.releases.Wait(); close(released) }()
+	stuck := false
+	select {
+	case <-released:
+	case <-time.After(closeTimeout):
+		stuck = true
+		errs = append(errs, fmt.Errorf("rdma: removed devices not released after %v", closeTimeout))
+	}
 	t.mu.Lock()
 	devs := t.devices
 	t.devices = map[uintptr]*device{}
 	t.mu.Unlock()
 	for _, d := range devs {
+		if d.isRemoved() {
+			continue // its release still owns it
+		}
 		if err := d.close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if t.anchors != nil && !stuck {
+		t.anchors.Close()
 	}
 	return errors.Join(errs...)
 }

@@ -127,9 +127,13 @@ func table(w io.Writer, title string, header []string, rows [][]string) {
 func printPorts(w io.Writer, ports []control.PortStatus) {
 	var rows [][]string
 	for _, p := range ports {
-		rows = append(rows, []string{strconv.Itoa(int(p.ID)), p.Transport, p.Address, strconv.Itoa(p.Port), anaStates(p.ANAGroups)})
+		state := p.State
+		if p.Reason != "" {
+			state += ": " + p.Reason
+		}
+		rows = append(rows, []string{strconv.Itoa(int(p.ID)), p.Transport, p.Address, strconv.Itoa(p.Port), state, anaStates(p.ANAGroups)})
 	}
-	table(w, "PORTS", []string{"ID", "TRANSPORT", "ADDRESS", "PORT", "ANA GROUPS"}, rows)
+	table(w, "PORTS", []string{"ID", "TRANSPORT", "ADDRESS", "PORT", "STATE", "ANA GROUPS"}, rows)
 }
 
 // anaStates writes group states as "1=optimized 2=inaccessible", by group.

@@ -168,7 +168,7 @@ func TestCtl(t *testing.T) {
 		check   func(t *testing.T, b *ctlBench, stdout, stderr string)
 	}{
 		{name: "status", args: []string{"status"}, wantOut: []string{
-			"PORTS", "ID TRANSPORT ADDRESS PORT ANA GROUPS", "1 loop 127.0.0.1 4420 1=optimized",
+			"PORTS", "ID TRANSPORT ADDRESS PORT STATE ANA GROUPS", "1 loop 127.0.0.1 4420 live 1=optimized",
 			"SUBSYSTEMS", ctlSubA + " 2 " + ctlHost1 + "," + ctlHost2 + " all 1-65519", ctlSubB + " 1 any all",
 			"NAMESPACES", "SUBSYSTEM NSID BACKEND SIZE BLOCK SIZE ACCESS ANA GROUP RESERVATION PATH UUID",
 			ctlSubA + " 1 memory 1MiB 512 rw 1 - -", ctlSubA + " 2 file 1MiB 512 rw 1 -", ctlSubB + " 1 memory 2MiB 512 rw 1 - -",
@@ -179,7 +179,7 @@ func TestCtl(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &st); err != nil {
 				t.Fatal(err)
 			}
-			if len(st.Ports) != 1 || len(st.Subsystems) != 2 || len(st.Controllers) != 1 ||
+			if len(st.Ports) != 1 || st.Ports[0].State != control.PortLive || len(st.Subsystems) != 2 || len(st.Controllers) != 1 ||
 				st.Controllers[0].HostNQN != ctlHost1 || st.Controllers[0].CNTLID == 0 || st.Controllers[0].Connected.IsZero() {
 				t.Fatalf("status %+v", st)
 			}
@@ -268,7 +268,7 @@ func TestCtl(t *testing.T) {
 		{name: "host remove", args: []string{"host", "remove", ctlSubA, ctlHost2}, wantOut: []string{"remove host " + ctlHost2 + " from " + ctlSubA}},
 		{name: "host remove missing", args: []string{"host", "remove", ctlSubA, "nqn.2026-11.io.example:host9"}, wantErr: "no such host"},
 
-		{name: "port list", args: []string{"port", "list"}, wantOut: []string{"ID TRANSPORT ADDRESS PORT ANA GROUPS", "1 loop 127.0.0.1 4420 1=optimized"}},
+		{name: "port list", args: []string{"port", "list"}, wantOut: []string{"ID TRANSPORT ADDRESS PORT STATE ANA GROUPS", "1 loop 127.0.0.1 4420 live 1=optimized"}},
 		{name: "port ana set", args: []string{"port", "ana", "set", "1", "2", "inaccessible"},
 			wantOut: []string{"set the ANA states of port 1 to map[2:inaccessible]"}, check: func(t *testing.T, b *ctlBench, _, _ string) {
 				out, _, err := b.run("port", "ana", "show", "1")

@@ -71,6 +71,7 @@ type collector struct {
 	buildInfo                                  *prometheus.Desc
 	version, goVersion, commit                 string
 	queues, controllers, ctrlStates            *prometheus.Desc
+	portUp                                     *prometheus.Desc
 	nsLatency, nsCapacity, nsBlockSize         *prometheus.Desc
 	connects, rejects, cmdErrors, kaExpired    *prometheus.Desc
 	auth                                       *prometheus.Desc
@@ -82,6 +83,7 @@ type collector struct {
 	rdmaCompErrors, rdmaSendInv, rdmaIOUring   *prometheus.Desc
 	rdmaPostCalls, rdmaWRs                     *prometheus.Desc
 	rdmaAsyncEvents, rdmaBuffersInUse          *prometheus.Desc
+	rdmaDeviceRemovals                         *prometheus.Desc
 }
 
 func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
@@ -90,35 +92,37 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
 	}
 	c := &collector{
 		tgt: tgt, rt: rt,
-		buildInfo:        d("build_info", "Always 1: the target's version, the Go version it was built with and its VCS commit.", "version", "goversion", "commit"),
-		queues:           d("queues", "Host queues connected."),
-		controllers:      d("controllers", "Controllers (admin queues) live."),
-		ctrlStates:       d("controllers_by_state", "Live controllers by subsystem and CC/CSTS state.", "subnqn", "state"),
-		nsLatency:        d("namespace_latency_seconds", "Read, write and flush latency in the target: from the command's parse (before buffer waits and a write's RDMA READ) to its response being queued.", "subnqn", "nsid", "op"),
-		nsCapacity:       d("namespace_capacity_bytes", "Namespace size.", "subnqn", "nsid"),
-		nsBlockSize:      d("namespace_block_size_bytes", "Namespace logical block size.", "subnqn", "nsid"),
-		connects:         d("connects_total", "Successful Fabrics Connect commands."),
-		hostLimit:        d("connect_host_limit_total", "Fabrics Connect commands refused because the host had controller.max_connections_per_host queues (also in connect_rejects_total)."),
-		rejects:          d("connect_rejects_total", "Refused Fabrics Connect commands."),
-		cmdErrors:        d("command_errors_total", "Commands completed with an error status."),
-		kaExpired:        d("keepalive_expired_total", "Controllers deleted by keep-alive expiry."),
-		auth:             d("auth_total", "In-band authentication (DH-HMAC-CHAP) outcomes: queues authenticated, transactions failed, queues disconnected for not authenticating in time.", "result"),
-		nsOps:            d("namespace_ops_total", "Namespace commands by operation.", "subnqn", "nsid", "op"),
-		nsBytes:          d("namespace_bytes_total", "Namespace data moved by direction.", "subnqn", "nsid", "op"),
-		nsErrors:         d("namespace_errors_total", "Backend errors.", "subnqn", "nsid"),
-		nsBusy:           d("namespace_busy_total", "Commands refused for the host to retry: too many waiting for the namespace's workers.", "subnqn", "nsid"),
-		rdmaConns:        d("rdma_connections_total", "RDMA connection events.", "event"),
-		rdmaQueues:       d("rdma_queues_live", "RDMA queue pairs live."),
-		rdmaWaits:        d("rdma_resource_waits_total", "Requests that queued for a resource.", "resource"),
-		rdmaPoll:         d("rdma_poller_sleeps_total", "Times a poller slept on its completion channel."),
-		rdmaWakeups:      d("rdma_poller_wakeups_total", "Times a poller woke from a sleep on its completion channel."),
-		rdmaCompErrors:   d("rdma_completion_errors_total", "Work completions with an error other than flush."),
-		rdmaSendInv:      d("rdma_send_with_invalidate_total", "Responses sent with remote invalidation."),
-		rdmaIOUring:      d("rdma_io_uring_requests_total", "File and block-device requests run on a poller's io_uring."),
-		rdmaPostCalls:    d("rdma_post_calls_total", "Calls that posted a poller round's work requests, for all its queues at once."),
-		rdmaWRs:          d("rdma_work_requests_total", "Work requests (sends and receives) posted."),
-		rdmaAsyncEvents:  d("rdma_async_events_total", "Asynchronous events of the RDMA devices (QP and port errors, ...)."),
-		rdmaBuffersInUse: d("rdma_buffers_in_use", "Data buffers (rdma.io_unit_size each) out of the pools: held by requests, or by queues until their QP is destroyed."),
+		buildInfo:          d("build_info", "Always 1: the target's version, the Go version it was built with and its VCS commit.", "version", "goversion", "commit"),
+		queues:             d("queues", "Host queues connected."),
+		controllers:        d("controllers", "Controllers (admin queues) live."),
+		ctrlStates:         d("controllers_by_state", "Live controllers by subsystem and CC/CSTS state.", "subnqn", "state"),
+		portUp:             d("port_up", "1 while the port accepts connections, 0 while it is down (its RDMA device was removed; it listens again once the address is usable).", "transport", "address", "port"),
+		nsLatency:          d("namespace_latency_seconds", "Read, write and flush latency in the target: from the command's parse (before buffer waits and a write's RDMA READ) to its response being queued.", "subnqn", "nsid", "op"),
+		nsCapacity:         d("namespace_capacity_bytes", "Namespace size.", "subnqn", "nsid"),
+		nsBlockSize:        d("namespace_block_size_bytes", "Namespace logical block size.", "subnqn", "nsid"),
+		connects:           d("connects_total", "Successful Fabrics Connect commands."),
+		hostLimit:          d("connect_host_limit_total", "Fabrics Connect commands refused because the host had controller.max_connections_per_host queues (also in connect_rejects_total)."),
+		rejects:            d("connect_rejects_total", "Refused Fabrics Connect commands."),
+		cmdErrors:          d("command_errors_total", "Commands completed with an error status."),
+		kaExpired:          d("keepalive_expired_total", "Controllers deleted by keep-alive expiry."),
+		auth:               d("auth_total", "In-band authentication (DH-HMAC-CHAP) outcomes: queues authenticated, transactions failed, queues disconnected for not authenticating in time.", "result"),
+		nsOps:              d("namespace_ops_total", "Namespace commands by operation.", "subnqn", "nsid", "op"),
+		nsBytes:            d("namespace_bytes_total", "Namespace data moved by direction.", "subnqn", "nsid", "op"),
+		nsErrors:           d("namespace_errors_total", "Backend errors.", "subnqn", "nsid"),
+		nsBusy:             d("namespace_busy_total", "Commands refused for the host to retry: too many waiting for the namespace's workers.", "subnqn", "nsid"),
+		rdmaConns:          d("rdma_connections_total", "RDMA connection events.", "event"),
+		rdmaQueues:         d("rdma_queues_live", "RDMA queue pairs live."),
+		rdmaWaits:          d("rdma_resource_waits_total", "Requests that queued for a resource.", "resource"),
+		rdmaPoll:           d("rdma_poller_sleeps_total", "Times a poller slept on its completion channel."),
+		rdmaWakeups:        d("rdma_poller_wakeups_total", "Times a poller woke from a sleep on its completion channel."),
+		rdmaCompErrors:     d("rdma_completion_errors_total", "Work completions with an error other than flush."),
+		rdmaSendInv:        d("rdma_send_with_invalidate_total", "Responses sent with remote invalidation."),
+		rdmaIOUring:        d("rdma_io_uring_requests_total", "File and block-device requests run on a poller's io_uring."),
+		rdmaPostCalls:      d("rdma_post_calls_total", "Calls that posted a poller round's work requests, for all its queues at once."),
+		rdmaWRs:            d("rdma_work_requests_total", "Work requests (sends and receives) posted."),
+		rdmaAsyncEvents:    d("rdma_async_events_total", "Asynchronous events of the RDMA devices (QP and port errors, ...)."),
+		rdmaBuffersInUse:   d("rdma_buffers_in_use", "Data buffers (rdma.io_unit_size each) out of the pools: held by requests, or by queues until their QP is destroyed."),
+		rdmaDeviceRemovals: d("rdma_device_removals_total", "RDMA devices removed under the target (rdma_cm DEVICE_REMOVAL, IBV_EVENT_DEVICE_FATAL, or their user-verbs node gone): their queues torn down and the devices released."),
 	}
 	c.version, c.goVersion, c.commit = buildLabels()
 	return c
@@ -146,6 +150,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for state, v := range n {
 			g(c.ctrlStates, float64(v), s.NQN(), fabric.ControllerState(state).String())
 		}
+	}
+	for _, p := range c.tgt.Ports() {
+		up := 1.0
+		if ps, ok := c.tgt.PortState(p.ID); ok && ps.Down {
+			up = 0
+		}
+		g(c.portUp, up, p.Transport, p.Address, p.Service)
 	}
 	ct(c.connects, st.Connects)
 	ct(c.rejects, st.ConnectRejects)
@@ -198,6 +209,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ct(c.rdmaWRs, r.WorkRequests.Load())
 	ct(c.rdmaAsyncEvents, r.AsyncEvents.Load())
 	g(c.rdmaBuffersInUse, float64(r.BuffersInUse.Load()))
+	ct(c.rdmaDeviceRemovals, r.DeviceRemovals.Load())
 }
 
 // latencyHistogram turns fabric's per-bucket counts into Prometheus's

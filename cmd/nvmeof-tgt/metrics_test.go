@@ -268,6 +268,8 @@ func TestRegistry(t *testing.T) {
 		{`nvmeof_tgt_rdma_port_stat_total{counter="sent_pkts",device="rxe0",group="hw_counters",port="1"}`, 5},
 		{fmt.Sprintf(`nvmeof_tgt_build_info{commit=%q,goversion=%q,version=%q}`, commit, gover, ver), 1},
 		{`nvmeof_tgt_rdma_poller_wakeups_total`, 0},
+		{`nvmeof_tgt_rdma_device_removals_total`, 0},
+		{`nvmeof_tgt_port_up{address="m",port="1",transport="loop"}`, 1},
 	}
 	for _, tc := range tests {
 		v, ok := got[tc.series]

@@ -42,6 +42,8 @@
 //	harness_exec_test.go          external commands with timeouts
 //	harness_metrics_test.go       nvmeof-tgt's metrics: scraping, teardown and buffers released
 //	harness_nvmecli_test.go       nvme-cli's JSON output
+//	harness_softroce_test.go      a second Soft-RoCE device (lab1/rxe1), made before the target
+//	                              starts so that it is deleted after the target is gone
 //	harness_hostile_test.go       the hostile host (a raw rdma/rdmatest initiator) of the
 //	                              hostile_*_test.go attacks, which TestHostile runs in turn
 //	harness_spdk_target_test.go   SPDK's nvmf_tgt, TestBench's optional peer (tags e2e,bench)

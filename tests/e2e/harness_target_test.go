@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"testing"
 )
 
@@ -50,6 +51,8 @@ func startTgt(t *testing.T, spec Spec, opts ...tgtOption) (*tgtProcess, string) 
 	}
 	if p.dir == "" {
 		p.dir = testDir(t)
+	} else if err := os.MkdirAll(p.dir, 0o755); err != nil {
+		t.Fatalf("target dir: %v", err)
 	}
 	dumpDmesgOnFailure(t, p.dir)
 	p.Start(t, spec)
@@ -102,8 +105,8 @@ func withConfigEdit(edit func(rendered string) string) tgtOption {
 	}
 }
 
-// withDir puts the target's configuration file and log in dir instead of the test's results
-// directory (TestBench keeps each target's files apart).
+// withDir puts the target's configuration file and log in dir, made if missing, instead of the
+// test's results directory (TestBench and TestTwoTargets keep each target's files apart).
 func withDir(dir string) tgtOption {
 	return func(p *tgtProcess) { p.dir = dir }
 }

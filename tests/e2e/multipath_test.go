@@ -20,23 +20,9 @@ import (
 // reload while fio verifies, and I/O that waits while no path is usable.
 
 const (
-	mpAddr2    = "10.255.1.1" // the second address, on lab1/rxe1
-	mpPort2    = 4421         // the second port on the lab address
+	mpPort2    = 4421 // the second port on the lab address
 	anaFollows = 2 * time.Second
 )
-
-// secondRDMAAddress gives the guest a second dummy netdev with its own address and rxe device,
-// through the target's own softroce command, for the length of the test. Call it before the
-// target starts: deleting an rxe device waits in the kernel, uninterruptibly, until every process
-// using it has closed it, so the target must be gone when this cleanup runs.
-func secondRDMAAddress(t *testing.T) {
-	t.Helper()
-	mustRun(t, cmdTimeout, tgtBin, "softroce", "add", "--netdev", "lab1", "--dummy", "--address", mpAddr2+"/32", "--name", "rxe1")
-	t.Cleanup(func() {
-		_ = runQuiet(cmdTimeout, "rdma", "link", "delete", "rxe1")
-		_ = runQuiet(cmdTimeout, "ip", "link", "delete", "lab1")
-	})
-}
 
 // mpPorts renders the configuration's ports section: ID 1 on the lab address, ID 2 on its
 // second port, ID 3 on the second address, each with its ANA group states.
@@ -46,7 +32,7 @@ func mpPorts(states [3]map[int]string) string {
 	for i, ap := range [3]struct {
 		addr string
 		port int
-	}{{labAddr, portRDMA}, {labAddr, mpPort2}, {mpAddr2, portRDMA}} {
+	}{{labAddr, portRDMA}, {labAddr, mpPort2}, {rmAddr, portRDMA}} {
 		var groups []string
 		for g, s := range states[i] {
 			groups = append(groups, fmt.Sprintf("%d: %s", g, s))
@@ -188,7 +174,7 @@ func TestMultipathANA(t *testing.T) {
 	h := newHost(t)
 	sub := nqn("multipath")
 	requireTgt(t, "ANA states set through nvmeof-tgt's configuration and API")
-	secondRDMAAddress(t)
+	addSoftRoCE(t)
 	p, dir := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
 		NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 64*mib, 0, ""), memNS(2, 64*mib, 0, "")},
 	}}})
@@ -198,7 +184,7 @@ func TestMultipathANA(t *testing.T) {
 	states := [3]map[int]string{{2: "non-optimized"}, {1: "non-optimized"}, {1: "non-optimized", 2: "non-optimized"}}
 	p.setPorts(t, mpPorts(states))
 
-	ctrls := []string{mpConnect(t, h, sub, labAddr, portRDMA), mpConnect(t, h, sub, labAddr, mpPort2), mpConnect(t, h, sub, mpAddr2, portRDMA)}
+	ctrls := []string{mpConnect(t, h, sub, labAddr, portRDMA), mpConnect(t, h, sub, labAddr, mpPort2), mpConnect(t, h, sub, rmAddr, portRDMA)}
 	if got := readSys("/sys/module/nvme_core/parameters/multipath"); got != "Y" {
 		t.Fatalf("nvme_core.multipath is %q: the test needs the host's native multipath", got)
 	}

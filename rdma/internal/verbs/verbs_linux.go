@@ -68,6 +68,20 @@ func DeviceCount() (int, error) {
 	return int(n), nil
 }
 
+// SyncDevices makes librdmacm compare the devices it knows with the
+// machine's (rdma_get_devices): one that has left is marked dead, and its
+// context is closed now, or when its last rdma_cm ID is destroyed. It
+// returns how many devices are live. Side effect: librdmacm opens a
+// context on every device it lists, kept until that device leaves too.
+// librdmacm does not look when the machine has no device left (ENODEV).
+func SyncDevices() (int, error) {
+	n := C.nt_sync_devices()
+	if n < 0 {
+		return 0, fmt.Errorf("rdma_get_devices: %w", errno(n))
+	}
+	return int(n), nil
+}
+
 // EventChannel is an rdma_cm event channel with a non-blocking fd.
 type EventChannel struct{ p *C.struct_rdma_event_channel }
 
@@ -351,6 +365,11 @@ func (e AsyncEvent) Fatal() bool {
 	}
 	return false
 }
+
+// DeviceFatal reports whether the event says the whole device is lost
+// (IBV_EVENT_DEVICE_FATAL: a removal the driver disassociates, or a
+// hardware failure): everything on it must be released.
+func (e AsyncEvent) DeviceFatal() bool { return e.Type == C.IBV_EVENT_DEVICE_FATAL }
 
 // Query reads the device limits.
 func (c *Context) Query() (DeviceAttr, error) {

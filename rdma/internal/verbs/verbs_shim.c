@@ -8,10 +8,24 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <string.h>
+
+/* librdmacm before rdma-core 52 sorts the ibv_device pointers of the device
+ * list with a comparison that cuts their difference to an int (fixed by
+ * "librdmacm: Fix an overflow bug in qsort comparison function"). Pointers
+ * from different malloc arenas (libibverbs allocates them on whichever
+ * thread refreshes the list) then sort wrongly, and its device sync takes
+ * a live device for a removed one (new rdma_cm IDs on it fail with ENODEV)
+ * or a removed one for live (its removal never completes). One arena keeps
+ * them all in the main heap, close together; nothing on the I/O path
+ * allocates. Runs before any thread exists. */
+__attribute__((constructor)) static void nt_one_arena(void) {
+	mallopt(M_ARENA_MAX, 1);
+}
 
 int nt_set_nonblock(int fd) {
 	int fl = fcntl(fd, F_GETFL);
@@ -249,5 +263,19 @@ int nt_device_count(void) {
 	struct ibv_device **l = ibv_get_device_list(&n);
 	if (!l) return -errno;
 	ibv_free_device_list(l);
+	return n;
+}
+
+/* librdmacm keeps an ibv_context open for each device it has used, and
+ * closes it only once the device has left ibv_get_device_list and its last
+ * rdma_cm ID is destroyed. It compares the two lists in rdma_get_devices
+ * (and when an ID meets a device it does not know): a device removed after
+ * that stays open, and the kernel's unregistration of a device without
+ * disassociate_ucontext (rxe, siw) waits for it for ever. */
+int nt_sync_devices(void) {
+	int n = 0;
+	struct ibv_context **l = rdma_get_devices(&n);
+	if (!l) return errno ? -errno : -ENODEV;
+	rdma_free_devices(l);
 	return n;
 }

@@ -49,5 +49,6 @@ int nt_qp_error(struct ibv_qp *qp);
 int nt_get_async_event(struct ibv_context *c, int *type, uint32_t *qpn, int *has_qp);
 int nt_wait(struct ibv_comp_channel *ch, int evfd);
 int nt_device_count(void);
+int nt_sync_devices(void);
 
 #endif

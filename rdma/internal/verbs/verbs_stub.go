@@ -43,6 +43,7 @@ type CQ struct{}
 // QP is unavailable in this build.
 type QP struct{ _ byte } // not zero-size: Batch tells QPs apart by address
 
+func SyncDevices() (int, error)                           { return 0, ErrNotSupported }
 func NewEventChannel() (*EventChannel, error)             { return nil, ErrNotSupported }
 func (*EventChannel) Fd() int                             { return -1 }
 func (*EventChannel) GetEvent() (*CMEvent, error)         { return nil, ErrNotSupported }
@@ -71,6 +72,7 @@ func (*Context) AsyncEventFD() (int, error)               { return -1, ErrNotSup
 func (*Context) GetAsyncEvent() (AsyncEvent, error)       { return AsyncEvent{}, ErrNotSupported }
 func (AsyncEvent) String() string                         { return "unknown" }
 func (AsyncEvent) Fatal() bool                            { return false }
+func (AsyncEvent) DeviceFatal() bool                      { return false }
 func (*Context) AllocPD() (*PD, error)                    { return nil, ErrNotSupported }
 func (*Context) NewCompChannel() (*CompChannel, error)    { return nil, ErrNotSupported }
 func (*Context) CreateCQ(int, *CompChannel) (*CQ, error)  { return nil, ErrNotSupported }
