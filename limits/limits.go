@@ -96,9 +96,29 @@ const (
 	BackendMemory = "memory"
 	BackendFile   = "file"
 	BackendBlock  = "block"
+	// BackendRBD is a Ceph RBD image, served by the rbd build only
+	// (bin/nvmeof-tgt-rbd).
+	BackendRBD = "rbd"
 	// BlockSize is the logical block size of files and memory when none
 	// is given.
 	BlockSize = 512
+)
+
+// RBD namespaces (package blockdev, the rbd build).
+const (
+	// RBDCephConf is the Ceph configuration an RBD namespace's client reads
+	// when it names none.
+	RBDCephConf = "/etc/ceph/ceph.conf"
+	// RBDClient is the Ceph client name (client.<name>) when none is given.
+	RBDClient = "admin"
+	// RBDConnectTimeout bounds connecting to a cluster and each monitor
+	// operation (client_mount_timeout, rados_mon_op_timeout): an
+	// unreachable cluster is an error, not a hang.
+	RBDConnectTimeout = 10 * time.Second
+	// RBDOpenTimeout bounds opening (and creating) an image, which needs
+	// the OSDs as well as the monitors: past it the change fails and the
+	// open goes on in the background, closed when it ends.
+	RBDOpenTimeout = 30 * time.Second
 )
 
 // ValidBlockSize reports whether files and memory support the logical
