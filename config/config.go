@@ -36,11 +36,14 @@ type Config struct {
 	// ANATransitionTime is ANATT, reported to hosts: how long a group
 	// may stay in change. Default limits.ANATransitionTime.
 	ANATransitionTime time.Duration `mapstructure:"ana_transition_time"`
-	RDMA              RDMA          `mapstructure:"rdma"`
-	Controller        Controller    `mapstructure:"controller"`
-	Metrics           Metrics       `mapstructure:"metrics"`
-	API               API           `mapstructure:"api"`
-	Log               Log           `mapstructure:"log"`
+	// GatewayGroup makes the target one gateway of a group that shares
+	// its subsystems through RADOS; unset (no name): a target on its own.
+	GatewayGroup GatewayGroup `mapstructure:"gateway_group"`
+	RDMA         RDMA         `mapstructure:"rdma"`
+	Controller   Controller   `mapstructure:"controller"`
+	Metrics      Metrics      `mapstructure:"metrics"`
+	API          API          `mapstructure:"api"`
+	Log          Log          `mapstructure:"log"`
 }
 
 // Port is one listening address.
@@ -247,6 +250,12 @@ var scalarDefaults = []struct {
 	{"api.socket", DefaultAPISocket},
 	{"state_dir", limits.StateDir},
 	{"ana_transition_time", limits.ANATransitionTime},
+	{"gateway_group.name", ""},
+	{"gateway_group.pool", ""},
+	{"gateway_group.id", 0},
+	{"gateway_group.ceph_conf", limits.RBDCephConf},
+	{"gateway_group.client", limits.RBDClient},
+	{"gateway_group.lease", limits.GroupLease},
 	{"log.level", "info"},
 	{"log.format", "text"},
 }
@@ -290,7 +299,7 @@ func load(v *viper.Viper) (c *Config, decode, semantic []error) {
 		decode = decodeProblems(err)
 	}
 	c.ApplyDefaults()
-	return c, decode, Problems(c.Validate())
+	return c, decode, append(Problems(c.Validate()), c.gatewayFileProblems()...)
 }
 
 // LoadFile loads a YAML file, whatever its extension, with environment

@@ -31,6 +31,9 @@ func (c *Config) CheckPaths() error {
 			p.add(fmt.Sprintf("discovery.hosts[%d]", j), "%v", err)
 		}
 	}
+	if g := c.GatewayGroup; g.Enabled() {
+		Namespace{CephConf: g.CephConf}.checkCephConf(&p, "gateway_group")
+	}
 	c.checkBackings(&p)
 	return errors.Join(p...)
 }

@@ -62,6 +62,7 @@ func (c *Config) Validate() error {
 		}
 		h.check(&p, hk)
 	}
+	c.GatewayGroup.validate(&p)
 	c.RDMA.validate(&p)
 	c.Controller.validate(&p)
 	c.Metrics.validate(&p)
@@ -124,7 +125,9 @@ func (c *Config) validatePorts(p *problems) {
 }
 
 func (c *Config) validateSubsystems(p *problems) {
-	if len(c.Subsystems) == 0 {
+	if len(c.Subsystems) == 0 && !c.GatewayGroup.Enabled() {
+		// A gateway's subsystems come from its group, which may have
+		// none yet.
 		p.add("subsystems", "at least one subsystem is required")
 	}
 	nqns := make(map[string]int)

@@ -121,6 +121,34 @@ const (
 	RBDOpenTimeout = 30 * time.Second
 )
 
+// Gateway groups (package control): gateways that serve the same subsystems
+// from one state in RADOS.
+const (
+	// GroupGateways is the most gateways of a group: each has its own
+	// controller-ID range GroupCNTLIDWidth wide (as ceph-nvmeof gives
+	// each), and 32 of those fit below FFEFh.
+	GroupGateways = 32
+	// GroupCNTLIDWidth is how many controller IDs each gateway hands out:
+	// gateway N's are (N-1)*GroupCNTLIDWidth+1 .. N*GroupCNTLIDWidth.
+	GroupCNTLIDWidth = 2040
+	// GroupLease is how long a gateway that stopped heartbeating is
+	// still taken for alive; it heartbeats every GroupLease/4. Bounds:
+	// GroupLeaseMin..GroupLeaseMax.
+	GroupLease    = 10 * time.Second
+	GroupLeaseMin = 2 * time.Second
+	GroupLeaseMax = 5 * time.Minute
+	// GroupPoll is how often a gateway reads the group's state again,
+	// the safety net under watch/notify.
+	GroupPoll = 5 * time.Second
+	// GroupRetries bounds the attempts of one change whose
+	// compare-and-swap lost to another gateway's change.
+	GroupRetries = 8
+	// GroupNotifyTimeout bounds how long a change waits for the other
+	// gateways to acknowledge it (a reservation waits for them before it
+	// completes).
+	GroupNotifyTimeout = 5 * time.Second
+)
+
 // ValidBlockSize reports whether files and memory support the logical
 // block size bs.
 func ValidBlockSize(bs uint32) bool { return bs == 512 || bs == 4096 }
