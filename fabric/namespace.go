@@ -28,6 +28,9 @@ type NamespaceConfig struct {
 	// Workers is how many goroutines run the backend's blocking I/O; 0 runs
 	// it inline on the transport's goroutine (the memory backend).
 	Workers int
+	// Reservations shares the namespace's reservations with the other
+	// targets that serve it (resvshare.go); nil: this target's alone.
+	Reservations ReservationSharer
 }
 
 // Namespace is one namespace of a subsystem.
@@ -53,6 +56,7 @@ type Namespace struct {
 	resv      nsResv
 	statePath string
 	subnqn    string
+	log       *slog.Logger
 
 	stats nsCounters
 	// refs counts the commands executing on the namespace, so that it is
@@ -93,6 +97,8 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 	}
 	ns.anaGroup.Store(group)
 	ns.subnqn = s.nqn
+	ns.log = s.t.log
+	ns.resv.sharer = c.Reservations
 	ns.statePath = resvStatePath(s.t.opts.StateDir, s.nqn, nsid)
 	if err := ns.restoreResv(); err != nil {
 		return nil, fmt.Errorf("add namespace %d: %w", c.NSID, err)
