@@ -768,6 +768,8 @@ func statusOf(err error) int {
 		return r.code
 	case errors.Is(err, ErrEdited):
 		return http.StatusConflict
+	case errors.Is(err, ErrGroup):
+		return http.StatusServiceUnavailable
 	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNoFile),
 		errors.Is(err, blockdev.ErrInvalidArgument): // a block namespace resized past its device
 		return http.StatusBadRequest

@@ -15,6 +15,8 @@ type Status struct {
 	Ports       []PortStatus       `json:"ports"`
 	Subsystems  []SubsystemStatus  `json:"subsystems"`
 	Controllers []ControllerStatus `json:"controllers"`
+	// Group is the gateway group, for a gateway of one.
+	Group *GroupStatus `json:"group,omitempty"`
 }
 
 // PortStatus is one port.
@@ -159,6 +161,7 @@ func (m *Manager) Status() Status {
 			PortID: ci.PortID, IOQueues: ci.IOQueues, KATO: ci.KATO, Connected: ci.Connected, Discovery: ci.Discovery,
 		})
 	}
+	st.Group = m.Group()
 	return st
 }
 

@@ -67,6 +67,9 @@ func (m *Manager) addSubsystem(sc config.Subsystem) step {
 // attach adds an opened namespace to s and to the running configuration.
 func (m *Manager) attach(s *fabric.Subsystem, nc config.Namespace, b backend) error {
 	fc := b.NamespaceConfig
+	if m.gw != nil {
+		fc.Reservations = resvSharer{m}
+	}
 	if _, err := s.AddNamespace(fc); err != nil {
 		b.release()
 		return err
