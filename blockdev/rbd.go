@@ -57,8 +57,8 @@ type ResizeNotifier interface {
 }
 
 // ZeroQueuer is a Queuer that can also queue Discard and WriteZeroes on a
-// Ring (RBD images). Errors are as for Queuer.
+// Ring (RBD images); durable as for QueueWrite. Errors are as for Queuer.
 type ZeroQueuer interface {
 	QueueDiscard(r *Ring, off, length int64, tag uint64) error
-	QueueWriteZeroes(r *Ring, off, length int64, tag uint64) error
+	QueueWriteZeroes(r *Ring, off, length int64, durable bool, tag uint64) error
 }

@@ -458,8 +458,9 @@ func (d *rbdDev) QueueDiscard(r *Ring, off, length int64, tag uint64) error {
 	return d.queue(r, rbd.OpDiscard, "discard", nil, off, length, true, tag)
 }
 
-// QueueWriteZeroes queues rbd_aio_write_zeroes of [off, off+length) on r.
-func (d *rbdDev) QueueWriteZeroes(r *Ring, off, length int64, tag uint64) error {
+// QueueWriteZeroes queues rbd_aio_write_zeroes of [off, off+length) on r;
+// durable as for QueueWrite.
+func (d *rbdDev) QueueWriteZeroes(r *Ring, off, length int64, durable bool, tag uint64) error {
 	return d.queue(r, rbd.OpWriteZeroes, "write zeroes", nil, off, length, true, tag)
 }
 

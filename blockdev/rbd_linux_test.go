@@ -229,7 +229,7 @@ func TestRBDRing(t *testing.T) {
 	}
 	// Zeroes and a discard within one object (4 MiB): both read back as
 	// zeroes.
-	if err := zq.QueueWriteZeroes(r, 4096, 8192, 1); err != nil {
+	if err := zq.QueueWriteZeroes(r, 4096, 8192, false, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := zq.QueueDiscard(r, 64<<10, 4096, 2); err != nil {
