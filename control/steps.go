@@ -148,7 +148,7 @@ func (m *Manager) removeNamespace(nqn string, nsid uint32) step {
 func (m *Manager) resizeNamespace(nqn string, nc config.Namespace, size int64) step {
 	what := fmt.Sprintf("resize namespace %d of %s to %v", nc.NSID, nqn, config.Bytes(size))
 	if nc.Size == 0 {
-		what += ", the size of " + nc.Path
+		what += ", the size of " + backingName(nc)
 	}
 	return step{what: what, do: func(m *Manager) error {
 		s, err := m.liveSubsystem(nqn)

@@ -48,8 +48,9 @@ type Namespace struct {
 	anaGroup atomic.Uint32 // read on every I/O, changed by SetNamespaceANAGroup
 	// work runs the blocking backend calls; nil runs them inline (memory).
 	work       *nsWorkers
-	queuer     blockdev.Queuer // the backend, when it can queue I/O on an IOContext
-	lastErrLog atomic.Int64    // unix seconds of the last logged backend error
+	queuer     blockdev.Queuer     // the backend, when it can queue I/O on an IOContext
+	zeroQueuer blockdev.ZeroQueuer // the backend, when it can queue zeroes and deallocations too
+	lastErrLog atomic.Int64        // unix seconds of the last logged backend error
 
 	// resv is the namespace's reservations (resvcmd.go); statePath the
 	// file they persist in through power loss ("": no state directory).
@@ -104,6 +105,9 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 		return nil, fmt.Errorf("add namespace %d: %w", c.NSID, err)
 	}
 	ns.queuer, _ = c.Device.(blockdev.Queuer)
+	if ns.queuer != nil {
+		ns.zeroQueuer, _ = c.Device.(blockdev.ZeroQueuer)
+	}
 	ns.nblocks.Store(uint64(c.Device.Size()) >> ns.blockShift)
 	if ns.nblocks.Load() == 0 {
 		return nil, fmt.Errorf("add namespace %d: device is smaller than one block", c.NSID)
@@ -111,9 +115,29 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 	if err := s.insertNamespace(ns, c.Workers); err != nil {
 		return nil, err
 	}
+	if rn, ok := c.Device.(blockdev.ResizeNotifier); ok {
+		rn.NotifyResize(func() { s.followBackend(ns) })
+	}
 	// Hosts connected now learn of it (nothing is connected at start).
 	s.nsChanged(nsid)
 	return ns, nil
+}
+
+// followBackend takes the size a backend that changed size on its own (an
+// RBD image resized by `rbd resize` or another gateway) now has, and tells
+// the hosts as ResizeNamespace does. A shrink is followed too: the image is
+// smaller whatever the hosts are told, and I/O past its end fails anyway.
+func (s *Subsystem) followBackend(ns *Namespace) {
+	nb := uint64(ns.dev.Size()) >> ns.blockShift
+	if ns.removed.Load() || nb == 0 {
+		return
+	}
+	old := ns.nblocks.Swap(nb)
+	if old == nb {
+		return
+	}
+	s.t.log.Info("namespace resized by its backend", "subnqn", s.nqn, "nsid", ns.nsid, "bytes", nb<<ns.blockShift, "was", old<<ns.blockShift)
+	s.nsChanged(ns.nsid)
 }
 
 // workQueueDepth is how many commands wait for a namespace's workers before

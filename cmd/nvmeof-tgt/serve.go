@@ -44,6 +44,9 @@ func serveCmd() *cobra.Command {
 			if err == nil {
 				err = cfg.CheckPaths()
 			}
+			if err == nil {
+				err = errors.Join(unservedBackends(cfg)...)
+			}
 			if err == nil && cfgFile != "" && cfg.HasInlineSecrets() {
 				err = config.CheckPrivate(cfgFile)
 			}

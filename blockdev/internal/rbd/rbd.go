@@ -24,6 +24,15 @@ import (
 // Errno is librados' and librbd's negative error codes as Go errors.
 func errno(r C.int) error { return syscall.Errno(-r) }
 
+var (
+	// ErrNoPool reports a pool the cluster does not have (with
+	// syscall.ENOENT).
+	ErrNoPool = errors.New("no such pool")
+	// ErrNoImage reports an image the pool does not have (with
+	// syscall.ENOENT).
+	ErrNoImage = errors.New("no such image")
+)
+
 // Conn is one librados client connected to a cluster.
 type Conn struct {
 	c      C.rados_t
@@ -78,6 +87,9 @@ func (c *Conn) ioctx(pool string) (C.rados_ioctx_t, error) {
 	defer C.free(unsafe.Pointer(cpool))
 	var io C.rados_ioctx_t
 	if r := C.rados_ioctx_create(c.c, cpool, &io); r < 0 {
+		if r == -C.ENOENT {
+			return nil, fmt.Errorf("pool %s: %w: %w", pool, ErrNoPool, errno(r))
+		}
 		return nil, fmt.Errorf("pool %s: %w", pool, errno(r))
 	}
 	return io, nil
@@ -136,9 +148,27 @@ func (c *Conn) OpenImage(pool, name string, readOnly bool) (*Image, error) {
 	}
 	if r < 0 {
 		C.rados_ioctx_destroy(io)
+		if r == -C.ENOENT {
+			return nil, fmt.Errorf("open image %s: %w: %w", im.name, ErrNoImage, errno(r))
+		}
 		return nil, fmt.Errorf("open image %s: %w", im.name, errno(r))
 	}
 	return im, nil
+}
+
+// RemoveImage deletes image name from pool, with its data.
+func (c *Conn) RemoveImage(pool, name string) error {
+	io, err := c.ioctx(pool)
+	if err != nil {
+		return err
+	}
+	defer C.rados_ioctx_destroy(io)
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if r := C.rbd_remove(io, cname); r < 0 {
+		return fmt.Errorf("remove image %s/%s: %w", pool, name, errno(r))
+	}
+	return nil
 }
 
 // Name is pool/image.
@@ -375,6 +405,12 @@ func (q *Queue) Reap(out []Completion) int {
 func (q *Queue) Arm() bool {
 	q.arm.Store(1)
 	return q.tail.Load() == q.head
+}
+
+// post delivers a completion as librbd's callback does, from the calling
+// thread, for tests of the queue without a cluster.
+func (q *Queue) post(slot uint32, res int64) {
+	C.nvt_rbd_post(q.q, C.uint32_t(slot), C.int64_t(res))
 }
 
 // Inflight is the number of operations whose completion librbd has not

@@ -14,8 +14,11 @@
 // configuration file conf and connects it, with connecting and monitor
 // operations bounded by timeout_s seconds. The cache is off: every write a
 // completion acknowledges is on the OSDs, and two gateways (or two of our
-// own queues) never see each other's stale data. On failure *step says what
-// failed and nothing is left open.
+// own queues) never see each other's stale data. Partial discards are not
+// skipped (librbd's default skips a discard that covers no whole object):
+// a deallocated range then reads back as zeroes, which the namespace
+// reports (DLFEAT). On failure *step says what failed and nothing is left
+// open.
 int nvt_rados_connect(rados_t *out, const char *conf, const char *name, const char *timeout_s, int *step) {
 	rados_t c;
 	int r;
@@ -27,6 +30,7 @@ int nvt_rados_connect(rados_t *out, const char *conf, const char *name, const ch
 	if ((r = rados_conf_set(c, "client_mount_timeout", timeout_s)) < 0) goto fail;
 	if ((r = rados_conf_set(c, "rados_mon_op_timeout", timeout_s)) < 0) goto fail;
 	if ((r = rados_conf_set(c, "rbd_cache", "false")) < 0) goto fail;
+	if ((r = rados_conf_set(c, "rbd_skip_partial_discard", "false")) < 0) goto fail;
 	*step = NVT_STEP_CONNECT;
 	if ((r = rados_connect(c)) < 0) goto fail;
 	*out = c;
@@ -67,17 +71,13 @@ int64_t nvt_rbd_queue_inflight(nvt_rbd_queue *q) {
 	return atomic_load((_Atomic int64_t *)&q->inflight);
 }
 
-// nvt_rbd_complete runs on a librbd thread when an operation finishes. It
-// does as little as it can there (librbd's threads are its I/O path): the
+// nvt_rbd_push puts slot's result on q and wakes an owner that armed q.
+// It does as little as it can (librbd's threads are its I/O path): the
 // result into the ring, and a wake-up only when the owner sleeps.
-static void nvt_rbd_complete(rbd_completion_t c, void *arg) {
-	nvt_rbd_arg *a = arg;
-	nvt_rbd_queue *q = a->q;
-	int64_t res = rbd_aio_get_return_value(c);
-	rbd_aio_release(c);
+static void nvt_rbd_push(nvt_rbd_queue *q, uint32_t slot, int64_t res) {
 	pthread_mutex_lock(&q->mu);
 	uint32_t t = atomic_load_explicit((_Atomic uint32_t *)&q->tail, memory_order_relaxed);
-	q->done[t & q->mask].slot = a->slot;
+	q->done[t & q->mask].slot = slot;
 	q->done[t & q->mask].res = res;
 	// Sequentially consistent, as the owner's store to armed and load of
 	// tail (Arm): one of the two sides sees the other.
@@ -90,6 +90,19 @@ static void nvt_rbd_complete(rbd_completion_t c, void *arg) {
 	}
 	// The last touch of q: the owner frees it only once this is 0.
 	atomic_fetch_sub((_Atomic int64_t *)&q->inflight, 1);
+}
+
+// nvt_rbd_complete runs on a librbd thread when an operation finishes.
+static void nvt_rbd_complete(rbd_completion_t c, void *arg) {
+	nvt_rbd_arg *a = arg;
+	int64_t res = rbd_aio_get_return_value(c);
+	rbd_aio_release(c);
+	nvt_rbd_push(a->q, a->slot, res);
+}
+
+void nvt_rbd_post(nvt_rbd_queue *q, uint32_t slot, int64_t res) {
+	atomic_fetch_add((_Atomic int64_t *)&q->inflight, 1);
+	nvt_rbd_push(q, slot, res);
 }
 
 // nvt_rbd_submit starts op on img for slot. librbd's asynchronous calls

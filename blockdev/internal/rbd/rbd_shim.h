@@ -50,6 +50,8 @@ nvt_rbd_queue *nvt_rbd_queue_new(uint32_t entries, int evfd);
 void nvt_rbd_queue_free(nvt_rbd_queue *q);
 int64_t nvt_rbd_queue_inflight(nvt_rbd_queue *q);
 int nvt_rbd_submit(nvt_rbd_queue *q, rbd_image_t img, int op, uint32_t slot, void *buf, uint64_t off, uint64_t len);
+// nvt_rbd_post delivers a completion as librbd's callback does (tests).
+void nvt_rbd_post(nvt_rbd_queue *q, uint32_t slot, int64_t res);
 
 // A flag librbd's update callback raises, with a wake-up on fd.
 typedef struct {

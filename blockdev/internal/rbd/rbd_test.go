@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,8 +17,9 @@ import (
 )
 
 // These tests need a cluster: NVMEOF_TGT_TEST_CEPH_CONF names its
-// configuration (tests/lab/ceph-up.sh writes one; `make unit-rbd` starts a
-// cluster and runs them), with a pool "rbd".
+// configuration (tests/lab/ceph-up.sh writes one; the e2e suite runs them
+// in the guest against its cluster, TestRBDUnit), with a pool "rbd".
+// TestQueuePost and TestConnectErrors need none.
 func testConn(t *testing.T) *Conn {
 	t.Helper()
 	conf := os.Getenv("NVMEOF_TGT_TEST_CEPH_CONF")
@@ -37,6 +40,7 @@ func testImage(t *testing.T, c *Conn, size uint64) *Image {
 	if err := c.CreateImage("rbd", name, size, FeatureLayering); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.RemoveImage("rbd", name) })
 	im, err := c.OpenImage("rbd", name, false)
 	if err != nil {
 		t.Fatal(err)
@@ -64,10 +68,10 @@ func TestConnectErrors(t *testing.T) {
 
 func TestImage(t *testing.T) {
 	c := testConn(t)
-	if _, err := c.OpenImage("no-such-pool", "x", false); !errors.Is(err, syscall.ENOENT) {
+	if _, err := c.OpenImage("no-such-pool", "x", false); !errors.Is(err, syscall.ENOENT) || !errors.Is(err, ErrNoPool) {
 		t.Errorf("missing pool: %v", err)
 	}
-	if _, err := c.OpenImage("rbd", "no-such-image", false); !errors.Is(err, syscall.ENOENT) {
+	if _, err := c.OpenImage("rbd", "no-such-image", false); !errors.Is(err, syscall.ENOENT) || !errors.Is(err, ErrNoImage) {
 		t.Errorf("missing image: %v", err)
 	}
 	im := testImage(t, c, 8<<20)
@@ -84,6 +88,14 @@ func TestImage(t *testing.T) {
 	}
 	if err := im.WriteZeroes(4096, 4096); err != nil {
 		t.Fatal(err)
+	}
+	// A discard inside an object reads back as zeroes: the connection
+	// turns rbd_skip_partial_discard off (its default skips it).
+	if err := im.Discard(8192, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := im.ReadAt(got[:4096], 8192); err != nil || !bytes.Equal(got[:4096], make([]byte, 4096)) {
+		t.Errorf("after a partial discard: %v, zeroes %v", err, bytes.Equal(got[:4096], make([]byte, 4096)))
 	}
 	if err := im.Discard(0, 1<<20); err != nil {
 		t.Fatal(err)
@@ -228,5 +240,111 @@ func TestWatchResize(t *testing.T) {
 	}
 	if err := w.Unwatch(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestQueuePost drives a Queue without a cluster: completions posted from
+// many threads at once, as librbd's are, each reaped once with its result;
+// Arm reports one waiting, and an armed queue writes the eventfd once.
+func TestQueuePost(t *testing.T) {
+	if _, err := NewQueue(48, -1); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("NewQueue(48): %v, want EINVAL", err)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	const entries = 256
+	q, err := NewQueue(entries, efd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := q.Close(time.Second); err != nil {
+			t.Error(err)
+		}
+	}()
+	evfdCount := func() uint64 {
+		var b [8]byte
+		if n, _ := unix.Read(efd, b[:]); n != 8 {
+			return 0
+		}
+		return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16
+	}
+
+	// Not armed: posting writes no eventfd.
+	if !q.Arm() {
+		t.Fatal("Arm on an empty queue: want true")
+	}
+	q.arm.Store(0)
+	q.post(7, -5)
+	if n := evfdCount(); n != 0 {
+		t.Errorf("eventfd %d after a completion on an unarmed queue", n)
+	}
+	if q.Arm() {
+		t.Error("Arm with a completion waiting: want false")
+	}
+	out := make([]Completion, 4)
+	if n := q.Reap(out); n != 1 || out[0] != (Completion{Slot: 7, Res: -5}) {
+		t.Fatalf("reap: %d %+v", n, out[:n])
+	}
+	// Armed (the Arm above): the next completion writes it, once.
+	q.post(8, 0)
+	q.post(9, 0)
+	if n := evfdCount(); n != 1 {
+		t.Errorf("eventfd %d after two completions on an armed queue, want 1", n)
+	}
+	if n := q.Reap(out); n != 2 {
+		t.Fatalf("reap: %d", n)
+	}
+
+	// Every slot from its own thread, many times over: the ring wraps.
+	const rounds = 8
+	for round := 0; round < rounds; round++ {
+		var wg sync.WaitGroup
+		for s := 0; s < entries; s++ {
+			wg.Add(1)
+			go func(s int) {
+				defer wg.Done()
+				q.post(uint32(s), int64(s*round))
+			}(s)
+		}
+		seen := make(map[uint32]bool, entries)
+		all := make([]Completion, 0, entries)
+		for len(all) < entries {
+			n := q.Reap(out)
+			all = append(all, out[:n]...)
+			if n == 0 {
+				runtime.Gosched()
+			}
+		}
+		wg.Wait()
+		for _, c := range all {
+			if seen[c.Slot] || c.Res != int64(c.Slot)*int64(round) {
+				t.Fatalf("round %d: completion %+v (seen %v)", round, c, seen[c.Slot])
+			}
+			seen[c.Slot] = true
+		}
+		if n := q.Reap(out); n != 0 {
+			t.Fatalf("round %d: %d completions more than posted", round, n)
+		}
+	}
+	if n := q.Inflight(); n != 0 {
+		t.Errorf("inflight %d", n)
+	}
+}
+
+// BenchmarkQueueReap: reaping allocates nothing and makes no cgo call.
+func BenchmarkQueueReap(b *testing.B) {
+	q, err := NewQueue(64, -1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close(time.Second)
+	out := make([]Completion, 32)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		q.Reap(out)
 	}
 }
