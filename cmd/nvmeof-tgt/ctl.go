@@ -81,6 +81,10 @@ func statusCmd(o *ctlOptions) *cobra.Command {
 					strconv.Itoa(int(c.PortID)), strconv.Itoa(c.IOQueues), c.KATO.String(), now.Sub(c.Connected).Round(time.Second).String()})
 			}
 			table(w, "CONTROLLERS", []string{"SUBSYSTEM", "HOST NQN", "HOST ADDRESS", "CNTLID", "PORT", "I/O QUEUES", "KATO", "CONNECTED"}, rows)
+			if st.Group != nil {
+				fmt.Fprintln(w)
+				printGroup(w, st.Group)
+			}
 		})
 }
 
