@@ -30,7 +30,6 @@ type Store struct {
 	ioctx  *rados.IOContext
 	state  string
 	leases string
-	lease  time.Duration
 	log    *slog.Logger
 
 	// mu serializes the operations whose version GetLastVersion reads:
@@ -77,7 +76,7 @@ func Open(g config.GatewayGroup, log *slog.Logger) (group.Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{conn: conn, ioctx: ioctx, state: StateObject(g.Name), leases: LeasesObject(g.Name), lease: g.Lease, log: log, stop: make(chan struct{})}, nil
+	return &Store{conn: conn, ioctx: ioctx, state: StateObject(g.Name), leases: LeasesObject(g.Name), log: log, stop: make(chan struct{})}, nil
 }
 
 // errno is a librados error's code, 0 if it has none.
@@ -255,9 +254,11 @@ func (s *Store) Watch(fn func(group.Notice)) (func(), error) {
 }
 
 func (s *Store) watch() error {
-	// The cluster drops the watch of a client silent for this long: a
-	// dead gateway's, so that notifications do not wait for it.
-	w, err := s.ioctx.WatchWithTimeout(s.state, max(s.lease, time.Second))
+	// The OSD's default timeout (osd_client_watch_timeout, 30 s): a
+	// shorter one than librados' pings (objecter_tick_interval, 5 s)
+	// would drop live watches. A dead gateway's watch stays that long,
+	// and notifications wait for it up to their own timeout meanwhile.
+	w, err := s.ioctx.Watch(s.state)
 	if err != nil {
 		return err
 	}
