@@ -357,7 +357,7 @@ func nsCmd(o *ctlOptions) *cobra.Command {
 	add.Flags().StringVar(&req.UUID, "uuid", "", "namespace UUID (default: derived from the NQN and NSID)")
 	add.Flags().StringVar(&req.NGUID, "nguid", "", `NGUID, 32 hex digits or "none" (default: derived from the UUID)`)
 	add.Flags().StringVar(&req.EUI64, "eui64", "", "EUI-64, 16 hex digits (default: none)")
-	add.Flags().Uint32Var(&req.ANAGroup, "ana-group", 0, "ANA group, 1..128 (default 1)")
+	add.Flags().Uint32Var(&req.ANAGroup, "ana-group", 0, "ANA group, 1..128 (default 1; on a gateway of a group: the gateway group with the fewest namespaces)")
 	add.Flags().BoolVar(&req.ReadOnly, "read-only", false, "refuse writes")
 	add.Flags().BoolVar(&req.BufferedIO, "buffered-io", false, "use the page cache instead of O_DIRECT")
 
