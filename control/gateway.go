@@ -298,26 +298,50 @@ func (m *Manager) gatewayNew(cfg *config.Config, o GroupOptions) error {
 	}
 	g.unwatch = unwatch
 	go m.gatewayLoop()
+	// The others learn of this gateway's listeners now rather than at
+	// their next read.
+	go g.notify(g.state.Version, group.KindConfig)
 	m.log.Info("gateway joined its group", "group", g.cfg.Name, "gateway", g.cfg.ID, "version", g.state.Version,
 		"subsystems", len(g.state.Subsystems), "incarnation", g.incarnation)
 	return nil
 }
 
-// gatewayLoop heartbeats, fences and follows the group until Close.
+// gatewayLoop follows the group until Close: it applies the state when
+// notified, every limits.GroupPoll, and when a heartbeat changed who
+// owns what. Heartbeats run on a goroutine of their own, so that a change
+// that takes long (an image slow to open, under m.mu) never delays the
+// lease: the others would fence this gateway.
 func (m *Manager) gatewayLoop() {
 	g := m.gw
 	defer close(g.done)
-	beat := time.NewTicker(g.cfg.Lease / 4)
-	defer beat.Stop()
+	leases := make(chan struct{}, 1)
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		beat := time.NewTicker(g.cfg.Lease / 4)
+		defer beat.Stop()
+		for {
+			select {
+			case <-g.stop:
+				return
+			case <-beat.C:
+				g.heartbeat()
+				g.fence(m.log.Warn)
+				select {
+				case leases <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	defer func() { <-beats }()
 	poll := time.NewTicker(limits.GroupPoll)
 	defer poll.Stop()
 	for {
 		select {
 		case <-g.stop:
 			return
-		case <-beat.C:
-			g.heartbeat()
-			g.fence(m.log.Warn)
+		case <-leases:
 			m.sync(false)
 		case <-poll.C:
 			m.sync(true)

@@ -263,3 +263,23 @@ func TestGatewayGroup(t *testing.T) {
 		t.Errorf("conflicts counted %d", gs.Conflicts)
 	}
 }
+
+// TestGatewaySlowChange: a change that holds the manager long (an image
+// slow to open) does not stop the gateway's heartbeats: the others must
+// not take it for dead and fence it.
+func TestGatewaySlowChange(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, "a")
+	b := startGateway(t, cl, clock, 2, "b")
+	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
+	b.m.mu.Lock() // B busy with a change
+	for range 30 {
+		clock.Add(200 * time.Millisecond) // 6 s in all, three leases
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.m.mu.Unlock()
+	if cl.Blocklisted("b") || !a.alive(2) {
+		t.Fatalf("B was taken for dead while busy: blocklisted %v, A's view %+v", cl.Blocklisted("b"), a.m.Group())
+	}
+}
