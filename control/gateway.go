@@ -297,12 +297,12 @@ func (m *Manager) gatewayNew(cfg *config.Config, o GroupOptions) error {
 		return fmt.Errorf("gateway group %s: watch its state: %w", g.cfg.Name, err)
 	}
 	g.unwatch = unwatch
+	m.log.Info("gateway joined its group", "group", g.cfg.Name, "gateway", g.cfg.ID, "version", g.state.Version,
+		"subsystems", len(g.state.Subsystems), "incarnation", g.incarnation)
 	// The others learn of this gateway's listeners now rather than at
 	// their next read.
 	go g.notify(g.state.Version, group.KindConfig)
 	go m.gatewayLoop()
-	m.log.Info("gateway joined its group", "group", g.cfg.Name, "gateway", g.cfg.ID, "version", g.state.Version,
-		"subsystems", len(g.state.Subsystems), "incarnation", g.incarnation)
 	return nil
 }
 
