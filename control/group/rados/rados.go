@@ -68,7 +68,7 @@ func Open(g config.GatewayGroup, log *slog.Logger) (group.Store, error) {
 	ioctx, err := conn.OpenIOContext(g.Pool)
 	if err != nil {
 		conn.Shutdown()
-		if errors.Is(err, rados.ErrNotFound) {
+		if notFound(err) {
 			return nil, fmt.Errorf("gateway group %s: pool %q: no such pool", g.Name, g.Pool)
 		}
 		return nil, fmt.Errorf("gateway group %s: pool %q: %w", g.Name, g.Pool, err)
@@ -79,14 +79,22 @@ func Open(g config.GatewayGroup, log *slog.Logger) (group.Store, error) {
 	return &Store{conn: conn, ioctx: ioctx, state: StateObject(g.Name), leases: LeasesObject(g.Name), log: log, stop: make(chan struct{})}, nil
 }
 
-// errno is a librados error's code, 0 if it has none.
+// errno is a librados error's code, 0 if it has none; an operation's is
+// that of the operation as a whole.
 func errno(err error) int {
+	var oe rados.OperationError
+	if errors.As(err, &oe) && oe.OpError != nil {
+		err = oe.OpError
+	}
 	var e interface{ ErrorCode() int }
 	if errors.As(err, &e) {
 		return -e.ErrorCode()
 	}
 	return 0
 }
+
+// notFound reports a missing object or pool (ENOENT).
+func notFound(err error) bool { return errno(err) == int(syscall.ENOENT) }
 
 // wrap maps librados' errors to group's: a client fenced by the group is
 // refused with EBLOCKLISTED (ESHUTDOWN on Linux).
@@ -124,9 +132,9 @@ func (s *Store) Read(ctx context.Context) (group.Object, error) {
 		if err != nil {
 			op.Release()
 			switch {
-			case page == 0 && errors.Is(err, rados.ErrNotFound):
+			case page == 0 && notFound(err):
 				return group.Object{}, nil
-			case page > 0 && (errno(err) == int(syscall.ERANGE) || errno(err) == int(syscall.EOVERFLOW) || errors.Is(err, rados.ErrNotFound)):
+			case page > 0 && (errno(err) == int(syscall.ERANGE) || errno(err) == int(syscall.EOVERFLOW) || notFound(err)):
 				page, after, o = -1, "", group.Object{Omap: map[string][]byte{}}
 				continue
 			}
@@ -184,8 +192,8 @@ func (s *Store) Write(ctx context.Context, ver uint64, data []byte, set map[stri
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, rados.ErrObjectExists), errno(err) == int(syscall.ERANGE), errno(err) == int(syscall.EOVERFLOW),
-		ver != 0 && errors.Is(err, rados.ErrNotFound):
+	case errno(err) == int(syscall.EEXIST), errno(err) == int(syscall.ERANGE), errno(err) == int(syscall.EOVERFLOW),
+		ver != 0 && notFound(err):
 		// Created, changed or removed since it was read.
 		return group.ErrConflict
 	}
@@ -298,7 +306,7 @@ func (s *Store) Heartbeat(ctx context.Context, id int, record []byte) error {
 func (s *Store) Leases(ctx context.Context) (map[int][]byte, error) {
 	kv, err := s.ioctx.GetAllOmapValues(s.leases, "", "", 256)
 	if err != nil {
-		if errors.Is(err, rados.ErrNotFound) {
+		if notFound(err) {
 			return map[int][]byte{}, nil
 		}
 		return nil, wrap(err)
