@@ -26,6 +26,9 @@ NVMEOF_TGT_* environment variables apply, and a bad one is named as such.`,
 				fmt.Fprintln(out, "warning:", w)
 			}
 			problems := config.Problems(err)
+			if cfg, err := config.LoadFile(args[0]); err == nil {
+				problems = append(append(problems, unservedBackends(cfg)...), unservedGroup(cfg)...)
+			}
 			for _, p := range problems {
 				fmt.Fprintln(out, p)
 			}
