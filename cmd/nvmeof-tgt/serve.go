@@ -103,6 +103,7 @@ type server struct {
 	loop    *fabric.LoopTransport
 	metrics *http.Server // only with metrics.listen set
 	api     *http.Server // only with api.socket set
+	apiLn   net.Listener // api's, which removes the socket on Close
 }
 
 // build creates the target and serves cfg on it, then the metrics
@@ -179,6 +180,7 @@ func (s *server) startAPI(path string) error {
 	}
 	// ConnContext: the audit log names the peer process of each change.
 	s.api = &http.Server{Handler: s.m.Handler(), ConnContext: control.ConnContext, ReadHeaderTimeout: 5 * time.Second}
+	s.apiLn = l
 	go s.api.Serve(l)
 	s.log.Info("management API listening", "socket", path)
 	return nil
@@ -293,6 +295,12 @@ func (s *server) close() error {
 			h.Shutdown(sctx)
 			cancel()
 		}
+	}
+	// Shutdown closes only a listener Serve has taken: stopped before its
+	// goroutine runs, the socket would outlive shutdown. A second Close is
+	// harmless.
+	if s.apiLn != nil {
+		s.apiLn.Close()
 	}
 	var errs []error
 	if s.tgt != nil {
