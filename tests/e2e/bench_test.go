@@ -418,10 +418,16 @@ func (e *benchEnv) measureAllocs(t *testing.T) *bench.AllocRun {
 	mallocs := func(m map[string]float64) float64 { v, _ := metricSum(m, "go_memstats_mallocs_total"); return v }
 	ops := func(m map[string]float64) float64 { v, _ := metricSum(m, "nvmeof_tgt_namespace_ops_total"); return v }
 
+	job := "memory/randread-4k-qd32 + file/randwrite-4k-qd32"
 	start := time.Now()
 	m0 := scrapeMetrics(t)
 	e.runJob(t, bench.TargetOurs, "memory", "randread-4k-qd32", 0)
 	e.runJob(t, bench.TargetOurs, "file", "randwrite-4k-qd32", 0)
+	if _, ok := e.devs[bench.TargetOurs][bench.BackendRBD]; ok {
+		// librbd's completions too, reaped by the pollers.
+		e.runJob(t, bench.TargetOurs, bench.BackendRBD, "randwrite-4k-qd32", 0)
+		job += " + rbd/randwrite-4k-qd32"
+	}
 	m1 := scrapeMetrics(t)
 	span := time.Since(start)
 
@@ -430,7 +436,7 @@ func (e *benchEnv) measureAllocs(t *testing.T) *bench.AllocRun {
 	i1 := scrapeMetrics(t)
 
 	a := &bench.AllocRun{
-		Job:        "memory/randread-4k-qd32 + file/randwrite-4k-qd32",
+		Job:        job,
 		IOs:        uint64(ops(m1) - ops(m0)),
 		Allocs:     uint64(mallocs(m1) - mallocs(m0)),
 		IdleAllocs: uint64(mallocs(i1) - mallocs(i0)),
