@@ -136,6 +136,12 @@ func TestGatewayGroup(t *testing.T) {
 	grp := "e2e" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	spec := Spec{Port: rdmaPort()}
 	dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	// The images go after both gateways have stopped (cleanups run last first): an image a
+	// gateway still has open has a watcher, and rbd rm refuses it.
+	img := func(n int) string { return fmt.Sprintf("%s-img%d", grp, n) }
+	for n := 1; n <= 3; n++ {
+		t.Cleanup(func() { removeImage(t, img(n)) })
+	}
 	a, _ := startTgt(t, spec, withBinary(bin), withDir(dirA),
 		withConfig(gatewayYAML(grp, 1, portRDMA, "127.0.0.1:9771", filepath.Join(dirA, "state"))))
 	b, _ := startTgt(t, spec, withBinary(bin), withDir(dirB),
@@ -149,10 +155,6 @@ func TestGatewayGroup(t *testing.T) {
 
 	// Acceptance 3 (the API part): a subsystem and two namespaces through A only.
 	sub := nqn("group")
-	img := func(n int) string { return fmt.Sprintf("%s-img%d", grp, n) }
-	for n := 1; n <= 3; n++ {
-		t.Cleanup(func() { removeImage(t, img(n)) })
-	}
 	a.ctl(t, "subsystem", "add", sub, "--allow-any-host")
 	a.ctl(t, "ns", "add", sub, "--nsid", "1", "--pool", cephPool, "--image", img(1), "--size", "64MiB")
 	a.ctl(t, "ns", "add", sub, "--nsid", "2", "--pool", cephPool, "--image", img(2), "--size", "64MiB")
