@@ -41,7 +41,9 @@ func TestMain(m *testing.M) {
 	}
 	fmt.Fprintf(os.Stderr, "e2e: target %s, address %s, scratch %s, local NVMe %s, results %s\n",
 		targetKind, labAddr, scratchDir, localNVMe, resultsDir)
-	os.Exit(m.Run())
+	code := m.Run()
+	stopCeph()
+	os.Exit(code)
 }
 
 func setupEnv() error {
