@@ -135,6 +135,16 @@ func TestGatewayGroup(t *testing.T) {
 	dir := testDir(t)
 	grp := "e2e" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	spec := Spec{Port: rdmaPort()}
+	img := func(n int) string { return fmt.Sprintf("%s-img%d", grp, n) }
+	// Cleanups run last first: the images and the group's objects go after the gateways stop.
+	t.Cleanup(func() {
+		for _, o := range []string{"state", "leases"} {
+			radosCmd(t, "rm", "nvmeof-tgt."+grp+"."+o)
+		}
+	})
+	for n := 1; n <= 3; n++ {
+		t.Cleanup(func() { removeImage(t, img(n)) })
+	}
 	dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	a, _ := startTgt(t, spec, withBinary(bin), withDir(dirA),
 		withConfig(gatewayYAML(grp, 1, portRDMA, "127.0.0.1:9771", filepath.Join(dirA, "state"))))
@@ -149,10 +159,6 @@ func TestGatewayGroup(t *testing.T) {
 
 	// Acceptance 3 (the API part): a subsystem and two namespaces through A only.
 	sub := nqn("group")
-	img := func(n int) string { return fmt.Sprintf("%s-img%d", grp, n) }
-	for n := 1; n <= 3; n++ {
-		t.Cleanup(func() { removeImage(t, img(n)) })
-	}
 	a.ctl(t, "subsystem", "add", sub, "--allow-any-host")
 	a.ctl(t, "ns", "add", sub, "--nsid", "1", "--pool", cephPool, "--image", img(1), "--size", "64MiB")
 	a.ctl(t, "ns", "add", sub, "--nsid", "2", "--pool", cephPool, "--image", img(2), "--size", "64MiB")
@@ -172,8 +178,8 @@ func TestGatewayGroup(t *testing.T) {
 	h := newHost(t)
 	ca := mpConnect(t, h, sub, labAddr, portRDMA)
 	cb := mpConnect(t, h, sub, labAddr, mpPort2)
-	if n := len(blockDevsOf(sub)); n != 2 {
-		t.Fatalf("the host made %d block devices of %s, want two namespace heads", n, sub)
+	if err := waitFor(15*time.Second, func() bool { return len(blockDevsOf(sub)) == 2 }); err != nil {
+		t.Fatalf("the host made %d block devices of %s, want two namespace heads", len(blockDevsOf(sub)), sub)
 	}
 	owned := [3]map[uint32]string{{1: "optimized", 2: "inaccessible"}, {1: "inaccessible", 2: "optimized"}, nil}
 	waitPathStates(t, "at connect", []string{ca, cb}, owned, 10*time.Second)
