@@ -39,7 +39,7 @@ LAB_PKGS := qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs rdma-cor
 # 85 packages, 55 MB to fetch, 220 MB installed, about a minute to install.
 CEPH_PKGS := ceph-mon ceph-osd ceph-mgr ceph-common librados-dev librbd-dev
 
-.PHONY: all build build-rbd deps build-deps lab-deps ceph-deps install unit e2e test demo bench ceph-smoke fuzz fuzz-long vet clean
+.PHONY: all build build-rbd deps build-deps lab-deps ceph-deps install unit e2e test demo bench blktests ceph-smoke fuzz fuzz-long vet clean
 
 all: build
 
@@ -157,6 +157,19 @@ bench: build lab-deps ceph-deps
 # osd blocklist, ceph-down.sh (tests/lab/ceph-smoke.sh).
 ceph-smoke: lab-deps ceph-deps
 	tests/lab/labvm --share $(CURDIR) --mem 3072 --timeout 900 tests/lab/ceph-smoke.sh $(CURDIR)
+
+# blktests' NVMe-oF tests in the test guest, against nvmeof-tgt as a remote target
+# (tests/lab/blktests.sh; README.md, "blktests"). BLKTESTS_DIR is a blktests checkout: it is not
+# packaged for Debian 12, so `make test` and CI do not run this. Results in tests/out/blktests/.
+# BLKTESTS_TESTS (default: the list in tests/lab/blktests.sh), BLKTESTS_IMG_SIZE (64M) and
+# BLKTESTS_BLOCK_SIZE (512) are optional.
+BLKTESTS_DIR ?=
+BLKTESTS_TESTS ?=
+BLKTESTS_IMG_SIZE ?=
+BLKTESTS_BLOCK_SIZE ?=
+blktests: build lab-deps
+	BLKTESTS_DIR="$(BLKTESTS_DIR)" BLKTESTS_TESTS="$(BLKTESTS_TESTS)" BLKTESTS_IMG_SIZE="$(BLKTESTS_IMG_SIZE)" \
+		BLKTESTS_BLOCK_SIZE="$(BLKTESTS_BLOCK_SIZE)" tests/lab/blktests.sh
 
 clean:
 	rm -rf bin tests/out

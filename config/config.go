@@ -324,12 +324,22 @@ func LoadFileContent(path string) (*Config, []byte, error) {
 // CheckPaths at once. It returns every problem of both, joined, and the
 // warnings (see Warnings) of what could be read.
 func CheckFile(path string) ([]*FieldError, error) {
+	return CheckFileWith(path, nil)
+}
+
+// CheckFileWith is CheckFile with the problems extra finds in what could be
+// read added to the others: checks of what the caller knows and the file
+// format does not (the binary's build).
+func CheckFileWith(path string, extra func(*Config) []error) ([]*FieldError, error) {
 	v, _, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
 	c, decode, semantic := load(v)
 	semantic = append(semantic, Problems(c.CheckPaths())...)
+	if extra != nil {
+		semantic = append(semantic, extra(c)...)
+	}
 	return c.Warnings(), errors.Join(blameEnv(dropShadowed(decode, semantic))...)
 }
 

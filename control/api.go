@@ -922,18 +922,24 @@ func removeStale(path string) error {
 	return nil
 }
 
-// apiListener removes its socket on Close, unless another target has
-// replaced it since.
+// apiListener removes its socket on its first Close, unless another
+// target has replaced it since. Only the first: the server and
+// http.Server.Serve may each close it, and by the second a new socket may
+// stand at the path on the freed inode, which SameFile would take for
+// this one.
 type apiListener struct {
 	*net.UnixListener
-	path string
-	st   os.FileInfo
+	path   string
+	st     os.FileInfo
+	remove sync.Once
 }
 
 func (l *apiListener) Close() error {
 	err := l.UnixListener.Close()
-	if st, serr := os.Lstat(l.path); serr == nil && os.SameFile(st, l.st) {
-		os.Remove(l.path)
-	}
+	l.remove.Do(func() {
+		if st, serr := os.Lstat(l.path); serr == nil && os.SameFile(st, l.st) {
+			os.Remove(l.path)
+		}
+	})
 	return err
 }

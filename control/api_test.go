@@ -503,6 +503,34 @@ func TestListenAPI(t *testing.T) {
 	}
 }
 
+// TestListenAPICloseTwice: only the first Close removes the socket. The
+// server closes the listener and so may http.Server.Serve, later; by then a
+// new listener's socket may stand at the path on the very inode (a freed
+// inode is reused), which the identity check alone would take for its own.
+// A hard link keeps the inode to put it back.
+func TestListenAPICloseTwice(t *testing.T) {
+	path := filepath.Join(shortDir(t), "run", "t.sock")
+	l, err := ListenAPI(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := path + ".keep"
+	if err := os.Link(path, keep); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket left after Close: %v", err)
+	}
+	if err := os.Link(keep, path); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if _, err := os.Lstat(path); err != nil {
+		t.Fatalf("the second Close removed what stands at the path: %v", err)
+	}
+}
+
 // TestListenAPIMode: the socket is 0600 from the moment it is bound, even
 // under its temporary name and a umask of 0, so that no one else can
 // connect in between.

@@ -146,4 +146,12 @@ metrics: {listen: ""}
 	if _, _, err := runCLI(t, "serve", "--config", path); err == nil || err.Error() != want {
 		t.Fatalf("serve: %v, want %q", err, want)
 	}
+	// Listed beside the file's other problems.
+	path = writeConfig(t, dir, `
+subsystems: [{nqn: "nqn.2026-11.io.example:x", allow_any_host: true, namespaces: [{nsid: 1, pool: rbd, image: disk1, ceph_conf: `+conf+`}]}]
+`)
+	_, stderr, err = runCLI(t, "config", "validate", path)
+	if err == nil || !strings.Contains(stderr, "ports: ") || !strings.Contains(stderr, want) {
+		t.Fatalf("validate with another problem: %v, stderr %q", err, stderr)
+	}
 }

@@ -46,7 +46,7 @@ func serveCmd() *cobra.Command {
 				err = cfg.CheckPaths()
 			}
 			if err == nil {
-				err = errors.Join(append(unservedBackends(cfg), unservedGroup(cfg)...)...)
+				err = errors.Join(unserved(cfg)...)
 			}
 			if err == nil && cfgFile != "" && cfg.HasInlineSecrets() {
 				err = config.CheckPrivate(cfgFile)
@@ -104,6 +104,7 @@ type server struct {
 	loop    *fabric.LoopTransport
 	metrics *http.Server // only with metrics.listen set
 	api     *http.Server // only with api.socket set
+	apiLn   net.Listener // api's, which removes the socket on Close
 	// group is the gateway group's store, only with gateway_group set;
 	// fenced says this gateway was blocklisted by another.
 	group  group.Store
@@ -194,6 +195,7 @@ func (s *server) startAPI(path string) error {
 	}
 	// ConnContext: the audit log names the peer process of each change.
 	s.api = &http.Server{Handler: s.m.Handler(), ConnContext: control.ConnContext, ReadHeaderTimeout: 5 * time.Second}
+	s.apiLn = l
 	go s.api.Serve(l)
 	s.log.Info("management API listening", "socket", path)
 	return nil
@@ -318,6 +320,12 @@ func (s *server) close() error {
 			h.Shutdown(sctx)
 			cancel()
 		}
+	}
+	// Shutdown closes only a listener Serve has taken: stopped before its
+	// goroutine runs, the socket would outlive shutdown. A second Close is
+	// harmless.
+	if s.apiLn != nil {
+		s.apiLn.Close()
 	}
 	var errs []error
 	if s.m != nil {

@@ -48,11 +48,11 @@ cd "$repo" || exit 1
 export E2E_TARGET=$target NVMEOF_TGT_BIN=$repo/bin/nvmeof-tgt E2E_RESULTS=$repo/tests/out
 export NVMEOF_TGT_FAULT_BIN=$repo/bin/nvmeof-tgt-faultinject
 export NVMEOF_TGT_RBD_BIN=$repo/bin/nvmeof-tgt-rbd NVMEOF_TGT_RBD_UNIT_DIR=$repo/bin/rbd-unit
-./bin/e2e.test -test.v -test.timeout 20m "$@" 2>&1 | tee "$E2E_RESULTS/e2e.log"
+./bin/e2e.test -test.v -test.timeout 40m "$@" 2>&1 | tee "$E2E_RESULTS/e2e.log"
 INNER
 
 rc=0
 # shellcheck disable=SC2086 # LABVM_FLAGS is a list of flags
-"$repo/tests/lab/labvm" --share "$repo" --timeout 1800 --mem 3072 --console "$out/console.log" ${LABVM_FLAGS:-} \
+"$repo/tests/lab/labvm" --share "$repo" --timeout 2700 --mem 3072 --console "$out/console.log" ${LABVM_FLAGS:-} \
   "$inner" "$repo" "$target" "$@" || rc=$?
 exit "$rc"
