@@ -228,6 +228,13 @@ func (g *gateway) notify(version uint64, kind string) (missed int, err error) {
 	return missed, err
 }
 
+// latest is the newest state read or committed.
+func (g *gateway) latest() *group.State {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.state
+}
+
 // read reads the group's state, keeping the last good one and the error.
 func (g *gateway) read() (*group.State, error) {
 	ctx, cancel := g.ctx()
@@ -372,15 +379,16 @@ func (m *Manager) onNotice(n group.Notice) {
 // be read or applied leaves what is served as it was.
 func (m *Manager) sync(reread bool) {
 	g := m.gw
-	st := func() *group.State { g.mu.Lock(); defer g.mu.Unlock(); return g.state }()
 	if reread {
-		if s, err := g.read(); err != nil {
+		if _, err := g.read(); err != nil {
 			m.logStateErr(err)
-		} else {
-			st = s
 		}
 	}
 	m.mu.Lock()
+	// The newest state known, taken under m.mu: a change through this
+	// gateway committed after the read above is in it, and is never undone
+	// by an older read that returned late.
+	st := g.latest()
 	target := m.compose(m.local, st)
 	if reflect.DeepEqual(target, m.running) {
 		m.mu.Unlock()
@@ -566,7 +574,9 @@ func (m *Manager) gatewayUpdate(edit func(*config.Config) error, opts changeOpts
 				return Result{}, fmt.Errorf("%w: %w", ErrGroup, err)
 			}
 			g.mu.Lock()
-			g.state = newState
+			if newState.Version > g.state.Version {
+				g.state = newState
+			}
 			g.mu.Unlock()
 		}
 		applied, err := m.run(steps)
@@ -646,8 +656,7 @@ func (m *Manager) gatewayReload(next *config.Config) (Result, error) {
 	restart := staticChanges(m.local, next)
 	next.GatewayGroup = m.gw.cfg // the group and id it started with
 	m.local = next
-	st := func() *group.State { g := m.gw; g.mu.Lock(); defer g.mu.Unlock(); return g.state }()
-	target := m.compose(next, st)
+	target := m.compose(next, m.gw.latest())
 	res, err := m.change(target, changeOpts{reread: followsBackend})
 	res.Restart = restart
 	return res, err

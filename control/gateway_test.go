@@ -37,6 +37,18 @@ type switchStore struct {
 	*group.MemStore
 	conflict atomic.Bool
 	writes   atomic.Int32
+	// gate, when armed, holds the next read's result (as read then)
+	// until it is closed: a read that returns late.
+	gate  chan struct{}
+	armed atomic.Bool
+}
+
+func (s *switchStore) Read(ctx context.Context) (group.Object, error) {
+	o, err := s.MemStore.Read(ctx)
+	if s.armed.CompareAndSwap(true, false) {
+		<-s.gate
+	}
+	return o, err
 }
 
 func (s *switchStore) Write(ctx context.Context, ver uint64, data []byte, set map[string][]byte, rm []string) error {
@@ -281,5 +293,31 @@ func TestGatewaySlowChange(t *testing.T) {
 	b.m.mu.Unlock()
 	if cl.Blocklisted("b") || !a.alive(2) {
 		t.Fatalf("B was taken for dead while busy: blocklisted %v, A's view %+v", cl.Blocklisted("b"), a.m.Group())
+	}
+}
+
+// TestGatewayStaleRead: a read of the group's state that returns after a
+// change through this gateway was committed and applied is older than
+// what runs: applying it would undo the change for a while.
+func TestGatewayStaleRead(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, "a")
+	h := a.m.Handler()
+	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subA+`","allow_any_host":true}`); rec.Code != http.StatusCreated {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	a.store.gate = make(chan struct{})
+	a.store.armed.Store(true)
+	synced := make(chan struct{})
+	go func() { a.m.sync(true); close(synced) }() // reads, and is held
+	waitUntil(t, "the sync's read", func() bool { return !a.store.armed.Load() })
+	if rec := do(t, h, "POST", "/v1/subsystems/"+subA+"/namespaces", `{"nsid":1,"backend":"memory","size":"1MiB"}`); rec.Code != http.StatusCreated {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	close(a.store.gate)
+	<-synced
+	if s := a.tgt.Subsystem(subA); s == nil || len(s.Namespaces()) != 1 {
+		t.Fatal("a late read undid the change")
 	}
 }

@@ -25,6 +25,12 @@ func unservedGroup(cfg *config.Config) []error {
 	return []error{&config.FieldError{Key: "gateway_group", Msg: "this nvmeof-tgt is built without librados; nvmeof-tgt-rbd serves gateway groups"}}
 }
 
+// unserved is what this binary cannot serve of cfg: rbd namespaces and a
+// gateway group without librbd and librados.
+func unserved(cfg *config.Config) []error {
+	return append(unservedBackends(cfg), unservedGroup(cfg)...)
+}
+
 // groupOptions connects a gateway to its group's pool. fenced is told when
 // another gateway blocklisted this one. The store is nil without a group.
 func groupOptions(cfg *config.Config, log *slog.Logger, fenced func(error)) (*control.GroupOptions, group.Store, error) {

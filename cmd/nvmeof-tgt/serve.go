@@ -46,7 +46,7 @@ func serveCmd() *cobra.Command {
 				err = cfg.CheckPaths()
 			}
 			if err == nil {
-				err = errors.Join(append(unservedBackends(cfg), unservedGroup(cfg)...)...)
+				err = errors.Join(unserved(cfg)...)
 			}
 			if err == nil && cfgFile != "" && cfg.HasInlineSecrets() {
 				err = config.CheckPrivate(cfgFile)

@@ -193,7 +193,9 @@ func TestBench(t *testing.T) {
 		res.Peers = append(res.Peers, bench.TargetLibRBD)
 		res.Notes = append(res.Notes, "nvmeof-tgt ran as its rbd build (bin/nvmeof-tgt-rbd) in every job. The rbd jobs ran on one "+
 			"image of the guest's one-node Ceph cluster (memstore OSD), in turn through nvmeof-tgt (namespace 3) and through fio's "+
-			"rbd engine (librbd in fio's process, ioengine=rbd, the same job otherwise), both with librbd's cache off.")
+			"rbd engine (librbd in fio's process, ioengine=rbd, the same job otherwise), both with librbd's cache off. "+
+			"The kernel host, Soft-RoCE and the target share the guest's vCPUs with the OSD, which librbd in fio does not: "+
+			"compare the rbd jobs with the raw link measured in the same run.")
 	}
 	env.ours, _ = startTgt(t, ospec, append(tgtOpts, withDir(filepath.Join(env.dir, "tgt")))...)
 	nsids := []uint32{1, 2}

@@ -135,13 +135,18 @@ func TestGatewayGroup(t *testing.T) {
 	dir := testDir(t)
 	grp := "e2e" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	spec := Spec{Port: rdmaPort()}
-	dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	// The images go after both gateways have stopped (cleanups run last first): an image a
-	// gateway still has open has a watcher, and rbd rm refuses it.
 	img := func(n int) string { return fmt.Sprintf("%s-img%d", grp, n) }
+	// Cleanups run last first: the images and the group's objects go after the gateways stop
+	// (an image a gateway still has open has a watcher, and rbd rm refuses it).
+	t.Cleanup(func() {
+		for _, o := range []string{"state", "leases"} {
+			radosCmd(t, "rm", "nvmeof-tgt."+grp+"."+o)
+		}
+	})
 	for n := 1; n <= 3; n++ {
 		t.Cleanup(func() { removeImage(t, img(n)) })
 	}
+	dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	a, _ := startTgt(t, spec, withBinary(bin), withDir(dirA),
 		withConfig(gatewayYAML(grp, 1, portRDMA, "127.0.0.1:9771", filepath.Join(dirA, "state"))))
 	b, _ := startTgt(t, spec, withBinary(bin), withDir(dirB),
@@ -174,8 +179,8 @@ func TestGatewayGroup(t *testing.T) {
 	h := newHost(t)
 	ca := mpConnect(t, h, sub, labAddr, portRDMA)
 	cb := mpConnect(t, h, sub, labAddr, mpPort2)
-	if n := len(blockDevsOf(sub)); n != 2 {
-		t.Fatalf("the host made %d block devices of %s, want two namespace heads", n, sub)
+	if err := waitFor(15*time.Second, func() bool { return len(blockDevsOf(sub)) == 2 }); err != nil {
+		t.Fatalf("the host made %d block devices of %s, want two namespace heads", len(blockDevsOf(sub)), sub)
 	}
 	owned := [3]map[uint32]string{{1: "optimized", 2: "inaccessible"}, {1: "inaccessible", 2: "optimized"}, nil}
 	waitPathStates(t, "at connect", []string{ca, cb}, owned, 10*time.Second)
