@@ -299,16 +299,19 @@ func (m *Manager) gatewayNew(cfg *config.Config, o GroupOptions) error {
 		return err
 	}
 	m.applyReservations(g.state)
+	// The state joined, read before the watch starts: from then on a
+	// notice's read (onNotice) may replace g.state under g.mu.
+	joined := g.state
 	unwatch, err := g.store.Watch(m.onNotice)
 	if err != nil {
 		return fmt.Errorf("gateway group %s: watch its state: %w", g.cfg.Name, err)
 	}
 	g.unwatch = unwatch
-	m.log.Info("gateway joined its group", "group", g.cfg.Name, "gateway", g.cfg.ID, "version", g.state.Version,
-		"subsystems", len(g.state.Subsystems), "incarnation", g.incarnation)
+	m.log.Info("gateway joined its group", "group", g.cfg.Name, "gateway", g.cfg.ID, "version", joined.Version,
+		"subsystems", len(joined.Subsystems), "incarnation", g.incarnation)
 	// The others learn of this gateway's listeners now rather than at
 	// their next read.
-	go g.notify(g.state.Version, group.KindConfig)
+	go g.notify(joined.Version, group.KindConfig)
 	go m.gatewayLoop()
 	return nil
 }
