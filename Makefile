@@ -135,7 +135,8 @@ fuzz: build-deps
 fuzz-long: build-deps
 	nice -n 19 tests/fuzz/run.sh 10000000 tests/fuzz/results.txt
 
-e2e: build lab-deps ceph-deps
+# ceph-deps before build: with librbd-dev installed, build builds RBD_BIN too.
+e2e: lab-deps ceph-deps build
 	tests/lab/e2e.sh
 
 # The Ceph packages first: vet and unit then cover the rbd build as well.
@@ -150,7 +151,7 @@ demo: build lab-deps
 PEERS ?= kernel
 SPDK_DIR ?=
 BENCH_CPUS ?= 4
-bench: build lab-deps ceph-deps
+bench: lab-deps ceph-deps build
 	BENCH_PEERS="$(PEERS)" BENCH_SPDK_DIR="$(SPDK_DIR)" BENCH_CPUS="$(BENCH_CPUS)" tests/lab/bench.sh
 
 # blktests' NVMe-oF tests in the test guest, against nvmeof-tgt as a remote target

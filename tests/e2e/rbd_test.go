@@ -185,13 +185,15 @@ var rbdUnits = []rbdUnit{
 
 // TestRBDUnit runs the unit tests of the rbd build that need a cluster against the guest's
 // (NVMEOF_TGT_TEST_CEPH_CONF), so that `make test` runs them. None may skip: with the cluster
-// given, a skip is a test that did not run.
+// given, a skip is a test that did not run. The packages' binaries run side by side, as go test
+// runs packages: each names its own images and groups, and fences only its own clients.
 func TestRBDUnit(t *testing.T) {
 	requireTgt(t, "unit tests of nvmeof-tgt's rbd build")
 	conf := needCeph(t)
 	unitDir := envOr("NVMEOF_TGT_RBD_UNIT_DIR", "bin/rbd-unit")
 	for _, u := range rbdUnits {
 		t.Run(u.pkg, func(t *testing.T) {
+			t.Parallel()
 			bin := filepath.Join(unitDir, u.pkg+".test")
 			if _, err := os.Stat(bin); err != nil {
 				t.Fatalf("%v: tests/lab/e2e.sh builds it where librbd-dev is installed (make ceph-deps)", err)

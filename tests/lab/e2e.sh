@@ -22,12 +22,13 @@ go test -c -tags "${E2E_TAGS:-e2e}" -o bin/e2e.test ./tests/e2e
 # TestPostFailure's target: batch posts fail on purpose (rdma/internal/verbs/fault.go), and the
 # race detector watches the failure path. Never install this binary.
 go build -race -tags faultinject -o bin/nvmeof-tgt-faultinject ./cmd/nvmeof-tgt
-# The rbd tests' target (nvmeof-tgt with librbd, build tag rbd) and the unit tests of the rbd
-# build that need a cluster, which TestRBDUnit runs against the guest's. Without librbd-dev
-# (make ceph-deps) they are not built, and the rbd tests fail saying so.
+# The rbd tests' target (nvmeof-tgt with librbd, build tag rbd: `make build` builds it beside
+# bin/nvmeof-tgt where librbd-dev is installed, built here only if missing) and the unit tests
+# of the rbd build that need a cluster, which TestRBDUnit runs against the guest's. Without
+# librbd-dev (make ceph-deps) they are not built, and the rbd tests fail saying so.
 rm -rf bin/rbd-unit
 if [[ -e /usr/include/rbd/librbd.h ]]; then
-  go build -tags rbd -o bin/nvmeof-tgt-rbd ./cmd/nvmeof-tgt
+  [[ -x bin/nvmeof-tgt-rbd ]] || go build -tags rbd -o bin/nvmeof-tgt-rbd ./cmd/nvmeof-tgt
   for p in blockdev/internal/rbd blockdev fabric control; do
     go test -c -tags rbd -o "bin/rbd-unit/$(basename "$p").test" "./$p"
   done
