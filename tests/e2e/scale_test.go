@@ -502,8 +502,8 @@ func fioLatency(t *testing.T, dev, dir, name string, span time.Duration) fioLat 
 }
 
 // expediteRCU makes the guest kernel's RCU and SRCU grace periods expedited
-// (/sys/kernel/rcu_expedited) until the returned function restores the setting. The host
-// removes each namespace of a controller it deletes with several grace periods (SRCU for the
+// (/sys/kernel/rcu_expedited) until the returned function restores the setting: the host's
+// work in the scale tests, not the target's. The host removes each namespace of a controller it deletes with several grace periods (SRCU for the
 // multipath head, a queue freeze and a quiesce for the path disk and for the head disk, each an
 // RCU grace period): a few jiffies each in the TCG guest, so that deleting a controller of over
 // a thousand namespaces took two minutes.
@@ -570,6 +570,8 @@ func (r *ssScale) connectAll(t *testing.T) {
 	t.Helper()
 	raiseFileLimit(t)
 	t.Cleanup(func() { deleteControllersOf(t, r.h.NQN) })
+	// The host makes each controller with queue freezes (RCU grace periods) too.
+	defer expediteRCU(t)()
 	start := time.Now()
 	args := append([]string{"connect-all"}, fabricFlags()...)
 	args = append(args, r.h.flags()...)
