@@ -147,7 +147,7 @@ func TestDiscardAndWriteZeroes(t *testing.T) {
 func TestDiscardZeroes(t *testing.T) {
 	want := map[string]bool{
 		"memory": true, "file": true, "file-buffered": true, "file-tmpfs": true,
-		"blockdev-loop": false,
+		"blockdev-loop": false, "rbd": true,
 	}
 	for _, k := range kinds(t) {
 		t.Run(k.name, func(t *testing.T) {

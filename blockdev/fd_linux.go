@@ -163,7 +163,7 @@ func (d *fdDev) queue(r *Ring, op ringOp) error {
 	if d.fd < 0 {
 		return fmt.Errorf("queue on %s: %w", d.path, ErrClosed)
 	}
-	op.dev = d
+	op.dev, op.held = d, &d.inflight
 	d.inflight.Add(1)
 	if err := r.queue(op); err != nil {
 		d.inflight.Add(-1)

@@ -90,8 +90,15 @@ func kinds(t *testing.T) []kind {
 	}
 	// Subtests of this kind skip, with the reason, when no loop device can be
 	// attached.
-	return append(ks, blockDeviceKind())
+	ks = append(ks, blockDeviceKind())
+	for _, k := range moreKinds {
+		ks = append(ks, k())
+	}
+	return ks
 }
+
+// moreKinds are the backends of the build's optional parts (rbd).
+var moreKinds []func() kind
 
 var loopOnce = sync.OnceValues(func() (bool, string) {
 	if os.Geteuid() != 0 {

@@ -36,11 +36,14 @@ type Config struct {
 	// ANATransitionTime is ANATT, reported to hosts: how long a group
 	// may stay in change. Default limits.ANATransitionTime.
 	ANATransitionTime time.Duration `mapstructure:"ana_transition_time"`
-	RDMA              RDMA          `mapstructure:"rdma"`
-	Controller        Controller    `mapstructure:"controller"`
-	Metrics           Metrics       `mapstructure:"metrics"`
-	API               API           `mapstructure:"api"`
-	Log               Log           `mapstructure:"log"`
+	// GatewayGroup makes the target one gateway of a group that shares
+	// its subsystems through RADOS; unset (no name): a target on its own.
+	GatewayGroup GatewayGroup `mapstructure:"gateway_group"`
+	RDMA         RDMA         `mapstructure:"rdma"`
+	Controller   Controller   `mapstructure:"controller"`
+	Metrics      Metrics      `mapstructure:"metrics"`
+	API          API          `mapstructure:"api"`
+	Log          Log          `mapstructure:"log"`
 }
 
 // Port is one listening address.
@@ -102,19 +105,23 @@ const (
 	BackendFile   = limits.BackendFile
 	BackendBlock  = limits.BackendBlock
 	BackendMemory = limits.BackendMemory
+	BackendRBD    = limits.BackendRBD
 )
 
 // Namespace is one namespace of a subsystem and its backing store.
 type Namespace struct {
 	NSID uint32 `mapstructure:"nsid"`
-	// Backend is "file", "block" or "memory". Left empty it is inferred by
-	// ApplyDefaults: no path means memory, a block special file means block,
-	// any other path means file.
+	// Backend is "file", "block", "memory" or "rbd". Left empty it is
+	// inferred by ApplyDefaults: a pool or image (and no path) means rbd,
+	// no path means memory, a block special file means block, any other
+	// path means file.
 	Backend string `mapstructure:"backend"`
 	Path    string `mapstructure:"path"`
 	// Size is required for memory. For a file it is the size to create or
 	// grow to, and 0 means the existing file's size. For a block device 0
-	// means the whole device.
+	// means the whole device. For rbd it is the size to create a missing
+	// image with (0: the image must exist); an existing image is served at
+	// its own size, which a change of Size resizes.
 	Size Bytes `mapstructure:"size"`
 	// BlockSize is 512 or 4096, 512 when unset. A block device uses its own
 	// logical block size, so for block it stays 0 unless configured.
@@ -131,6 +138,14 @@ type Namespace struct {
 	ANAGroup   uint32 `mapstructure:"ana_group"`
 	ReadOnly   bool   `mapstructure:"read_only"`
 	BufferedIO bool   `mapstructure:"buffered_io"`
+	// Pool and Image name an RBD image (backend rbd). CephConf is the
+	// cluster's configuration file, default limits.RBDCephConf; Client the
+	// Ceph client name, "admin" or "client.admin", default limits.RBDClient.
+	// Namespaces with the same CephConf and Client share one connection.
+	Pool     string `mapstructure:"pool"`
+	Image    string `mapstructure:"image"`
+	CephConf string `mapstructure:"ceph_conf"`
+	Client   string `mapstructure:"client"`
 }
 
 // HexID is an identifier written in hex (a namespace's nguid, eui64). It
@@ -238,6 +253,12 @@ var scalarDefaults = []struct {
 	{"api.socket", DefaultAPISocket},
 	{"state_dir", limits.StateDir},
 	{"ana_transition_time", limits.ANATransitionTime},
+	{"gateway_group.name", ""},
+	{"gateway_group.pool", ""},
+	{"gateway_group.id", 0},
+	{"gateway_group.ceph_conf", limits.RBDCephConf},
+	{"gateway_group.client", limits.RBDClient},
+	{"gateway_group.lease", limits.GroupLease},
 	{"log.level", "info"},
 	{"log.format", "text"},
 }
@@ -281,7 +302,7 @@ func load(v *viper.Viper) (c *Config, decode, semantic []error) {
 		decode = decodeProblems(err)
 	}
 	c.ApplyDefaults()
-	return c, decode, Problems(c.Validate())
+	return c, decode, append(Problems(c.Validate()), c.gatewayFileProblems()...)
 }
 
 // LoadFile loads a YAML file, whatever its extension, with environment
@@ -306,12 +327,22 @@ func LoadFileContent(path string) (*Config, []byte, error) {
 // CheckPaths at once. It returns every problem of both, joined, and the
 // warnings (see Warnings) of what could be read.
 func CheckFile(path string) ([]*FieldError, error) {
+	return CheckFileWith(path, nil)
+}
+
+// CheckFileWith is CheckFile with the problems extra finds in what could be
+// read added to the others: checks of what the caller knows and the file
+// format does not (the binary's build).
+func CheckFileWith(path string, extra func(*Config) []error) ([]*FieldError, error) {
 	v, _, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
 	c, decode, semantic := load(v)
 	semantic = append(semantic, Problems(c.CheckPaths())...)
+	if extra != nil {
+		semantic = append(semantic, extra(c)...)
+	}
 	return c.Warnings(), errors.Join(blameEnv(dropShadowed(decode, semantic))...)
 }
 
@@ -461,7 +492,15 @@ func (c *Config) ApplyDefaults() {
 		for j := range s.Namespaces {
 			n := &s.Namespaces[j]
 			if n.Backend == "" {
-				n.Backend = inferBackend(n.Path)
+				n.Backend = inferBackend(*n)
+			}
+			if n.Backend == BackendRBD {
+				if n.CephConf == "" {
+					n.CephConf = limits.RBDCephConf
+				}
+				if n.Client == "" {
+					n.Client = limits.RBDClient
+				}
 			}
 			if n.BlockSize == 0 && n.Backend != BackendBlock {
 				n.BlockSize = defaultBlockSize
@@ -475,10 +514,14 @@ func (c *Config) ApplyDefaults() {
 	c.Log.Format = strings.ToLower(c.Log.Format)
 }
 
-// inferBackend picks a backend for a namespace that names none
-// (limits.BackendOf, as the backends infer it too). A path that cannot be
-// stated yet is a file: Validate reports why it cannot be used.
-func inferBackend(path string) string {
-	k, _ := limits.BackendOf(path)
+// inferBackend picks a backend for a namespace that names none: rbd for
+// one with a pool or image and no path, else limits.BackendOf its path,
+// as the backends infer it too. A path that cannot be stated yet is a
+// file: Validate reports why it cannot be used.
+func inferBackend(n Namespace) string {
+	if n.Path == "" && (n.Pool != "" || n.Image != "") {
+		return BackendRBD
+	}
+	k, _ := limits.BackendOf(n.Path)
 	return k
 }

@@ -31,6 +31,9 @@ func Marshal(c *Config) ([]byte, error) {
 		if key == "referrals" && v.Field(i).Len() == 0 {
 			continue // most configurations have none
 		}
+		if key == "gateway_group" && c.GatewayGroup.Name == "" {
+			continue // nor a group
+		}
 		n, err := node(v.Field(i), omitZero)
 		if err != nil {
 			return nil, fmt.Errorf("marshal %s: %w", key, err)

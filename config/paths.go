@@ -31,6 +31,9 @@ func (c *Config) CheckPaths() error {
 			p.add(fmt.Sprintf("discovery.hosts[%d]", j), "%v", err)
 		}
 	}
+	if g := c.GatewayGroup; g.Enabled() {
+		Namespace{CephConf: g.CephConf}.checkCephConf(&p, "gateway_group")
+	}
 	c.checkBackings(&p)
 	return errors.Join(p...)
 }
@@ -64,11 +67,23 @@ func (c *Config) checkBackings(p *problems) {
 	seen := map[backing]*users{}
 	for i, s := range c.Subsystems {
 		for j, n := range s.Namespaces {
-			if n.Backend == BackendMemory || n.Path == "" || !filepath.IsAbs(n.Path) {
+			var b backing
+			key := fmt.Sprintf("subsystems[%d].namespaces[%d].path", i, j)
+			switch {
+			case n.Backend == BackendRBD:
+				if n.Pool == "" || n.Image == "" {
+					continue
+				}
+				// One cluster by its configuration file: two files naming
+				// one cluster are not caught.
+				b = backing{kind: 'r', name: filepath.Clean(n.CephConf) + "\x00" + n.Pool + "\x00" + n.Image}
+				key = fmt.Sprintf("subsystems[%d].namespaces[%d].image", i, j)
+			case n.Backend == BackendMemory || n.Path == "" || !filepath.IsAbs(n.Path):
 				continue
+			default:
+				b = backingOf(n.Path)
 			}
-			b := backingOf(n.Path)
-			ref := &nsRef{nqn: s.NQN, nsid: n.NSID, path: n.Path}
+			ref := &nsRef{nqn: s.NQN, nsid: n.NSID, path: n.backingName()}
 			u := seen[b]
 			if u == nil {
 				u = &users{first: ref}
@@ -79,11 +94,11 @@ func (c *Config) checkBackings(p *problems) {
 				other = u.writer // readers share with readers
 			}
 			if other != nil && other != ref {
-				msg := fmt.Sprintf("%s is also the backing of namespace %d of %s", n.Path, other.nsid, other.nqn)
-				if other.path != n.Path {
+				msg := fmt.Sprintf("%s is also the backing of namespace %d of %s", ref.path, other.nsid, other.nqn)
+				if other.path != ref.path {
 					msg += fmt.Sprintf(" (as %s)", other.path)
 				}
-				p.add(fmt.Sprintf("subsystems[%d].namespaces[%d].path", i, j), "%s", msg)
+				p.add(key, "%s", msg)
 			}
 			if !n.ReadOnly && u.writer == nil {
 				u.writer = ref
@@ -121,7 +136,20 @@ func backingOf(path string) backing {
 	return backing{kind: 'p', name: path}
 }
 
+// backingName names what backs the namespace, for messages: its path, or
+// its RBD image as rbd(8) names it.
+func (n Namespace) backingName() string {
+	if n.Backend == BackendRBD {
+		return "rbd image " + n.Pool + "/" + n.Image
+	}
+	return n.Path
+}
+
 func (n Namespace) checkPath(p *problems, k string) {
+	if n.Backend == BackendRBD {
+		n.checkCephConf(p, k)
+		return
+	}
 	if n.Path == "" || !filepath.IsAbs(n.Path) {
 		return
 	}
@@ -160,6 +188,29 @@ func (n Namespace) checkPath(p *problems, k string) {
 		case st.Mode()&fs.ModeDevice == 0 || st.Mode()&fs.ModeCharDevice != 0:
 			p.add(k+".path", "%q is not a block device (%s)", n.Path, typeName(st.Mode()))
 		}
+	}
+}
+
+// checkCephConf checks that an rbd namespace's Ceph configuration is a
+// regular file the target can read: librados would otherwise fail only
+// when the namespace is opened, with a less telling error.
+func (n Namespace) checkCephConf(p *problems, k string) {
+	if n.CephConf == "" || !filepath.IsAbs(n.CephConf) {
+		return
+	}
+	st, err := os.Stat(n.CephConf)
+	switch {
+	case err != nil:
+		p.add(k+".ceph_conf", "%s cannot be used: %v", n.CephConf, unwrapPathError(err))
+	case !st.Mode().IsRegular():
+		p.add(k+".ceph_conf", "%q is not a regular file (%s)", n.CephConf, typeName(st.Mode()))
+	default:
+		f, err := os.Open(n.CephConf)
+		if err != nil {
+			p.add(k+".ceph_conf", "%s cannot be read: %v", n.CephConf, unwrapPathError(err))
+			return
+		}
+		f.Close()
 	}
 }
 

@@ -56,6 +56,11 @@ func TestCheckPaths(t *testing.T) {
 			want: []string{"namespaces[0].path: \"" + regular + "\" is not a block device (a regular file)"}},
 		{name: "block is a character device", ns: Namespace{Backend: "block", Path: "/dev/null"},
 			want: []string{"is not a block device (a character device)"}},
+		{name: "rbd ceph_conf readable", ns: Namespace{Backend: "rbd", Pool: "rbd", Image: "a", CephConf: regular}},
+		{name: "rbd ceph_conf missing", ns: Namespace{Backend: "rbd", Pool: "rbd", Image: "a", CephConf: missing},
+			want: []string{"namespaces[0].ceph_conf: " + missing + " cannot be used: no such file"}},
+		{name: "rbd ceph_conf a directory", ns: Namespace{Backend: "rbd", Pool: "rbd", Image: "a", CephConf: dir},
+			want: []string{"namespaces[0].ceph_conf: \"" + dir + "\" is not a regular file (a directory)"}},
 		// Validate reports these; CheckPaths does not repeat them.
 		{name: "relative", ns: Namespace{Backend: "file", Path: "disk.img"}},
 		{name: "empty", ns: Namespace{Backend: "block"}},
@@ -137,6 +142,9 @@ func TestCheckBackings(t *testing.T) {
 	file := func(nsid uint32, path string) Namespace {
 		return Namespace{NSID: nsid, Backend: BackendFile, Path: path, Size: MiB, BlockSize: 512}
 	}
+	rbd := func(nsid uint32, pool, image string) Namespace {
+		return Namespace{NSID: nsid, Backend: BackendRBD, Pool: pool, Image: image, CephConf: img, Client: "admin", BlockSize: 512}
+	}
 	tests := []struct {
 		name string
 		a, b []Namespace // namespaces of subsystems a and b
@@ -163,6 +171,10 @@ func TestCheckBackings(t *testing.T) {
 		{name: "three namespaces, two problems", a: []Namespace{file(1, img), file(2, link)}, b: []Namespace{file(3, hard)},
 			want: []string{"subsystems[0].namespaces[1].path", "subsystems[1].namespaces[0].path"}},
 		{name: "all read-only may share", a: []Namespace{{NSID: 1, Backend: BackendFile, Path: img, ReadOnly: true}}, b: []Namespace{{NSID: 3, Backend: BackendFile, Path: link, ReadOnly: true}}},
+		{name: "distinct rbd images", a: []Namespace{rbd(1, "rbd", "x"), rbd(2, "rbd", "y")}, b: []Namespace{rbd(1, "other", "x")}},
+		{name: "one rbd image twice", a: []Namespace{rbd(1, "rbd", "x")}, b: []Namespace{rbd(3, "rbd", "x")},
+			want: []string{"subsystems[1].namespaces[0].image: rbd image rbd/x is also the backing of namespace 1 of " + nqnA}},
+		{name: "an rbd image named like a file", a: []Namespace{file(1, img)}, b: []Namespace{rbd(3, "rbd", img)}},
 		{name: "a writer and a reader may not", a: []Namespace{{NSID: 1, Backend: BackendFile, Path: img, ReadOnly: true}}, b: []Namespace{file(3, img)},
 			want: []string{"subsystems[1].namespaces[0].path: " + img + " is also the backing of namespace 1 of " + nqnA}},
 	}

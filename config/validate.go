@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -61,6 +62,7 @@ func (c *Config) Validate() error {
 		}
 		h.check(&p, hk)
 	}
+	c.GatewayGroup.validate(&p)
 	c.RDMA.validate(&p)
 	c.Controller.validate(&p)
 	c.Metrics.validate(&p)
@@ -123,7 +125,9 @@ func (c *Config) validatePorts(p *problems) {
 }
 
 func (c *Config) validateSubsystems(p *problems) {
-	if len(c.Subsystems) == 0 {
+	if len(c.Subsystems) == 0 && !c.GatewayGroup.Enabled() {
+		// A gateway's subsystems come from its group, which may have
+		// none yet.
 		p.add("subsystems", "at least one subsystem is required")
 	}
 	nqns := make(map[string]int)
@@ -238,8 +242,17 @@ func (n Namespace) validate(p *problems, k string) {
 	case BackendFile, BackendBlock:
 		// What the path is on this machine is CheckPaths' business.
 		checkPath(p, k, n.Path)
+	case BackendRBD:
+		n.validateRBD(p, k)
 	default:
-		p.add(k+".backend", "%q is not a backend (want file, block or memory)", n.Backend)
+		p.add(k+".backend", "%q is not a backend (want file, block, memory or rbd)", n.Backend)
+	}
+	if n.Backend != BackendRBD {
+		for _, kv := range [][2]string{{"pool", n.Pool}, {"image", n.Image}, {"ceph_conf", n.CephConf}, {"client", n.Client}} {
+			if kv[1] != "" {
+				p.add(k+"."+kv[0], "only for the rbd backend (backend is %s)", n.Backend)
+			}
+		}
 	}
 
 	if bsOK && n.Size%Bytes(bs) != 0 {
@@ -292,6 +305,51 @@ func (n Namespace) uniqueIDs(p *problems, k, subnqn string, nguids map[[16]byte]
 			eui64s[e] = k
 		}
 	}
+}
+
+// validateRBD checks an rbd namespace's keys; whether its ceph_conf can be
+// read is CheckPaths' business, and whether the pool and image exist the
+// cluster's, when the namespace is opened.
+func (n Namespace) validateRBD(p *problems, k string) {
+	if n.Path != "" {
+		p.add(k+".path", "must be empty for the rbd backend (the image is pool and image)")
+	}
+	// rbd(8) and librbd name an image pool/image@snapshot: neither name
+	// may hold the separators.
+	for _, kv := range [][2]string{{"pool", n.Pool}, {"image", n.Image}} {
+		if kv[1] == "" {
+			p.add(k+"."+kv[0], "required for the rbd backend")
+		} else if err := checkRBDName(kv[1]); err != nil {
+			p.add(k+"."+kv[0], "%q: %v", kv[1], err)
+		}
+	}
+	if n.CephConf != "" && !filepath.IsAbs(n.CephConf) {
+		p.add(k+".ceph_conf", "%q is not absolute", n.CephConf)
+	}
+	if id := strings.TrimPrefix(n.Client, "client."); id == "" {
+		p.add(k+".client", "%q: want a Ceph client name such as admin or client.admin", n.Client)
+	} else if err := checkRBDName(id); err != nil || strings.ContainsAny(id, " \t") {
+		p.add(k+".client", "%q: want a Ceph client name such as admin or client.admin", n.Client)
+	}
+	if n.BufferedIO {
+		p.add(k+".buffered_io", "only for the file and block backends")
+	}
+}
+
+// checkRBDName checks a pool, image or client name.
+func checkRBDName(s string) error {
+	if len(s) > 255 {
+		return fmt.Errorf("%d bytes, more than 255", len(s))
+	}
+	for _, r := range s {
+		switch {
+		case r == '/' || r == '@':
+			return fmt.Errorf("has %q, which separates pool, image and snapshot", r)
+		case r < 0x20 || r == 0x7f:
+			return errors.New("has a control character")
+		}
+	}
+	return nil
 }
 
 // checkPath reports whether a file or block namespace's path is usable.

@@ -179,6 +179,21 @@ func TestValidateRejects(t *testing.T) {
 			})
 		}, "subsystems[1].namespaces[0].eui64", "subsystems[0].namespaces[1]"},
 
+		// RBD.
+		{"rbd without pool", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).Pool = "" }, "subsystems[0].namespaces[0].pool", "required"},
+		{"rbd without image", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).Image = "" }, "subsystems[0].namespaces[0].image", "required"},
+		{"rbd image with slash", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).Image = "a/b" }, "subsystems[0].namespaces[0].image", "separates"},
+		{"rbd pool with at", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).Pool = "rbd@x" }, "subsystems[0].namespaces[0].pool", "separates"},
+		{"rbd image control character", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).Image = "a\nb" }, "subsystems[0].namespaces[0].image", "control"},
+		{"rbd with path", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).Path = "/srv/a.img" }, "subsystems[0].namespaces[0].path", "must be empty"},
+		{"rbd ceph_conf relative", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).CephConf = "ceph.conf" }, "subsystems[0].namespaces[0].ceph_conf", "absolute"},
+		{"rbd client empty id", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).Client = "client." }, "subsystems[0].namespaces[0].client", "client name"},
+		{"rbd client with space", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).Client = "ad min" }, "subsystems[0].namespaces[0].client", "client name"},
+		{"rbd buffered", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).BufferedIO = true }, "subsystems[0].namespaces[0].buffered_io", "file and block"},
+		{"rbd size unaligned", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).Size = 1000 }, "subsystems[0].namespaces[0].size", "multiple"},
+		{"pool on a file", func(c *Config) { ns(c, 0).Pool = "rbd" }, "subsystems[0].namespaces[0].pool", "only for the rbd backend"},
+		{"ceph_conf on memory", func(c *Config) { ns(c, 1).CephConf = "/etc/ceph/ceph.conf" }, "subsystems[0].namespaces[1].ceph_conf", "only for the rbd backend"},
+
 		// RDMA.
 		{"icd too big", func(c *Config) { c.RDMA.InCapsuleDataSize = 16*KiB + 16 }, "rdma.in_capsule_data_size", ""},
 		{"icd not a multiple of 16", func(c *Config) { c.RDMA.InCapsuleDataSize = 100 }, "rdma.in_capsule_data_size", ""},
@@ -291,6 +306,10 @@ func TestValidateAccepts(t *testing.T) {
 			c.StateDir, c.ANATransitionTime = "", 255*time.Second
 		}},
 		{"metrics any", func(c *Config) { c.Metrics.Listen = ":9771" }},
+		{"rbd", func(c *Config) { *ns(c, 0) = rbdNS() }},
+		{"rbd to create", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).Size = GiB }},
+		{"rbd client.name", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).Client = "client.gw1" }},
+		{"rbd read-only", func(c *Config) { *ns(c, 0) = rbdNS(); ns(c, 0).ReadOnly = true }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -448,12 +467,42 @@ func TestInferBlockDevice(t *testing.T) {
 		if err != nil || st.Mode()&os.ModeDevice == 0 || st.Mode()&os.ModeCharDevice != 0 {
 			continue
 		}
-		if got := inferBackend(dev); got != BackendBlock {
+		if got := inferBackend(Namespace{Path: dev}); got != BackendBlock {
 			t.Errorf("inferBackend(%s) = %q, want block", dev, got)
 		}
 		return
 	}
 	t.Skip("no block device node found")
+}
+
+// rbdNS is a valid rbd namespace with its defaults applied.
+func rbdNS() Namespace {
+	return Namespace{NSID: 1, Backend: BackendRBD, Pool: "rbd", Image: "disk1", CephConf: "/etc/ceph/ceph.conf",
+		Client: "admin", BlockSize: 512, ANAGroup: 1}
+}
+
+func TestApplyDefaultsRBD(t *testing.T) {
+	c, err := loadYAML([]byte(`
+ports: [{transport: rdma, address: 10.255.0.1}]
+subsystems:
+  - nqn: nqn.2026-11.io.example:rbd
+    allow_any_host: true
+    namespaces:
+      - {nsid: 1, pool: rbd, image: disk1}
+      - {nsid: 2, backend: rbd, pool: rbd, image: disk2, size: 1GiB, ceph_conf: /srv/ceph.conf, client: client.gw}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Namespace{
+		{NSID: 1, Backend: BackendRBD, Pool: "rbd", Image: "disk1", CephConf: "/etc/ceph/ceph.conf", Client: "admin", BlockSize: 512, ANAGroup: 1},
+		{NSID: 2, Backend: BackendRBD, Pool: "rbd", Image: "disk2", Size: GiB, CephConf: "/srv/ceph.conf", Client: "client.gw", BlockSize: 512, ANAGroup: 1},
+	}
+	for i, w := range want {
+		if got := c.Subsystems[0].Namespaces[i]; got != w {
+			t.Errorf("namespace %d:\n got %+v\nwant %+v", i, got, w)
+		}
+	}
 }
 
 func hostsOf(nqns ...string) []Host {

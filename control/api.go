@@ -271,17 +271,24 @@ type NamespaceRequest struct {
 	ANAGroup   uint32 `json:"ana_group,omitempty"`
 	ReadOnly   bool   `json:"read_only,omitempty"`
 	BufferedIO bool   `json:"buffered_io,omitempty"`
+	// Pool, Image, CephConf and Client are an rbd namespace's.
+	Pool     string `json:"pool,omitempty"`
+	Image    string `json:"image,omitempty"`
+	CephConf string `json:"ceph_conf,omitempty"`
+	Client   string `json:"client,omitempty"`
 }
 
 func (n NamespaceRequest) config() config.Namespace {
 	return config.Namespace{NSID: n.NSID, Backend: n.Backend, Path: n.Path, Size: config.Bytes(n.Size),
 		BlockSize: n.BlockSize, UUID: n.UUID, NGUID: config.HexID(n.NGUID), EUI64: config.HexID(n.EUI64),
-		ANAGroup: n.ANAGroup, ReadOnly: n.ReadOnly, BufferedIO: n.BufferedIO}
+		ANAGroup: n.ANAGroup, ReadOnly: n.ReadOnly, BufferedIO: n.BufferedIO,
+		Pool: n.Pool, Image: n.Image, CephConf: n.CephConf, Client: n.Client}
 }
 
 // ResizeRequest is the body of POST /v1/subsystems/{nqn}/namespaces/{nsid}/resize.
 // Size is required; 0 means the backend's size now (a file's length, a
-// block device's whole size), read again on every request.
+// block device's whole size, an RBD image's size), read again on every
+// request. An RBD image is resized to a nonzero Size.
 type ResizeRequest struct {
 	Size  *Size `json:"size"`
 	Force bool  `json:"force,omitempty"`
@@ -768,8 +775,12 @@ func statusOf(err error) int {
 		return r.code
 	case errors.Is(err, ErrEdited):
 		return http.StatusConflict
+	case errors.Is(err, ErrGroup):
+		return http.StatusServiceUnavailable
 	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNoFile),
-		errors.Is(err, blockdev.ErrInvalidArgument): // a block namespace resized past its device
+		errors.Is(err, blockdev.ErrInvalidArgument), // a block namespace resized past its device, an RBD pool or image missing
+		errors.Is(err, blockdev.ErrExclusiveLock),   // an RBD image several gateways cannot write
+		errors.Is(err, blockdev.ErrNotSupported):    // rbd in a build without librbd
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError

@@ -640,6 +640,9 @@ func TestStatusOf(t *testing.T) {
 		{ErrNoFile, 400},
 		{fmt.Errorf("resize namespace 1: %w", blockdev.ErrInvalidArgument), 400},
 		{fmt.Errorf("add port: %w", os.ErrPermission), 500},
+		{fmt.Errorf("rbd image rbd/x: %w", blockdev.ErrExclusiveLock), 400},
+		{fmt.Errorf("rbd image rbd/x: %w", blockdev.ErrNotSupported), 400},
+		{fmt.Errorf("rbd image rbd/x: %w", syscall.ETIMEDOUT), 500}, // the cluster's fault
 	}
 	for _, tc := range tests {
 		if got := statusOf(tc.err); got != tc.want {

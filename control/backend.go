@@ -51,6 +51,11 @@ func openNamespace(subnqn string, nc config.Namespace, log *slog.Logger) (backen
 		// A block device uses its own logical block size.
 		o.BlockSize = 0
 		dev, err = blockdev.OpenBlockDevice(o)
+	case config.BackendRBD:
+		// Blocking calls (the ring full, io_uring off) wait on the
+		// cluster as a file's wait on its disk: workers run them.
+		dev, err = blockdev.OpenRBD(blockdev.RBDOptions{Pool: nc.Pool, Image: nc.Image, Size: int64(nc.Size),
+			BlockSize: nc.BlockSize, CephConf: nc.CephConf, Client: nc.Client, ReadOnly: nc.ReadOnly, Logger: log})
 	default:
 		// config.ApplyDefaults inferred any backend left unset.
 		err = fmt.Errorf("unknown backend %q", nc.Backend)

@@ -28,6 +28,9 @@ type Options struct {
 	Transport func(name string) (fabric.Transport, error)
 	// Logger receives the log; nil discards it.
 	Logger *slog.Logger
+	// Group is what a gateway of a group (gateway_group) needs; a
+	// configuration with a group and no Group fails (ErrNoGroup).
+	Group *GroupOptions
 }
 
 // Manager owns the running configuration of a target. Its methods are safe
@@ -45,6 +48,12 @@ type Manager struct {
 	// file's restart-only keys, and refuses a file edited since.
 	file *config.Config
 	sum  [sha256.Size]byte
+
+	// gw is the gateway group's side, nil for a target on its own; local
+	// is then the gateway's own configuration (its file's), which running
+	// composes with the group's state (gateway.go).
+	gw    *gateway
+	local *config.Config
 }
 
 // Result says what a change did.
@@ -79,6 +88,16 @@ func New(tgt *fabric.Target, cfg *config.Config, o Options) (*Manager, error) {
 	empty := cfg.Clone()
 	empty.Ports, empty.Referrals, empty.Subsystems = nil, nil, nil
 	m.running = empty
+	if cfg.GatewayGroup.Enabled() {
+		var o2 GroupOptions
+		if o.Group != nil {
+			o2 = *o.Group
+		}
+		if err := m.gatewayNew(cfg, o2); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
 	steps, _, err := m.plan(empty, cfg, changeOpts{})
 	if err != nil {
 		return nil, err
@@ -94,6 +113,14 @@ func (m *Manager) Running() *config.Config {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.running.Clone()
+}
+
+// Close stops following the gateway group, if any: no change is applied
+// after it returns. The target itself is the caller's to close.
+func (m *Manager) Close() {
+	if m.gw != nil {
+		m.closeGateway()
+	}
 }
 
 // Path is the configuration file changes are written to ("" for none).
@@ -131,6 +158,9 @@ func (m *Manager) updateWith(c Caller, edit func(*config.Config) error, opts cha
 }
 
 func (m *Manager) update(edit func(*config.Config) error, opts changeOpts) (Result, error) {
+	if m.gw != nil {
+		return m.gatewayUpdate(edit, opts)
+	}
 	if m.path != "" {
 		// Before anything changes: persist would refuse it after.
 		if _, err := m.unedited(); err != nil {
@@ -190,7 +220,12 @@ func (m *Manager) reload() (Result, error) {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	afterRead()
-	res, err := m.change(next, changeOpts{reread: followsBackend})
+	var res Result
+	if m.gw != nil {
+		res, err = m.gatewayReload(next)
+	} else {
+		res, err = m.change(next, changeOpts{reread: followsBackend})
+	}
 	for _, k := range res.Restart {
 		m.log.Warn("configuration key changed: it takes effect at the next start", "key", k)
 	}
@@ -222,27 +257,41 @@ func (m *Manager) change(next *config.Config, opts changeOpts) (Result, error) {
 // apply prepares every step (opening backends), and only if all could be
 // prepared, runs them in order. It stops at the first step that fails.
 func (m *Manager) apply(steps []step) ([]string, error) {
+	if err := prepare(steps); err != nil {
+		return nil, err
+	}
+	return m.run(steps)
+}
+
+// prepare prepares every step; when one fails, those prepared are aborted.
+func prepare(steps []step) error {
 	for i, s := range steps {
 		if s.prepare == nil {
 			continue
 		}
 		if err := s.prepare(); err != nil {
-			for _, p := range steps[:i] {
-				if p.abort != nil {
-					p.abort()
-				}
-			}
-			return nil, err
+			abort(steps[:i])
+			return err
 		}
 	}
+	return nil
+}
+
+// abort undoes what preparing steps did.
+func abort(steps []step) {
+	for _, p := range steps {
+		if p.abort != nil {
+			p.abort()
+		}
+	}
+}
+
+// run runs prepared steps in order, and stops at the first that fails.
+func (m *Manager) run(steps []step) ([]string, error) {
 	applied := []string{}
 	for i, s := range steps {
 		if err := s.do(m); err != nil {
-			for _, rest := range steps[i+1:] {
-				if rest.abort != nil {
-					rest.abort()
-				}
-			}
+			abort(steps[i+1:])
 			return applied, fmt.Errorf("%s: %w", s.what, err)
 		}
 		m.log.Debug("configuration step", "step", s.what)

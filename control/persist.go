@@ -27,7 +27,11 @@ func (m *Manager) persist() error {
 	if err != nil {
 		return err
 	}
-	saved := withRestartKeys(m.running, m.file)
+	src := m.running
+	if m.gw != nil {
+		src = m.local // the gateway's own part; the group keeps the rest
+	}
+	saved := withRestartKeys(src, m.file)
 	data, err := config.Marshal(saved)
 	if err != nil {
 		return err

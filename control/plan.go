@@ -218,12 +218,12 @@ func (m *Manager) planResize(nqn string, on, nn config.Namespace, opts changeOpt
 	}
 	switch {
 	case target <= 0:
-		return nil, fmt.Errorf("namespace %d of %s: %s is smaller than one %d-byte block", nn.NSID, nqn, nn.Path, info.BlockSize)
+		return nil, fmt.Errorf("namespace %d of %s: %s is smaller than one %d-byte block", nn.NSID, nqn, backingName(nn), info.BlockSize)
 	case nn.Backend == config.BackendBlock && target > backing:
 		return nil, fmt.Errorf("namespace %d of %s: %v is past the end of %s (%v): %w", nn.NSID, nqn, nn.Size, nn.Path, config.Bytes(backing), blockdev.ErrInvalidArgument)
 	case target < info.Size && !opts.force && nn.Size == 0:
 		return nil, fmt.Errorf("namespace %d of %s: %s is now %v, hosts see %v: %w (force to allow it)",
-			nn.NSID, nqn, nn.Path, config.Bytes(backing), config.Bytes(info.Size), ErrShrink)
+			nn.NSID, nqn, backingName(nn), config.Bytes(backing), config.Bytes(info.Size), ErrShrink)
 	case target < info.Size && !opts.force:
 		return nil, fmt.Errorf("namespace %d of %s: %v to %v: %w (force to allow it)", nn.NSID, nqn, config.Bytes(info.Size), nn.Size, ErrShrink)
 	case target == info.Size && !changed:
@@ -231,6 +231,15 @@ func (m *Manager) planResize(nqn string, on, nn config.Namespace, opts changeOpt
 	}
 	st := m.resizeNamespace(nqn, nn, target)
 	return &st, nil
+}
+
+// backingName names what backs a namespace, for messages: its path, or
+// its RBD image as rbd(8) names it.
+func backingName(n config.Namespace) string {
+	if n.Backend == config.BackendRBD {
+		return "rbd image " + n.Pool + "/" + n.Image
+	}
+	return n.Path
 }
 
 // liveNamespace is the target's namespace nsid of subsystem nqn, or nil.

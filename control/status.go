@@ -15,6 +15,8 @@ type Status struct {
 	Ports       []PortStatus       `json:"ports"`
 	Subsystems  []SubsystemStatus  `json:"subsystems"`
 	Controllers []ControllerStatus `json:"controllers"`
+	// Group is the gateway group, for a gateway of one.
+	Group *GroupStatus `json:"group,omitempty"`
 }
 
 // PortStatus is one port.
@@ -67,9 +69,12 @@ type SubsystemStatus struct {
 
 // NamespaceStatus is one namespace, its size as hosts see it.
 type NamespaceStatus struct {
-	NSID      uint32 `json:"nsid"`
-	Backend   string `json:"backend"`
-	Path      string `json:"path,omitempty"`
+	NSID    uint32 `json:"nsid"`
+	Backend string `json:"backend"`
+	Path    string `json:"path,omitempty"`
+	// Pool and Image name an rbd namespace's image.
+	Pool      string `json:"pool,omitempty"`
+	Image     string `json:"image,omitempty"`
 	Size      int64  `json:"size"`
 	BlockSize uint32 `json:"block_size"`
 	ReadOnly  bool   `json:"read_only"`
@@ -121,7 +126,7 @@ func (m *Manager) Status() Status {
 			CNTLIDMax: sc.CNTLIDMax, Namespaces: []NamespaceStatus{}}
 		for _, nc := range sc.Namespaces {
 			used[nc.ANAGroup] = true
-			ns := NamespaceStatus{NSID: nc.NSID, Backend: nc.Backend, Path: nc.Path, ReadOnly: nc.ReadOnly,
+			ns := NamespaceStatus{NSID: nc.NSID, Backend: nc.Backend, Path: nc.Path, Pool: nc.Pool, Image: nc.Image, ReadOnly: nc.ReadOnly,
 				UUID: nc.ResolvedUUID(sc.NQN).String(), Size: int64(nc.Size), BlockSize: nc.BlockSize, ANAGroup: nc.ANAGroup}
 			if fn := m.liveNamespace(sc.NQN, nc.NSID); fn != nil {
 				info := fn.Info()
@@ -159,6 +164,7 @@ func (m *Manager) Status() Status {
 			PortID: ci.PortID, IOQueues: ci.IOQueues, KATO: ci.KATO, Connected: ci.Connected, Discovery: ci.Discovery,
 		})
 	}
+	st.Group = m.Group()
 	return st
 }
 

@@ -67,6 +67,9 @@ func (m *Manager) addSubsystem(sc config.Subsystem) step {
 // attach adds an opened namespace to s and to the running configuration.
 func (m *Manager) attach(s *fabric.Subsystem, nc config.Namespace, b backend) error {
 	fc := b.NamespaceConfig
+	if m.gw != nil {
+		fc.Reservations = resvSharer{m}
+	}
 	if _, err := s.AddNamespace(fc); err != nil {
 		b.release()
 		return err
@@ -145,7 +148,7 @@ func (m *Manager) removeNamespace(nqn string, nsid uint32) step {
 func (m *Manager) resizeNamespace(nqn string, nc config.Namespace, size int64) step {
 	what := fmt.Sprintf("resize namespace %d of %s to %v", nc.NSID, nqn, config.Bytes(size))
 	if nc.Size == 0 {
-		what += ", the size of " + nc.Path
+		what += ", the size of " + backingName(nc)
 	}
 	return step{what: what, do: func(m *Manager) error {
 		s, err := m.liveSubsystem(nqn)

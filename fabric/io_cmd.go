@@ -89,10 +89,10 @@ func (ns *Namespace) submit(r *Request, fn handler) nvme.Status {
 	return nvme.StatusCommandInterrupted
 }
 
-// submitQueued puts a read, write or flush on the queue's IOContext when it
-// can, and otherwise submits fn.
+// submitQueued puts a read, write, flush or Write Zeroes on the queue's
+// IOContext when it can, and otherwise submits fn.
 func (ns *Namespace) submitQueued(r *Request, op uint8, fn handler) nvme.Status {
-	if st, ok := ns.queueIO(r, op); ok {
+	if st, ok := ns.queueIO(r, op, nil); ok {
 		return st
 	}
 	return ns.submit(r, fn)
@@ -102,9 +102,39 @@ func handleRead(r *Request) nvme.Status  { return r.ns.submitQueued(r, nvme.OpRe
 func handleWrite(r *Request) nvme.Status { return r.ns.submitQueued(r, nvme.OpWrite, doWrite) }
 func handleFlush(r *Request) nvme.Status { return r.ns.submitQueued(r, nvme.OpFlush, doFlush) }
 func handleWriteZeroes(r *Request) nvme.Status {
-	return r.ns.submit(r, doWriteZeroes)
+	return r.ns.submitQueued(r, nvme.OpWriteZeroes, doWriteZeroes)
 }
-func handleDSM(r *Request) nvme.Status { return r.ns.submit(r, doDSM) }
+
+// handleDSM queues a deallocation's ranges on the queue's IOContext when
+// the backend can (every range checked first: none is discarded of a
+// command that fails), and otherwise submits doDSM.
+func handleDSM(r *Request) nvme.Status {
+	ns := r.ns
+	if r.Cmd.DSMDeallocate() && ns.zeroQueuer != nil && r.q.io != nil {
+		var buf [256 * nvme.DSMRangeSize]byte
+		n := r.copyFromData(buf[:r.DataLen])
+		dsm := buf[:n-n%nvme.DSMRangeSize]
+		for i := 0; i < len(dsm); i += nvme.DSMRangeSize {
+			if st := ns.checkDSMRange(r, nvme.DSMRange(dsm[i:i+nvme.DSMRangeSize])); !st.IsSuccess() {
+				return st
+			}
+		}
+		if st, ok := ns.queueIO(r, nvme.OpDSM, dsm); ok {
+			return st
+		}
+	}
+	return ns.submit(r, doDSM)
+}
+
+// checkDSMRange rejects a Dataset Management range past the namespace.
+func (ns *Namespace) checkDSMRange(r *Request, rg nvme.DSMRange) nvme.Status {
+	slba, nlb := rg.SLBA(), uint64(rg.NumBlocks())
+	if nb := ns.nblocks.Load(); nlb != 0 && (slba >= nb || nlb > nb-slba) {
+		r.errLBA = slba
+		return nvme.StatusLBAOutOfRange.WithDNR()
+	}
+	return nvme.StatusSuccess
+}
 
 func doRead(r *Request) nvme.Status {
 	ns := r.ns
@@ -184,9 +214,8 @@ func doDSM(r *Request) nvme.Status {
 		if nlb == 0 {
 			continue
 		}
-		if nb := ns.nblocks.Load(); slba >= nb || nlb > nb-slba {
-			r.errLBA = slba
-			return nvme.StatusLBAOutOfRange.WithDNR()
+		if st := ns.checkDSMRange(r, rg); !st.IsSuccess() {
+			return st
 		}
 		if err := ns.dev.Discard(int64(slba<<ns.blockShift), int64(nlb<<ns.blockShift)); err != nil {
 			if st := ns.fail(r, nvme.OpDSM, err); !st.IsSuccess() {

@@ -11,9 +11,11 @@ import (
 
 // IOContext lets one transport thread run backend I/O itself: reads, writes
 // and flushes of namespaces whose backend can queue them (files, block
-// devices) go on the context's io_uring instead of to the namespace's
-// workers, and the thread collects their completions with Poll, between its
-// own polls. No goroutine hand-off is on that path.
+// devices, RBD images), and Write Zeroes and deallocations of those that can
+// queue them too (RBD images), go on the context's ring (io_uring, librbd's
+// completion queue) instead of to the namespace's workers, and the thread
+// collects their completions with Poll, between its own polls. No goroutine
+// hand-off is on that path.
 //
 // One goroutine owns an IOContext: it executes every request of the queues
 // bound to it (Queue.UseIOContext) and calls Poll and Close.
@@ -58,6 +60,11 @@ func (q *Queue) UseIOContext(c *IOContext) { q.io = c }
 // Pending is the number of requests with backend I/O in flight on c.
 func (c *IOContext) Pending() int { return len(c.reqs) - len(c.free) }
 
+// Arm prepares the owner's sleep on the wake eventfd: a completion from now
+// on signals it. It reports false when one is waiting already; the owner
+// then polls rather than sleeps.
+func (c *IOContext) Arm() bool { return c.ring.Arm() }
+
 // Poll submits what was queued since the last call and completes the
 // requests whose I/O finished. It returns how many it completed.
 func (c *IOContext) Poll() int {
@@ -99,12 +106,23 @@ func (c *IOContext) release(slot uint32) {
 	c.free = append(c.free, slot)
 }
 
-// queueIO puts r's read, write or flush on its queue's I/O context. It
+// queueIO puts r's read, write or flush, or its Write Zeroes or
+// deallocation (dsm, its ranges, checked), on its queue's I/O context. It
 // reports false when that cannot be done (no context, a backend that cannot
 // queue, a full ring): the caller runs the request the blocking way.
-func (ns *Namespace) queueIO(r *Request, op uint8) (nvme.Status, bool) {
+func (ns *Namespace) queueIO(r *Request, op uint8, dsm []byte) (nvme.Status, bool) {
 	c := r.q.io
-	if c == nil || ns.queuer == nil || len(c.free) == 0 || c.ring.Space() < max(1, len(r.Data)) {
+	if c == nil || ns.queuer == nil || len(c.free) == 0 {
+		return 0, false
+	}
+	parts := max(1, len(r.Data))
+	switch op {
+	case nvme.OpWriteZeroes:
+		parts = 1
+	case nvme.OpDSM:
+		parts = len(dsm) / nvme.DSMRangeSize
+	}
+	if c.ring.Space() < parts || (op == nvme.OpWriteZeroes || op == nvme.OpDSM) && ns.zeroQueuer == nil {
 		return 0, false
 	}
 	slot := c.free[len(c.free)-1]
@@ -113,6 +131,30 @@ func (ns *Namespace) queueIO(r *Request, op uint8) (nvme.Status, bool) {
 	off := int64(r.Cmd.SLBA() << ns.blockShift)
 	var err error
 	switch op {
+	case nvme.OpWriteZeroes:
+		n := int64(r.Cmd.NumBlocks()) << ns.blockShift
+		if err = ns.zeroQueuer.QueueWriteZeroes(c.ring, off, n, r.Cmd.FUA(), tag); err == nil {
+			ns.stats.shard(r).zeroOps.Add(1)
+			r.ioLeft++
+		}
+	case nvme.OpDSM:
+		for i := 0; i+nvme.DSMRangeSize <= len(dsm); i += nvme.DSMRangeSize {
+			rg := nvme.DSMRange(dsm[i : i+nvme.DSMRangeSize])
+			if rg.NumBlocks() == 0 {
+				continue
+			}
+			off, n := int64(rg.SLBA()<<ns.blockShift), int64(uint64(rg.NumBlocks())<<ns.blockShift)
+			err = ns.zeroQueuer.QueueDiscard(c.ring, off, n, tag)
+			if errors.Is(err, blockdev.ErrNotQueued) && r.ioLeft > 0 {
+				// Part is queued already: do this range the blocking way.
+				err = ns.dev.Discard(off, n)
+			} else if err == nil {
+				r.ioLeft++
+			}
+			if err != nil {
+				break
+			}
+		}
 	case nvme.OpFlush:
 		if err = ns.queuer.QueueFlush(c.ring, tag); err == nil {
 			ns.stats.count(r, nvme.OpFlush)
@@ -140,6 +182,9 @@ func (ns *Namespace) queueIO(r *Request, op uint8) (nvme.Status, bool) {
 	}
 	if errors.Is(err, blockdev.ErrNotQueued) && r.ioLeft == 0 {
 		return 0, false
+	}
+	if op == nvme.OpDSM {
+		ns.stats.shard(r).discardOps.Add(1)
 	}
 	if err != nil {
 		r.ioErr = err

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -348,6 +349,82 @@ func TestNamespaceResize(t *testing.T) {
 	if err := r.sub.ResizeNamespace(7, 2<<20); !errors.Is(err, ErrNoNamespace) {
 		t.Fatalf("resize of a missing namespace: %v", err)
 	}
+}
+
+// resizingDev is a backend that changes size on its own, as an RBD image
+// resized by another client does (blockdev.ResizeNotifier).
+type resizingDev struct {
+	blockdev.Device
+	size   atomic.Int64
+	notify atomic.Pointer[func()]
+}
+
+func (d *resizingDev) Size() int64 { return d.size.Load() }
+func (d *resizingDev) NotifyResize(fn func()) {
+	if fn == nil {
+		d.notify.Store(nil)
+	} else {
+		d.notify.Store(&fn)
+	}
+}
+
+// resize changes the size, then tells whoever listens, as the backend's own
+// goroutine would.
+func (d *resizingDev) resize(n int64) {
+	d.size.Store(n)
+	if fn := d.notify.Load(); fn != nil {
+		(*fn)()
+	}
+}
+
+// TestNamespaceFollowsBackend: a backend that grows or shrinks on its own
+// changes the namespace's size for hosts, with the Namespace Attribute
+// Changed notice, as ResizeNamespace does; a removed namespace does not.
+func TestNamespaceFollowsBackend(t *testing.T) {
+	mem, err := blockdev.NewMemory(8<<20, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := &resizingDev{Device: mem}
+	dev.size.Store(1 << 20)
+	r := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Device = dev })
+	h, cntlid := r.adminConnect(testNQN, testHostNQN, 0)
+	io := r.ioConnect(1, cntlid)
+	setAEC(h, nvme.AECNSAttrNotices)
+	last := uint64(4<<20/512 - 8)
+	if st := io.submit(ioCmd(nvme.OpWrite, 1, last, 8), make([]byte, 4096)).Status(); st != nvme.StatusLBAOutOfRange.WithDNR() {
+		t.Fatalf("write past the end before: %v", st)
+	}
+	ev := aer(h, 100)
+	dev.resize(4 << 20)
+	wantEvent(t, ev, nsChangedEvent)
+	if got := nsze(t, h, 1); got != 4<<20/512 {
+		t.Fatalf("NSZE %d after the backend grew, want %d", got, 4<<20/512)
+	}
+	io.mustOK(ioCmd(nvme.OpWrite, 2, last, 8), make([]byte, 4096))
+	if got := changedNS(t, h, false); !slices.Equal(got, []nvme.NSID{1}) {
+		t.Fatalf("changed namespaces %v, want [1]", got)
+	}
+	// No change, no notice; a shrink is followed.
+	ev = aer(h, 101)
+	dev.resize(4 << 20)
+	wantNoEvent(t, ev)
+	dev.resize(2 << 20)
+	wantEvent(t, ev, nsChangedEvent)
+	if got := nsze(t, h, 1); got != 2<<20/512 {
+		t.Fatalf("NSZE %d after the backend shrank, want %d", got, 2<<20/512)
+	}
+	changedNS(t, h, false)
+	// Removed: its backend's changes reach nobody.
+	ev = aer(h, 102)
+	if err := r.sub.RemoveNamespace(1); err != nil {
+		t.Fatal(err)
+	}
+	wantEvent(t, ev, nsChangedEvent)
+	changedNS(t, h, false)
+	ev = aer(h, 103)
+	dev.resize(6 << 20)
+	wantNoEvent(t, ev)
 }
 
 // TestNamespaceResizeMemory: memory cannot change size, and says so.

@@ -28,6 +28,9 @@ type NamespaceConfig struct {
 	// Workers is how many goroutines run the backend's blocking I/O; 0 runs
 	// it inline on the transport's goroutine (the memory backend).
 	Workers int
+	// Reservations shares the namespace's reservations with the other
+	// targets that serve it (resvshare.go); nil: this target's alone.
+	Reservations ReservationSharer
 }
 
 // Namespace is one namespace of a subsystem.
@@ -45,14 +48,16 @@ type Namespace struct {
 	anaGroup atomic.Uint32 // read on every I/O, changed by SetNamespaceANAGroup
 	// work runs the blocking backend calls; nil runs them inline (memory).
 	work       *nsWorkers
-	queuer     blockdev.Queuer // the backend, when it can queue I/O on an IOContext
-	lastErrLog atomic.Int64    // unix seconds of the last logged backend error
+	queuer     blockdev.Queuer     // the backend, when it can queue I/O on an IOContext
+	zeroQueuer blockdev.ZeroQueuer // the backend, when it can queue zeroes and deallocations too
+	lastErrLog atomic.Int64        // unix seconds of the last logged backend error
 
 	// resv is the namespace's reservations (resvcmd.go); statePath the
 	// file they persist in through power loss ("": no state directory).
 	resv      nsResv
 	statePath string
 	subnqn    string
+	log       *slog.Logger
 
 	stats nsCounters
 	// refs counts the commands executing on the namespace, so that it is
@@ -93,11 +98,16 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 	}
 	ns.anaGroup.Store(group)
 	ns.subnqn = s.nqn
+	ns.log = s.t.log
+	ns.resv.sharer = c.Reservations
 	ns.statePath = resvStatePath(s.t.opts.StateDir, s.nqn, nsid)
 	if err := ns.restoreResv(); err != nil {
 		return nil, fmt.Errorf("add namespace %d: %w", c.NSID, err)
 	}
 	ns.queuer, _ = c.Device.(blockdev.Queuer)
+	if ns.queuer != nil {
+		ns.zeroQueuer, _ = c.Device.(blockdev.ZeroQueuer)
+	}
 	ns.nblocks.Store(uint64(c.Device.Size()) >> ns.blockShift)
 	if ns.nblocks.Load() == 0 {
 		return nil, fmt.Errorf("add namespace %d: device is smaller than one block", c.NSID)
@@ -105,9 +115,29 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 	if err := s.insertNamespace(ns, c.Workers); err != nil {
 		return nil, err
 	}
+	if rn, ok := c.Device.(blockdev.ResizeNotifier); ok {
+		rn.NotifyResize(func() { s.followBackend(ns) })
+	}
 	// Hosts connected now learn of it (nothing is connected at start).
 	s.nsChanged(nsid)
 	return ns, nil
+}
+
+// followBackend takes the size a backend that changed size on its own (an
+// RBD image resized by `rbd resize` or another gateway) now has, and tells
+// the hosts as ResizeNamespace does. A shrink is followed too: the image is
+// smaller whatever the hosts are told, and I/O past its end fails anyway.
+func (s *Subsystem) followBackend(ns *Namespace) {
+	nb := uint64(ns.dev.Size()) >> ns.blockShift
+	if ns.removed.Load() || nb == 0 {
+		return
+	}
+	old := ns.nblocks.Swap(nb)
+	if old == nb {
+		return
+	}
+	s.t.log.Info("namespace resized by its backend", "subnqn", s.nqn, "nsid", ns.nsid, "bytes", nb<<ns.blockShift, "was", old<<ns.blockShift)
+	s.nsChanged(ns.nsid)
 }
 
 // workQueueDepth is how many commands wait for a namespace's workers before

@@ -28,6 +28,11 @@ type nsResv struct {
 	// the state file.
 	mu    sync.Mutex
 	state atomic.Pointer[resvState] // nil: nothing registered yet
+	// sharer shares the state with the other targets serving the
+	// namespace (resvshare.go); nil: this target's alone. version is the
+	// shared state's version the namespace holds. Both under mu.
+	sharer  ReservationSharer
+	version uint64
 }
 
 func (r *nsResv) load() *resvState {
@@ -101,37 +106,38 @@ func (ns *Namespace) resvCommand(r *Request) {
 	cmd := r.Cmd
 	host := HostID(c.hostID)
 
-	ns.resv.mu.Lock()
-	cur := ns.resv.load()
-	var res resvResult
-	switch cmd.Opcode() {
-	case nvme.OpResvRegister:
-		cptpl := cmd.ResvCPTPL()
-		switch {
-		case cptpl == 1:
-			res = invalid()
-		case cptpl == nvme.CPTPLSet && ns.statePath == "":
-			res = invalid() // no state directory: nowhere to persist
-		default:
-			res = cur.register(host, cmd.ResvAction(), cmd.ResvIEKEY(), k1, k2)
+	// run is the command on the state cur: a pure function of it, so that
+	// a shared state may run it again on a newer cur.
+	run := func(cur *resvState) resvResult {
+		switch cmd.Opcode() {
+		case nvme.OpResvRegister:
+			cptpl := cmd.ResvCPTPL()
+			switch {
+			case cptpl == 1:
+				return invalid()
+			case cptpl == nvme.CPTPLSet && ns.statePath == "":
+				return invalid() // no state directory: nowhere to persist
+			}
+			res := cur.register(host, cmd.ResvAction(), cmd.ResvIEKEY(), k1, k2)
 			if res.next != nil && cptpl != nvme.CPTPLNoChange {
 				res.next.PTPL = cptpl == nvme.CPTPLSet
 			}
+			return res
+		case nvme.OpResvAcquire:
+			return cur.acquire(host, cmd.ResvAction(), cmd.ResvIEKEY(), cmd.ResvType(), k1, k2)
+		default: // nvme.OpResvRelease
+			return cur.release(host, cmd.ResvAction(), cmd.ResvIEKEY(), cmd.ResvType(), k1)
 		}
-	case nvme.OpResvAcquire:
-		res = cur.acquire(host, cmd.ResvAction(), cmd.ResvIEKEY(), cmd.ResvType(), k1, k2)
-	case nvme.OpResvRelease:
-		res = cur.release(host, cmd.ResvAction(), cmd.ResvIEKEY(), cmd.ResvType(), k1)
 	}
-	if res.next != nil {
-		if err := ns.persistResv(cur, res.next); err != nil {
-			r.q.log.Error("reservation state not saved: the command fails", "nsid", ns.nsid, "err", err)
-			res = resvResult{status: nvme.StatusInternalError}
-		} else {
-			ns.resv.state.Store(res.next)
-		}
+
+	ns.resv.mu.Lock()
+	res, published, err := ns.changeResv(run)
+	if err != nil {
+		r.q.log.Error("reservation state not saved: the command fails", "nsid", ns.nsid, "err", err)
+		res = resvResult{status: nvme.StatusInternalError}
 	}
 	ns.resv.mu.Unlock()
+	published()
 
 	s := c.s
 	s.resvNotify(ns.nsid, res.notify)
@@ -232,8 +238,8 @@ func (h HostID) String() string {
 	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
 }
 
-// parseHostID reads a host identifier written as String does.
-func parseHostID(s string) (HostID, error) {
+// ParseHostID reads a host identifier written as String does.
+func ParseHostID(s string) (HostID, error) {
 	var h HostID
 	b, err := hex.DecodeString(strings.ReplaceAll(s, "-", ""))
 	if err != nil || len(b) != len(h) {
@@ -333,7 +339,7 @@ func (ns *Namespace) restoreResv() error {
 		return bad("type %d", f.Type)
 	}
 	for _, r := range f.Registrants {
-		h, err := parseHostID(r.HostID)
+		h, err := ParseHostID(r.HostID)
 		if err != nil {
 			return bad("%v", err)
 		}
@@ -348,7 +354,7 @@ func (ns *Namespace) restoreResv() error {
 	case s.Type.AllRegistrants() && len(s.Regs) == 0:
 		return bad("a reservation with no registrant")
 	case s.Type != 0 && !s.Type.AllRegistrants():
-		h, err := parseHostID(f.Holder)
+		h, err := ParseHostID(f.Holder)
 		if err != nil {
 			return bad("%v", err)
 		}
@@ -365,18 +371,17 @@ func (ns *Namespace) restoreResv() error {
 // removing the state file.
 func (ns *Namespace) setPTPL(on bool) error {
 	ns.resv.mu.Lock()
-	defer ns.resv.mu.Unlock()
-	cur := ns.resv.load()
-	if cur.PTPL == on {
-		return nil
-	}
-	next := cur.clone()
-	next.PTPL = on
-	if err := ns.persistResv(cur, next); err != nil {
-		return err
-	}
-	ns.resv.state.Store(next)
-	return nil
+	_, published, err := ns.changeResv(func(cur *resvState) resvResult {
+		if cur.PTPL == on {
+			return resvResult{}
+		}
+		next := cur.clone()
+		next.PTPL = on
+		return resvResult{next: next}
+	})
+	ns.resv.mu.Unlock()
+	published()
+	return err
 }
 
 // setResvMask is Set Features Reservation Notification Mask: for one

@@ -107,9 +107,57 @@ const (
 	BackendMemory = "memory"
 	BackendFile   = "file"
 	BackendBlock  = "block"
+	// BackendRBD is a Ceph RBD image, served by the rbd build only
+	// (bin/nvmeof-tgt-rbd).
+	BackendRBD = "rbd"
 	// BlockSize is the logical block size of files and memory when none
 	// is given.
 	BlockSize = 512
+)
+
+// RBD namespaces (package blockdev, the rbd build).
+const (
+	// RBDCephConf is the Ceph configuration an RBD namespace's client reads
+	// when it names none.
+	RBDCephConf = "/etc/ceph/ceph.conf"
+	// RBDClient is the Ceph client name (client.<name>) when none is given.
+	RBDClient = "admin"
+	// RBDConnectTimeout bounds connecting to a cluster and each monitor
+	// operation (client_mount_timeout, rados_mon_op_timeout): an
+	// unreachable cluster is an error, not a hang.
+	RBDConnectTimeout = 10 * time.Second
+	// RBDOpenTimeout bounds opening (and creating) an image, which needs
+	// the OSDs as well as the monitors: past it the change fails and the
+	// open goes on in the background, closed when it ends.
+	RBDOpenTimeout = 30 * time.Second
+)
+
+// Gateway groups (package control): gateways that serve the same subsystems
+// from one state in RADOS.
+const (
+	// GroupGateways is the most gateways of a group: each has its own
+	// controller-ID range GroupCNTLIDWidth wide (as ceph-nvmeof gives
+	// each), and 32 of those fit below FFEFh.
+	GroupGateways = 32
+	// GroupCNTLIDWidth is how many controller IDs each gateway hands out:
+	// gateway N's are (N-1)*GroupCNTLIDWidth+1 .. N*GroupCNTLIDWidth.
+	GroupCNTLIDWidth = 2040
+	// GroupLease is how long a gateway that stopped heartbeating is
+	// still taken for alive; it heartbeats every GroupLease/4. Bounds:
+	// GroupLeaseMin..GroupLeaseMax.
+	GroupLease    = 10 * time.Second
+	GroupLeaseMin = 2 * time.Second
+	GroupLeaseMax = 5 * time.Minute
+	// GroupPoll is how often a gateway reads the group's state again,
+	// the safety net under watch/notify.
+	GroupPoll = 5 * time.Second
+	// GroupRetries bounds the attempts of one change whose
+	// compare-and-swap lost to another gateway's change.
+	GroupRetries = 8
+	// GroupNotifyTimeout bounds how long a change waits for the other
+	// gateways to acknowledge it (a reservation waits for them before it
+	// completes).
+	GroupNotifyTimeout = 5 * time.Second
 )
 
 // ValidBlockSize reports whether files and memory support the logical

@@ -41,8 +41,9 @@ type poller struct {
 	srq *verbs.SRQ
 	// evfd wakes the poller from its sleep in ch.Wait (an eventfd).
 	evfd int
-	// io runs file and block I/O of the poller's queues on an io_uring
-	// this goroutine reaps; nil leaves it to the namespace workers.
+	// io runs file, block and RBD I/O of the poller's queues on a ring
+	// (io_uring, librbd's completion queue) this goroutine reaps; nil
+	// leaves it to the namespace workers.
 	io *fabric.IOContext
 
 	// guarded by d.mu
@@ -377,6 +378,11 @@ func (p *poller) sleep() {
 	// A completion that arrived before arming raises no event: poll once more.
 	if p.poll() > 0 {
 		p.e.flush()
+		return
+	}
+	// librbd's completions signal the eventfd only once armed; one waiting
+	// already is polled rather than slept on.
+	if p.io != nil && !p.io.Arm() {
 		return
 	}
 	p.sleeping.Store(true)

@@ -10,6 +10,10 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/install-test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 bin=$tmp/build/nvmeof-tgt
+# make build builds the rbd binary too where librbd-dev is installed, and make install installs it.
+rbd_bin=$tmp/build/nvmeof-tgt-rbd
+rbd_want=
+[[ -e /usr/include/rbd/librbd.h ]] && rbd_want=yes
 
 fail() { echo "install_test: $*" >&2; exit 1; }
 
@@ -21,11 +25,11 @@ done
 # check PREFIX: install with it, twice, and check the result.
 check() {
   local prefix=$1 dest=$tmp/dest${1//\//-}
-  make -s -C "$repo" install DESTDIR="$dest" PREFIX="$prefix" BIN="$bin" >"$tmp/make.log" 2>&1 ||
+  make -s -C "$repo" install DESTDIR="$dest" PREFIX="$prefix" BIN="$bin" RBD_BIN="$rbd_bin" >"$tmp/make.log" 2>&1 ||
     { cat "$tmp/make.log" >&2; fail "PREFIX=$prefix: make install failed"; }
 
   local want got
-  want=$(sort <<LIST
+  want=$(grep . <<LIST | sort
 $prefix/bin/nvmeof-tgt
 $prefix/lib/systemd/system/nvmeof-tgt.service
 $prefix/share/bash-completion/completions/nvmeof-tgt
@@ -33,6 +37,7 @@ $prefix/share/fish/vendor_completions.d/nvmeof-tgt.fish
 $prefix/share/zsh/site-functions/_nvmeof-tgt
 /etc/nvmeof-tgt/config.example.yaml
 /etc/nvmeof-tgt/config.yaml
+${rbd_want:+$prefix/bin/nvmeof-tgt-rbd}
 LIST
 )
   got=$(cd "$dest" && find . -type f | sed 's|^\.||' | sort)
@@ -65,7 +70,7 @@ $want"
   # A second install keeps the operator's config.yaml and refreshes the example.
   echo "# edited" >>"$dest/etc/nvmeof-tgt/config.yaml"
   echo "# stale" >>"$dest/etc/nvmeof-tgt/config.example.yaml"
-  make -s -C "$repo" install DESTDIR="$dest" PREFIX="$prefix" BIN="$bin" >"$tmp/make.log" 2>&1 ||
+  make -s -C "$repo" install DESTDIR="$dest" PREFIX="$prefix" BIN="$bin" RBD_BIN="$rbd_bin" >"$tmp/make.log" 2>&1 ||
     { cat "$tmp/make.log" >&2; fail "PREFIX=$prefix: second make install failed"; }
   grep -q '^# edited$' "$dest/etc/nvmeof-tgt/config.yaml" || fail "PREFIX=$prefix: a second install overwrote config.yaml"
   ! grep -q '^# stale$' "$dest/etc/nvmeof-tgt/config.example.yaml" ||

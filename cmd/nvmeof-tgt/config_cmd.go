@@ -20,7 +20,7 @@ printed as "key: message", one per line, then how many there were.
 NVMEOF_TGT_* environment variables apply, and a bad one is named as such.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			warnings, err := config.CheckFile(args[0])
+			warnings, err := config.CheckFileWith(args[0], unserved)
 			out := cmd.ErrOrStderr()
 			for _, w := range warnings {
 				fmt.Fprintln(out, "warning:", w)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
 )
 
 // runCLI runs the command line args and returns what it printed.
@@ -113,5 +115,43 @@ metrics: {listen: ""}
 	want := `subsystems[0].namespaces[0].path: "` + dir + `" is a directory`
 	if err == nil || err.Error() != want {
 		t.Fatalf("serve: %v, want %q", err, want)
+	}
+}
+
+// TestRBDNeedsItsBuild: an rbd namespace is a problem for `config validate`
+// and serve of a binary built without librbd, named as such; the rbd build
+// (go test -tags rbd) takes the file.
+func TestRBDNeedsItsBuild(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "ceph.conf")
+	if err := os.WriteFile(conf, []byte("[global]\nmon host = 127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, dir, `
+ports: [{transport: loop, address: 127.0.0.1}]
+subsystems: [{nqn: "nqn.2026-11.io.example:x", allow_any_host: true, namespaces: [{nsid: 1, pool: rbd, image: disk1, ceph_conf: `+conf+`}]}]
+metrics: {listen: ""}
+`)
+	const want = "subsystems[0].namespaces[0].backend: rbd: this nvmeof-tgt is built without librbd; nvmeof-tgt-rbd serves RBD images"
+	stdout, stderr, err := runCLI(t, "config", "validate", path)
+	if blockdev.RBDSupported {
+		if err != nil || stdout != path+": ok\n" {
+			t.Fatalf("validate in the rbd build: %v %q %q", err, stdout, stderr)
+		}
+		return
+	}
+	if err == nil || strings.TrimSpace(stderr) != want {
+		t.Fatalf("validate: %v, stderr %q; want %q", err, stderr, want)
+	}
+	if _, _, err := runCLI(t, "serve", "--config", path); err == nil || err.Error() != want {
+		t.Fatalf("serve: %v, want %q", err, want)
+	}
+	// Listed beside the file's other problems.
+	path = writeConfig(t, dir, `
+subsystems: [{nqn: "nqn.2026-11.io.example:x", allow_any_host: true, namespaces: [{nsid: 1, pool: rbd, image: disk1, ceph_conf: `+conf+`}]}]
+`)
+	_, stderr, err = runCLI(t, "config", "validate", path)
+	if err == nil || !strings.Contains(stderr, "ports: ") || !strings.Contains(stderr, want) {
+		t.Fatalf("validate with another problem: %v, stderr %q", err, stderr)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/control"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 )
 
 // The commands that change a running target through its management API.
@@ -80,6 +81,10 @@ func statusCmd(o *ctlOptions) *cobra.Command {
 					strconv.Itoa(int(c.PortID)), strconv.Itoa(c.IOQueues), c.KATO.String(), now.Sub(c.Connected).Round(time.Second).String()})
 			}
 			table(w, "CONTROLLERS", []string{"SUBSYSTEM", "HOST NQN", "HOST ADDRESS", "CNTLID", "PORT", "I/O QUEUES", "KATO", "CONNECTED"}, rows)
+			if st.Group != nil {
+				fmt.Fprintln(w)
+				printGroup(w, st.Group)
+			}
 		})
 }
 
@@ -173,6 +178,9 @@ func namespaceRow(n control.NamespaceStatus) []string {
 	access, path := "rw", n.Path
 	if n.ReadOnly {
 		access = "ro"
+	}
+	if n.Backend == config.BackendRBD {
+		path = n.Pool + "/" + n.Image
 	}
 	if path == "" {
 		path = "-"
@@ -338,24 +346,29 @@ func nsCmd(o *ctlOptions) *cobra.Command {
 	}
 	add.Flags().Uint32Var(&req.NSID, "nsid", 0, "namespace ID, from 1")
 	add.MarkFlagRequired("nsid")
-	add.Flags().StringVar(&req.Backend, "backend", "", "memory, file or block (default: from --path)")
+	add.Flags().StringVar(&req.Backend, "backend", "", "memory, file, block or rbd (default: rbd with --pool or --image, else from --path)")
 	add.Flags().StringVar(&req.Path, "path", "", "file or block device")
-	add.Flags().StringVar(&size, "size", "", "size, e.g. 1GiB: required for memory; for a file, the size to create or grow to")
+	add.Flags().StringVar(&size, "size", "", "size, e.g. 1GiB: required for memory; for a file, the size to create or grow to; for rbd, the size to create a missing image with")
+	add.Flags().StringVar(&req.Pool, "pool", "", "rbd: the image's pool")
+	add.Flags().StringVar(&req.Image, "image", "", "rbd: the image")
+	add.Flags().StringVar(&req.CephConf, "ceph-conf", "", "rbd: the cluster's configuration file (default "+limits.RBDCephConf+")")
+	add.Flags().StringVar(&req.Client, "client", "", "rbd: the Ceph client name (default "+limits.RBDClient+")")
 	add.Flags().Uint32Var(&req.BlockSize, "block-size", 0, "512 or 4096 (default 512; a block device uses its own)")
 	add.Flags().StringVar(&req.UUID, "uuid", "", "namespace UUID (default: derived from the NQN and NSID)")
 	add.Flags().StringVar(&req.NGUID, "nguid", "", `NGUID, 32 hex digits or "none" (default: derived from the UUID)`)
 	add.Flags().StringVar(&req.EUI64, "eui64", "", "EUI-64, 16 hex digits (default: none)")
-	add.Flags().Uint32Var(&req.ANAGroup, "ana-group", 0, "ANA group, 1..128 (default 1)")
+	add.Flags().Uint32Var(&req.ANAGroup, "ana-group", 0, "ANA group, 1..128 (default 1; on a gateway of a group: the gateway group with the fewest namespaces)")
 	add.Flags().BoolVar(&req.ReadOnly, "read-only", false, "refuse writes")
 	add.Flags().BoolVar(&req.BufferedIO, "buffered-io", false, "use the page cache instead of O_DIRECT")
 
 	var force bool
 	resize := &cobra.Command{
 		Use:   "resize NQN NSID SIZE",
-		Short: "Resize a file or block namespace; hosts are told of the new size",
-		Long: "Resize a file or block namespace; hosts are told of the new size.\n" +
+		Short: "Resize a file, block or rbd namespace; hosts are told of the new size",
+		Long: "Resize a file, block or rbd namespace; hosts are told of the new size. An RBD image is resized.\n" +
 			"Shrinking loses the data past the new end and needs --force. SIZE 0 reads the backend's size again\n" +
-			"(a file's length after it grew, a block device's whole size after lvextend).",
+			"(a file's length after it grew, a block device's whole size after lvextend; an RBD image's size\n" +
+			"is followed without it, as rbd resize changes it).",
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			nsid, err := parseNSID(args[1])

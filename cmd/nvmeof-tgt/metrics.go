@@ -119,7 +119,7 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
 		rdmaWakeups:        d("rdma_poller_wakeups_total", "Times a poller woke from a sleep on its completion channel."),
 		rdmaCompErrors:     d("rdma_completion_errors_total", "Work completions with an error other than flush."),
 		rdmaSendInv:        d("rdma_send_with_invalidate_total", "Responses sent with remote invalidation."),
-		rdmaIOUring:        d("rdma_io_uring_requests_total", "File and block-device requests run on a poller's io_uring."),
+		rdmaIOUring:        d("rdma_io_uring_requests_total", "File, block-device and RBD requests run on a poller's ring (io_uring, librbd's completion queue)."),
 		rdmaPostCalls:      d("rdma_post_calls_total", "Calls that posted a poller round's work requests, for all its queues at once."),
 		rdmaWRs:            d("rdma_work_requests_total", "Work requests (sends and receives) posted."),
 		rdmaAsyncEvents:    d("rdma_async_events_total", "Asynchronous events of the RDMA devices (QP and port errors, ...)."),

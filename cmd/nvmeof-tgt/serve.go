@@ -22,6 +22,7 @@ import (
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/control"
+	"github.com/nvmeof-tgt/nvmeof-tgt/control/group"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 )
@@ -43,6 +44,9 @@ func serveCmd() *cobra.Command {
 			}
 			if err == nil {
 				err = cfg.CheckPaths()
+			}
+			if err == nil {
+				err = errors.Join(unserved(cfg)...)
 			}
 			if err == nil && cfgFile != "" && cfg.HasInlineSecrets() {
 				err = config.CheckPrivate(cfgFile)
@@ -85,8 +89,8 @@ func serve(ctx context.Context, cfg *config.Config, file configFile) error {
 	if err != nil {
 		return err
 	}
-	srv.run(ctx)
-	return srv.shutdown()
+	runErr := srv.run(ctx)
+	return errors.Join(runErr, srv.shutdown())
 }
 
 // server is a built target and what serves it. Fields are nil until built.
@@ -101,13 +105,17 @@ type server struct {
 	metrics *http.Server // only with metrics.listen set
 	api     *http.Server // only with api.socket set
 	apiLn   net.Listener // api's, which removes the socket on Close
+	// group is the gateway group's store, only with gateway_group set;
+	// fenced says this gateway was blocklisted by another.
+	group  group.Store
+	fenced chan error
 }
 
 // build creates the target and serves cfg on it, then the metrics
 // endpoint. file is the configuration file, which reload reads and API
 // changes are saved to. On failure it releases whatever it made.
 func build(cfg *config.Config, file configFile, log *slog.Logger) (_ *server, err error) {
-	s := &server{log: log, rcfg: rdmaConfig(cfg.RDMA, log)}
+	s := &server{log: log, rcfg: rdmaConfig(cfg.RDMA, log), fenced: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			// The failure is what the operator needs; close errors would
@@ -117,7 +125,17 @@ func build(cfg *config.Config, file configFile, log *slog.Logger) (_ *server, er
 	}()
 	s.loop = fabric.NewLoopTransport(loopLimits(s.rcfg))
 	s.tgt = fabric.NewTarget(control.TargetOptions(cfg, firmwareRevision(), log))
-	s.m, err = control.New(s.tgt, cfg, control.Options{Path: file.path, Loaded: file.loaded, Transport: s.transport, Logger: log})
+	gopts, store, err := groupOptions(cfg, log, func(err error) {
+		select {
+		case s.fenced <- err:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.group = store
+	s.m, err = control.New(s.tgt, cfg, control.Options{Path: file.path, Loaded: file.loaded, Transport: s.transport, Logger: log, Group: gopts})
 	switch {
 	case errors.Is(err, rdma.ErrNoDevice):
 		return nil, noDeviceHelp(err, cfg, file.path, sysInfiniband)
@@ -215,6 +233,9 @@ func (s *server) transport(name string) (fabric.Transport, error) {
 // startMetrics serves Prometheus metrics, and pprof if asked, on m.Listen.
 func (s *server) startMetrics(m config.Metrics) error {
 	reg := newRegistry(s.tgt, s.rdma, sysInfiniband)
+	if s.m.Group() != nil {
+		reg.MustRegister(newGroupCollector(s.m.Group))
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler(reg))
 	if m.Pprof {
@@ -236,7 +257,7 @@ func (s *server) startMetrics(m config.Metrics) error {
 
 // run tells systemd the target is ready and serves until SIGTERM, SIGINT
 // or the end of ctx. SIGHUP reloads the configuration file.
-func (s *server) run(ctx context.Context) {
+func (s *server) run(ctx context.Context) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
@@ -254,8 +275,15 @@ func (s *server) run(ctx context.Context) {
 			}
 			s.log.Info("shutting down", "signal", got.String())
 		case <-ctxDone(ctx):
+		case err := <-s.fenced:
+			// Another gateway took this one's ANA group over and
+			// blocklisted its clients: nothing it serves can be written
+			// any more. Exit failed, so that systemd restarts it as a
+			// new client, which takes its group back.
+			s.log.Error("fenced by the gateway group: exiting to be restarted", "err", err)
+			return fmt.Errorf("fenced by the gateway group: %w", err)
 		}
-		return
+		return nil
 	}
 }
 
@@ -300,6 +328,9 @@ func (s *server) close() error {
 		s.apiLn.Close()
 	}
 	var errs []error
+	if s.m != nil {
+		s.m.Close() // no group change applied from here on
+	}
 	if s.tgt != nil {
 		if err := s.tgt.Close(); err != nil {
 			errs = append(errs, err)
@@ -308,6 +339,16 @@ func (s *server) close() error {
 	if s.rt != nil {
 		if err := s.rt.Close(); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if s.group != nil {
+		// Hosts are gone and the images closed: the others may take
+		// this gateway's group over at once.
+		if s.m != nil {
+			s.m.LeaveGroup()
+		}
+		if c, ok := s.group.(interface{ Close() }); ok {
+			c.Close()
 		}
 	}
 	return errors.Join(errs...)

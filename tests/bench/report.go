@@ -175,6 +175,9 @@ func Markdown(r *Results, s Summary, chart string) string {
 	if withSPDK {
 		fmt.Fprintf(&b, "| SPDK | %s, `nvmf_tgt -m 0x1` (one reactor), malloc bdev |\n", orDash(r.SPDK))
 	}
+	if r.Ceph != "" {
+		fmt.Fprintf(&b, "| Ceph | %s: one mon, one mgr, one memstore OSD in the guest, pool size 1 |\n", r.Ceph)
+	}
 	fmt.Fprintf(&b, "| fio | %d s per run after %d s ramp |\n\n", r.Runtime, r.Ramp)
 
 	order, which := "(ours, kernel, ours, kernel …)", "Every ratio is ours ÷ kernel."
@@ -199,6 +202,10 @@ func Markdown(r *Results, s Summary, chart string) string {
 	}
 	for _, be := range backends {
 		fmt.Fprintf(&b, "## Backend: %s\n\n", backendText(be))
+		if be == BackendRBD {
+			rbdMarkdown(&b, s)
+			continue
+		}
 		b.WriteString("| job | ours median | kernel median | ratio | ours p50 / p99 µs | kernel p50 / p99 µs | p50 / p99 ratio | runs | errors |\n")
 		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, j := range s.Jobs {
@@ -416,6 +423,24 @@ func bytesText(v float64) string {
 	return fmt.Sprintf("%.1f KiB", v/1024)
 }
 
+// rbdMarkdown is the rbd backend's table: ours against librbd (fio's rbd engine on the same
+// image), the ratio the jobs are judged on.
+func rbdMarkdown(b *strings.Builder, s Summary) {
+	b.WriteString("| job | ours median | librbd median | ours ÷ librbd | ours p50 / p99 µs | librbd p50 / p99 µs | p50 / p99 ratio | runs | errors |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, j := range s.Jobs {
+		if j.Backend != BackendRBD {
+			continue
+		}
+		c := j.OursLibRBD
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s / %s | %d / %d | %d |\n",
+			j.Job, throughputText(j.Metric, j.Ours), throughputText(j.Metric, j.LibRBD),
+			ratioText(c.Throughput(j.Metric), j.Metric), latencyText(j.Ours), latencyText(j.LibRBD), c.P50, c.P99,
+			j.Ours.Runs, j.LibRBD.Runs, j.Errors)
+	}
+	b.WriteString("\n")
+}
+
 // spdkRan is whether SPDK was a peer in r: named in r.Peers, or with runs.
 func spdkRan(r *Results, s Summary) bool {
 	if contains(r.Peers, TargetSPDK) {
@@ -480,6 +505,9 @@ func backendText(be string) string {
 		return "memory (kernel: memory-backed null_blk)"
 	case "file":
 		return "file on the guest's scratch disk (kernel: nvmet file backend)"
+	case BackendRBD:
+		return "rbd, an image of the guest's Ceph cluster (nvmeof-tgt-rbd; reference: fio's rbd engine, librbd in fio's process, " +
+			"on the same image with librbd's cache off as in the target; the kernel target has no rbd backend)"
 	}
 	return be
 }
@@ -556,7 +584,8 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// bar is one bar of the chart: higher is better, 1 is parity with the kernel.
+// bar is one bar of the chart: higher is better, 1 is parity with the kernel (with librbd for
+// the rbd jobs).
 type bar struct {
 	label string
 	value Ratio
@@ -572,6 +601,10 @@ func bars(s Summary) []bar {
 		unit := " IOPS"
 		if j.Metric == MetricBW {
 			unit = " BW"
+		}
+		if j.Backend == BackendRBD {
+			out = append(out, bar{name + unit + " (ours ÷ librbd)", j.OursLibRBD.Throughput(j.Metric)})
+			continue
 		}
 		out = append(out, bar{name + unit, j.ThroughputRatio()})
 		if j.QD1 {
@@ -622,6 +655,13 @@ func Chart(r *Results, s Summary) ([]byte, error) {
 	if spdkRan(r, s) {
 		p.Title.Text = fmt.Sprintf("nvmeof-tgt ÷ kernel nvmet and ÷ SPDK, %s (medians of %s reps)", dateOf(r.Date), repsText(s))
 		p.Y.Label.Text = "ours ÷ kernel, ours ÷ SPDK (higher is better)"
+	}
+	for _, j := range s.Jobs {
+		if j.Backend == BackendRBD {
+			p.Title.Text += "; rbd jobs ÷ librbd"
+			p.Y.Label.Text = strings.Replace(p.Y.Label.Text, " (higher", ", ours ÷ librbd (higher", 1)
+			break
+		}
 	}
 	p.Y.Min = 0
 	p.Y.Max = 1.5

@@ -532,3 +532,40 @@ func TestQueuesReport(t *testing.T) {
 		t.Errorf("queues goal met without the defaults: %+v", g)
 	}
 }
+
+func TestMarkdownRBD(t *testing.T) {
+	r := sampleRBD()
+	s := Summarize(r)
+	md := Markdown(r, s, "x.png")
+	for _, want := range []string{
+		"| Ceph | ceph version 16.2.15: one mon, one mgr, one memstore OSD in the guest, pool size 1 |",
+		"## Backend: rbd, an image of the guest's Ceph cluster",
+		"| job | ours median | librbd median | ours ÷ librbd |",
+		"| randread-4k-qd32 | 1920 IOPS | 2000 IOPS | 0.96× IOPS | 100 / 200 | 90.0 / 180 | 1.11× / 1.11× | 3 / 3 | 0 |",
+		"| seqread-128k-qd16 | 95.4 MiB/s | 95.4 MiB/s | 1.00× BW |",
+		"| rbd/randwrite-4k-qd32 IOPS | ≥ 0.95× librbd | 0.80× | ❌ |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "rbd/seqread-128k-qd16 bandwidth vs raw link") {
+		t.Error("an rbd job judged against the link")
+	}
+	if t.Failed() {
+		t.Logf("markdown:\n%s", md)
+	}
+	var rbdBars []bar
+	for _, b := range bars(s) {
+		if strings.HasPrefix(b.label, "rbd/") {
+			rbdBars = append(rbdBars, b)
+		}
+	}
+	if len(rbdBars) != 3 || rbdBars[0].label != "rbd/randread-4k-qd32 IOPS (ours ÷ librbd)" || math.Abs(rbdBars[0].value.Value-0.96) > 1e-9 ||
+		rbdBars[2].label != "rbd/seqread-128k-qd16 BW (ours ÷ librbd)" {
+		t.Errorf("rbd bars %+v", rbdBars)
+	}
+	if png, err := Chart(r, s); err != nil || len(png) == 0 {
+		t.Errorf("chart with rbd jobs: %d bytes, %v", len(png), err)
+	}
+}

@@ -18,7 +18,14 @@ const (
 	// TargetSPDK is SPDK's nvmf_tgt (make bench PEERS="kernel spdk"): one reactor, a malloc
 	// bdev. It runs the memory jobs only.
 	TargetSPDK = "spdk"
+	// TargetLibRBD is fio's rbd engine (librbd in fio's process, no target, no fabric) on the
+	// image the rbd namespace serves: the reference of the rbd backend's jobs, which the
+	// kernel target does not run.
+	TargetLibRBD = "librbd"
 )
+
+// BackendRBD is the backend of the jobs on an RBD image, compared with TargetLibRBD.
+const BackendRBD = "rbd"
 
 // Results is everything one guest boot measured.
 type Results struct {
@@ -33,6 +40,7 @@ type Results struct {
 	// order they ran after it in each rep; empty in results from before SPDK was a peer.
 	Peers []string `json:"peers,omitempty"`
 	SPDK  string   `json:"spdk_version,omitempty"` // spdk_get_version, when SPDK was a peer
+	Ceph  string   `json:"ceph_version,omitempty"` // ceph --version, when the rbd jobs ran
 
 	Runs []Run     `json:"runs"` // every fio run, in the order run (A B A B …, or A B C A B C …)
 	Link []LinkRun `json:"link"` // perftest on the same rxe device
@@ -130,8 +138,8 @@ func PerItem(before, after MemSample, n int) MemSample {
 
 // Run is one fio job against one target.
 type Run struct {
-	Target  string  `json:"target"`  // TargetOurs, TargetKernel or TargetSPDK
-	Backend string  `json:"backend"` // "memory" (kernel: null_blk) or "file"
+	Target  string  `json:"target"`  // TargetOurs, TargetKernel, TargetSPDK or TargetLibRBD
+	Backend string  `json:"backend"` // "memory" (kernel: null_blk), "file" or BackendRBD
 	Job     string  `json:"job"`     // deploy/fio job name without .fio, e.g. "randread-4k-qd1"
 	Rep     int     `json:"rep"`     // 1, 2, 3 …
 	IOPS    float64 `json:"iops"`    // read+write

@@ -26,6 +26,10 @@ const AllocsPerIOZero = 0.01
 // IdleCPUMaxPercent is the idle budget, in percent of one core, with hosts connected.
 const IdleCPUMaxPercent = 2.0
 
+// RBDMinRatio is the share of librbd's throughput (fio's rbd engine on the same image) an RBD
+// namespace must reach through the target (issue 22; ceph-nvmeof's users ask for 5–10 % off).
+const RBDMinRatio = 0.95
+
 // notMeasured is Goal.Measured when the data for a goal is missing.
 const notMeasured = "not measured"
 
@@ -121,13 +125,18 @@ type JobStats struct {
 	OursSPDK   Comparison `json:"ours_spdk,omitzero"`
 	SPDKKernel Comparison `json:"spdk_kernel,omitzero"`
 
+	// The rbd backend's jobs: librbd's medians (fio's rbd engine) and ours ÷ librbd, which
+	// they are judged on instead of a kernel ratio.
+	LibRBD     Medians    `json:"librbd,omitzero"`
+	OursLibRBD Comparison `json:"ours_librbd,omitzero"`
+
 	// For 128 KiB sequential jobs: the perftest tool that moves data the same way, its median
 	// bandwidth at 128 KiB, and ours' bandwidth as a fraction of it.
 	LinkTool     string  `json:"link_tool,omitempty"`
 	LinkBW       float64 `json:"link_bw_bytes_per_s,omitempty"`
 	LinkFraction Ratio   `json:"link_fraction,omitzero"`
 
-	Errors     int `json:"errors"`                // runs of this job, ours or kernel, with fio errors
+	Errors     int `json:"errors"`                // runs of this job, ours, kernel or librbd, with fio errors
 	SPDKErrors int `json:"spdk_errors,omitempty"` // SPDK's runs of it with fio errors
 }
 
@@ -290,7 +299,7 @@ func Summarize(r *Results) Summary {
 	}
 	var pairs []int // per job with runs on both targets: how many reps were paired
 	for _, k := range order {
-		ours, kernel, spdk := byKey[k][TargetOurs], byKey[k][TargetKernel], byKey[k][TargetSPDK]
+		ours, kernel, spdk, librbd := byKey[k][TargetOurs], byKey[k][TargetKernel], byKey[k][TargetSPDK], byKey[k][TargetLibRBD]
 		j := JobStats{
 			Backend: k.backend,
 			Job:     k.job,
@@ -299,8 +308,9 @@ func Summarize(r *Results) Summary {
 			Ours:    medians(ours),
 			Kernel:  medians(kernel),
 			SPDK:    medians(spdk),
+			LibRBD:  medians(librbd),
 		}
-		for _, run := range slices.Concat(ours, kernel) {
+		for _, run := range slices.Concat(ours, kernel, librbd) {
 			if run.Errors != 0 {
 				j.Errors++
 			}
@@ -315,9 +325,14 @@ func Summarize(r *Results) Summary {
 		if len(ours) > 0 && len(kernel) > 0 {
 			pairs = append(pairs, min(len(ours), len(kernel)))
 		}
+		if len(ours) > 0 && len(librbd) > 0 {
+			pairs = append(pairs, min(len(ours), len(librbd)))
+		}
 		j.OursSPDK = compare(j.Ours, j.SPDK)
 		j.SPDKKernel = compare(j.SPDK, j.Kernel)
-		if tool, ok := linkFor(k.job); ok {
+		j.OursLibRBD = compare(j.Ours, j.LibRBD)
+		// The rbd jobs are bounded by the cluster, not by the link.
+		if tool, ok := linkFor(k.job); ok && k.backend != BackendRBD {
 			j.LinkTool = tool
 			j.LinkBW = linkBW(r.Link, tool, linkSize)
 			if len(ours) > 0 {
@@ -338,6 +353,15 @@ func goals(r *Results, jobs []JobStats) []Goal {
 	linkJobs := map[string]bool{} // seqread-128k, seqwrite-128k: seen in some backend
 	for _, j := range jobs {
 		name := j.Backend + "/" + j.Job
+		if j.Backend == BackendRBD {
+			what, target := name+" IOPS", fmt.Sprintf("≥ %.2f× librbd", RBDMinRatio)
+			if j.Metric == MetricBW {
+				what = name + " bandwidth"
+			}
+			v := j.OursLibRBD.Throughput(j.Metric)
+			g = append(g, ratioGoal(what, target, v, v.Value >= RBDMinRatio, j.Errors))
+			continue
+		}
 		if j.Metric == MetricBW {
 			g = append(g, ratioGoal(name+" bandwidth", "≥ 1.00× kernel", j.BWRatio, j.BWRatio.Value >= 1, j.Errors))
 		} else {
@@ -417,7 +441,8 @@ func queueGoals(sc *ScaleRun) []Goal {
 	return g
 }
 
-// ratioGoal is a goal on an ours ÷ kernel ratio; met is only consulted for a valid ratio.
+// ratioGoal is a goal on a ratio of ours (÷ kernel, ÷ librbd); met is only consulted for a
+// valid ratio.
 func ratioGoal(name, target string, v Ratio, met bool, errors int) Goal {
 	if !v.Valid {
 		return Goal{Name: name, Target: target, Measured: notMeasured}

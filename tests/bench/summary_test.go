@@ -570,3 +570,74 @@ func TestSummaryJSONWithoutSPDK(t *testing.T) {
 		}
 	}
 }
+
+// sampleRBD is sample with the rbd backend's jobs, on ours and librbd (the kernel has none),
+// three reps each.
+func sampleRBD() *Results {
+	r := sample()
+	r.Ceph = "ceph version 16.2.15"
+	add := func(target, job string, iops, bw, p50 float64, errs int) {
+		r.Runs = append(r.Runs, Run{Target: target, Backend: BackendRBD, Job: job, IOPS: iops, BW: bw, ClatP50: p50, ClatP99: 2 * p50, IOs: 1, Errors: errs})
+	}
+	for i, v := range []float64{3, 1, 2} { // medians are of v = 2
+		add(TargetOurs, "randread-4k-qd32", 960*v, 0, 100e3, 0)
+		add(TargetLibRBD, "randread-4k-qd32", 1000*v, 0, 90e3, 0)
+		add(TargetOurs, "randwrite-4k-qd32", 400*v, 0, 300e3, 0)
+		add(TargetLibRBD, "randwrite-4k-qd32", 500*v, 0, 200e3, 0)
+		errs := 0
+		if i == 0 {
+			errs = 1
+		}
+		add(TargetOurs, "seqread-128k-qd16", 1, 50e6*v, 1e3, 0)
+		add(TargetLibRBD, "seqread-128k-qd16", 1, 50e6*v, 1e3, errs)
+	}
+	return r
+}
+
+// The rbd jobs are judged on ours ÷ librbd against RBDMinRatio, not on a kernel ratio or the
+// link; the other jobs' goals are as without them.
+func TestSummarizeRBD(t *testing.T) {
+	s := Summarize(sampleRBD())
+	base := Summarize(sample())
+	valid := func(v float64) Ratio { return Ratio{v, true} }
+	for _, tc := range []struct {
+		job    string
+		librbd Medians
+		ratio  Ratio
+		errors int
+	}{
+		{"randread-4k-qd32", Medians{Runs: 3, IOPS: 2000, ClatP50: 90e3, ClatP99: 180e3}, valid(0.96), 0},
+		{"randwrite-4k-qd32", Medians{Runs: 3, IOPS: 1000, ClatP50: 200e3, ClatP99: 400e3}, valid(0.8), 0},
+		{"seqread-128k-qd16", Medians{Runs: 3, IOPS: 1, BW: 100e6, ClatP50: 1e3, ClatP99: 2e3}, valid(1), 1},
+	} {
+		j := jobOf(t, s, BackendRBD, tc.job)
+		got := j.OursLibRBD.Throughput(j.Metric)
+		if j.LibRBD != tc.librbd || got.Valid != tc.ratio.Valid || math.Abs(got.Value-tc.ratio.Value) > 1e-9 || j.Errors != tc.errors {
+			t.Errorf("%s: librbd %+v, ratio %+v, errors %d; want %+v, %+v, %d", tc.job, j.LibRBD, got, j.Errors, tc.librbd, tc.ratio, tc.errors)
+		}
+		if j.ThroughputRatio().Valid || j.LinkTool != "" {
+			t.Errorf("%s: a kernel ratio %+v or a link %q", tc.job, j.ThroughputRatio(), j.LinkTool)
+		}
+	}
+	g := goalMap(s)
+	for name, want := range map[string]Goal{
+		"rbd/randread-4k-qd32 IOPS":       {Name: "rbd/randread-4k-qd32 IOPS", Target: "≥ 0.95× librbd", Measured: "0.96×", Met: true},
+		"rbd/randwrite-4k-qd32 IOPS":      {Name: "rbd/randwrite-4k-qd32 IOPS", Target: "≥ 0.95× librbd", Measured: "0.80×", Met: false},
+		"rbd/seqread-128k-qd16 bandwidth": {Name: "rbd/seqread-128k-qd16 bandwidth", Target: "≥ 0.95× librbd", Measured: "1.00× (1 run with errors)", Met: true},
+	} {
+		if g[name] != want {
+			t.Errorf("goal %q = %+v, want %+v", name, g[name], want)
+		}
+	}
+	if len(s.Goals) != len(base.Goals)+3 {
+		t.Errorf("%d goals, want %d", len(s.Goals), len(base.Goals)+3)
+	}
+	for _, bg := range base.Goals {
+		if g[bg.Name] != bg {
+			t.Errorf("goal %q = %+v with rbd runs, %+v without", bg.Name, g[bg.Name], bg)
+		}
+	}
+	if s.Reps != 3 || s.MaxReps != 3 || s.ErrorRuns != 1 {
+		t.Errorf("reps %d–%d, error runs %d", s.Reps, s.MaxReps, s.ErrorRuns)
+	}
+}

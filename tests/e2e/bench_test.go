@@ -34,6 +34,10 @@ import (
 // First, on nvmeof-tgt alone, the scale phase (bench_scale_test.go): jobs scale/subsystems,
 // scale/namespaces, scale/queues-srq and scale/queues-nosrq.
 //
+// The rbd jobs serve an image of the guest's Ceph cluster (needCeph) through nvmeof-tgt's rbd
+// build, which then is the target of every job, and compare it with fio's rbd engine (librbd
+// in fio's process) on the same image, alternately: the kernel target has no rbd backend.
+//
 // Environment: BENCH_RUNTIME and BENCH_RAMP (seconds per fio run), BENCH_REPS (rounds of ours
 // and each peer per job), BENCH_OUT (the raw JSON), BENCH_COMMIT (recorded), BENCH_JOBS (a
 // regexp over "backend/job" and the scale jobs to run fewer; with no fio job selected, only the
@@ -62,7 +66,14 @@ var benchJobs = []benchJob{
 	{"file", "randwrite-4k-qd32"},
 	{"file", "seqread-128k-qd16"},
 	{"file", "seqwrite-128k-qd16"},
+	{bench.BackendRBD, "randread-4k-qd32"},
+	{bench.BackendRBD, "randwrite-4k-qd32"},
+	{bench.BackendRBD, "seqread-128k-qd16"},
+	{bench.BackendRBD, "seqwrite-128k-qd16"},
 }
+
+// benchRBDImage is the image the rbd jobs run on, through the target and through librbd.
+const benchRBDImage = "bench-rbd"
 
 type benchEnv struct {
 	runtime, ramp, reps int
@@ -72,6 +83,9 @@ type benchEnv struct {
 	ours                *tgtProcess
 	spdk                *spdkTarget // nil unless SPDK is a peer
 	host                host
+	// librbdConf is the Ceph configuration fio's rbd engine reads: the cluster's, with
+	// librbd's cache off as in the target.
+	librbdConf string
 }
 
 func TestBench(t *testing.T) {
@@ -161,11 +175,44 @@ func TestBench(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	withRBD := slices.ContainsFunc(jobs, func(j benchJob) bool { return j.backend == bench.BackendRBD })
+	var tgtOpts []tgtOption
+	if withRBD {
+		needCeph(t)
+		tgtOpts = append(tgtOpts, withBinary(needRBDBin(t)))
+		removeImage(t, benchRBDImage) // left by an interrupted run
+		t.Cleanup(func() { removeImage(t, benchRBDImage) })
+		ospec.Subsystems[0].Namespaces = append(ospec.Subsystems[0].Namespaces,
+			Namespace{NSID: 3, Backend: BackendRBD, Pool: cephPool, Image: benchRBDImage, Size: benchNSSize})
+		env.librbdConf = filepath.Join(env.dir, "librbd-ceph.conf")
+		conf, err := os.ReadFile(cephConf)
+		if err == nil {
+			err = os.WriteFile(env.librbdConf, append(conf, "\n[client]\nrbd cache = false\n"...), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Ceph = strings.TrimSpace(string(mustRun(t, cmdTimeout, "ceph", "--version")))
+		res.Peers = append(res.Peers, bench.TargetLibRBD)
+		res.Notes = append(res.Notes, "nvmeof-tgt ran as its rbd build (bin/nvmeof-tgt-rbd) in every job. The rbd jobs ran on one "+
+			"image of the guest's one-node Ceph cluster (memstore OSD), in turn through nvmeof-tgt (namespace 3) and through fio's "+
+			"rbd engine (librbd in fio's process, ioengine=rbd, the same job otherwise), both with librbd's cache off. "+
+			"The kernel host, Soft-RoCE and the target share the guest's vCPUs with the OSD, which librbd in fio does not: "+
+			"compare the rbd jobs with the raw link measured in the same run.")
+	}
 	// pprof: measureAllocs reads the exact allocation count from the heap profile.
-	env.ours, _ = startTgt(t, ospec, withDir(filepath.Join(env.dir, "tgt")), withEnv("NVMEOF_TGT_METRICS_PPROF=true"))
-	oc := h.mustConnectPort(t, ospec.Subsystems[0].NQN, benchPortOurs, 1, 2)
+	tgtOpts = append(tgtOpts, withDir(filepath.Join(env.dir, "tgt")), withEnv("NVMEOF_TGT_METRICS_PPROF=true"))
+	env.ours, _ = startTgt(t, ospec, tgtOpts...)
+	nsids := []uint32{1, 2}
+	if withRBD {
+		nsids = append(nsids, 3)
+	}
+	oc := h.mustConnectPort(t, ospec.Subsystems[0].NQN, benchPortOurs, nsids...)
 	env.devs = map[string]map[string]string{
 		bench.TargetOurs: {"memory": oc.blockDev(t, 1), "file": oc.blockDev(t, 2)},
+	}
+	if withRBD {
+		env.devs[bench.TargetOurs][bench.BackendRBD] = oc.blockDev(t, 3)
 	}
 	if slices.Contains(peers, bench.TargetKernel) {
 		k := &kernelTarget{dir: filepath.Join(env.dir, "kernel"), nativeFile: true}
@@ -181,7 +228,7 @@ func TestBench(t *testing.T) {
 			"--bs=1m", "--iodepth=16", "--direct=1", "--ioengine=libaio", "--size="+strconv.Itoa(benchNSSize))
 	}
 	for _, tg := range []string{bench.TargetOurs, bench.TargetKernel} {
-		for _, be := range []string{"memory", "file"} {
+		for _, be := range []string{"memory", "file", bench.BackendRBD} {
 			if dev, ok := env.devs[tg][be]; ok {
 				prefill(dev)
 			}
@@ -217,10 +264,16 @@ func TestBench(t *testing.T) {
 	t.Logf("idle CPU: %.2f%% of a core over %v", res.IdleCPUPercent, idle)
 
 	for _, j := range jobs {
+		targets := append([]string{bench.TargetOurs}, peers...)
+		if j.backend == bench.BackendRBD {
+			targets = []string{bench.TargetOurs, bench.TargetLibRBD}
+		}
 		for rep := 1; rep <= env.reps; rep++ {
-			for _, tg := range append([]string{bench.TargetOurs}, peers...) {
+			for _, tg := range targets {
 				var r bench.Run
 				switch {
+				case tg == bench.TargetLibRBD:
+					r = env.runLibRBD(t, j.job, rep)
 				case tg != bench.TargetSPDK:
 					r = env.runJob(t, tg, j.backend, j.job, rep)
 				case j.backend == "memory":
@@ -254,13 +307,52 @@ func (e *benchEnv) runSPDK(t *testing.T, job string, rep int) bench.Run {
 // runJob runs deploy/fio/<job>.fio against one target's device.
 func (e *benchEnv) runJob(t *testing.T, target, backend, job string, rep int) bench.Run {
 	t.Helper()
+	return e.runFioJob(t, target, backend, job, rep, filepath.Join(e.fioDir, job+".fio"), "DEV="+e.devs[target][backend])
+}
+
+// runLibRBD runs deploy/fio/<job>.fio with fio's rbd engine on the rbd jobs' image instead of
+// a block device: librbd in fio's process, the reference the target's rbd namespace is held to.
+func (e *benchEnv) runLibRBD(t *testing.T, job string, rep int) bench.Run {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(e.fioDir, job+".fio"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobFile := filepath.Join(e.dir, "librbd-"+job+".fio")
+	if err := os.WriteFile(jobFile, []byte(librbdJob(string(src))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e.runFioJob(t, bench.TargetLibRBD, bench.BackendRBD, job, rep, jobFile,
+		"CEPH_CONF="+e.librbdConf, "RBD_POOL="+cephPool, "RBD_IMAGE="+benchRBDImage)
+}
+
+// librbdJob turns a deploy/fio job on ${DEV} into the same job on fio's rbd engine: the
+// device and the kernel's I/O engine give way to the image, and direct I/O, which means nothing
+// to librbd, goes.
+func librbdJob(src string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(src, "\n") {
+		switch strings.TrimSpace(line) {
+		case "filename=${DEV}":
+			b.WriteString("ioengine=rbd\nclientname=admin\npool=${RBD_POOL}\nrbdname=${RBD_IMAGE}\n")
+			continue
+		case "ioengine=io_uring", "ioengine=libaio", "direct=1":
+			continue
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
+// runFioJob runs a fio job file with env (RUNTIME and RAMP added) and reads its report.
+func (e *benchEnv) runFioJob(t *testing.T, target, backend, job string, rep int, jobFile string, env ...string) bench.Run {
+	t.Helper()
 	report := filepath.Join(e.dir, fmt.Sprintf("%s-%s-%s-%d.json", target, backend, job, rep))
 	timeout := time.Duration(e.runtime+e.ramp)*time.Second + 2*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "fio", "--output-format=json", "--output="+report, filepath.Join(e.fioDir, job+".fio"))
-	cmd.Env = append(os.Environ(), "DEV="+e.devs[target][backend],
-		"RUNTIME="+strconv.Itoa(e.runtime), "RAMP="+strconv.Itoa(e.ramp))
+	cmd := exec.CommandContext(ctx, "fio", "--output-format=json", "--output="+report, jobFile)
+	cmd.Env = append(append(os.Environ(), env...), "RUNTIME="+strconv.Itoa(e.runtime), "RAMP="+strconv.Itoa(e.ramp))
 	cmd.WaitDelay = 5 * time.Second
 	outb, err := cmd.CombinedOutput()
 	if err != nil {
@@ -334,11 +426,17 @@ func (e *benchEnv) measureAllocs(t *testing.T) *bench.AllocRun {
 	t.Helper()
 	ops := func() uint64 { v, _ := metricSum(scrapeMetrics(t), "nvmeof_tgt_namespace_ops_total"); return uint64(v) }
 
+	job := "memory/randread-4k-qd32 + file/randwrite-4k-qd32"
 	start := time.Now()
 	o0 := ops()
 	m0 := heapMallocs(t)
 	e.runJob(t, bench.TargetOurs, "memory", "randread-4k-qd32", 0)
 	e.runJob(t, bench.TargetOurs, "file", "randwrite-4k-qd32", 0)
+	if _, ok := e.devs[bench.TargetOurs][bench.BackendRBD]; ok {
+		// librbd's completions too, reaped by the pollers.
+		e.runJob(t, bench.TargetOurs, bench.BackendRBD, "randwrite-4k-qd32", 0)
+		job += " + rbd/randwrite-4k-qd32"
+	}
 	m1 := heapMallocs(t)
 	o1 := ops()
 	span := time.Since(start)
@@ -347,7 +445,7 @@ func (e *benchEnv) measureAllocs(t *testing.T) *bench.AllocRun {
 	time.Sleep(span)
 	i1 := heapMallocs(t)
 
-	a := bench.NewAllocRun("memory/randread-4k-qd32 + file/randwrite-4k-qd32", o1-o0, m1-m0, i1-i0)
+	a := bench.NewAllocRun(job, o1-o0, m1-m0, i1-i0)
 	noise := ""
 	if a.Noise() {
 		noise = " (below the idle baseline: noise)"

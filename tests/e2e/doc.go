@@ -44,6 +44,11 @@
 //	harness_nvmecli_test.go       nvme-cli's JSON output
 //	harness_softroce_test.go      a second Soft-RoCE device (lab1/rxe1), made before the target
 //	                              starts so that it is deleted after the target is gone
+//	harness_ceph_test.go          the guest's one-node Ceph cluster (tests/lab/ceph-up.sh),
+//	                              started in the background by TestMain when the tests to
+//	                              run need it (cephTests), else by the first that does;
+//	                              needCeph waits for it; stopped after the suite; rbd namespaces' images, rbd(8), and
+//	                              the rbd build of nvmeof-tgt (needRBDBin)
 //	harness_hostile_test.go       the hostile host (a raw rdma/rdmatest initiator) of the
 //	                              hostile_*_test.go attacks, which TestHostile runs in turn
 //	harness_spdk_target_test.go   SPDK's nvmf_tgt, TestBench's optional peer (tags e2e,bench)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -53,9 +54,17 @@ func limit(b []byte) string {
 
 // execCmd runs name with a deadline; a command that outlives it is killed.
 func execCmd(timeout time.Duration, name string, args ...string) cmdResult {
+	return execCmdEnv(timeout, nil, name, args...)
+}
+
+// execCmdEnv is execCmd with env (KEY=VALUE) added to the environment.
+func execCmdEnv(timeout time.Duration, env []string, name string, args ...string) cmdResult {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.WaitDelay = 5 * time.Second // do not hang on pipes held by orphans
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

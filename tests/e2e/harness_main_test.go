@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -41,7 +42,13 @@ func TestMain(m *testing.M) {
 	}
 	fmt.Fprintf(os.Stderr, "e2e: target %s, address %s, scratch %s, local NVMe %s, results %s\n",
 		targetKind, labAddr, scratchDir, localNVMe, resultsDir)
-	os.Exit(m.Run())
+	flag.Parse()
+	if targetKind == kindNvmeofTgt && cephWanted(flag.Lookup("test.run").Value.String()) {
+		startCephBackground()
+	}
+	code := m.Run()
+	stopCeph()
+	os.Exit(code)
 }
 
 func setupEnv() error {

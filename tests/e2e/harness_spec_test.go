@@ -54,6 +54,9 @@ const (
 	// localNVMeNS), that device itself.
 	BackendBlock  Backend = "block"
 	BackendMemory Backend = "memory"
+	// BackendRBD is an image of the guest's Ceph cluster (rbdNS, harness_ceph_test.go), which
+	// the target creates with the namespace's size; nvmeof-tgt's rbd build only.
+	BackendRBD Backend = "rbd"
 )
 
 // Namespace is one namespace of a subsystem.
@@ -70,6 +73,8 @@ type Namespace struct {
 	// EUI64 is 16 hex digits, or empty for none. nvmeof-tgt only: nvmet has no EUI64
 	// attribute, so the kernel target reports none; assert it after requireTgt.
 	EUI64 string
+	// Pool and Image name a BackendRBD namespace's image (ceph_conf: the default).
+	Pool, Image string
 }
 
 // LBASize is the namespace's logical block size.
@@ -153,7 +158,10 @@ func (s Spec) validate() error {
 			if ns.Size <= 0 || ns.Size%mib != 0 {
 				return fmt.Errorf("%s nsid %d: size %d is not a positive multiple of 1 MiB", ss.NQN, ns.NSID, ns.Size)
 			}
-			if ns.Backend != BackendMemory && ns.Path == "" {
+			switch {
+			case ns.Backend == BackendRBD && (ns.Pool == "" || ns.Image == ""):
+				return fmt.Errorf("%s nsid %d: rbd namespace without a pool and image", ss.NQN, ns.NSID)
+			case ns.Backend != BackendMemory && ns.Backend != BackendRBD && ns.Path == "":
 				return fmt.Errorf("%s nsid %d: %s namespace without a path", ss.NQN, ns.NSID, ns.Backend)
 			}
 		}
@@ -167,7 +175,7 @@ func createImages(t *testing.T, spec Spec) {
 	t.Helper()
 	for _, ss := range spec.Subsystems {
 		for _, ns := range ss.Namespaces {
-			if ns.Backend == BackendMemory {
+			if ns.Backend == BackendMemory || ns.Backend == BackendRBD {
 				continue
 			}
 			if _, err := os.Stat(ns.Path); err == nil {

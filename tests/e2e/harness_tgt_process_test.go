@@ -435,6 +435,8 @@ func tgtConfigYAML(spec Spec, loops map[string]string) string {
 				f = append(f, "path: "+q(ns.Path))
 			case BackendBlock:
 				f = append(f, "backend: block", "path: "+q(loops[ns.Path]))
+			case BackendRBD:
+				f = append(f, "backend: rbd", "pool: "+q(ns.Pool), "image: "+q(ns.Image))
 			default:
 				f = append(f, "backend: "+q(string(ns.Backend)))
 			}

@@ -190,6 +190,12 @@ func TestReservations(t *testing.T) {
 	if after.RType != 3 || after.PTPLS != 1 || after.RegCtl != 1 || after.RegCtlExt[0].RKey != 5 {
 		t.Fatalf("after a restart with PTPL: %+v", after)
 	}
+	// B's controller reconnects on its own schedule, not A's: until it is live again its
+	// commands fail on the host with EAGAIN and never reach the target.
+	bctl := strings.TrimPrefix(bh.ctrl, "/dev/")
+	if err := waitFor(time.Minute, func() bool { return ctrlState(bctl) == "live" }); err != nil {
+		t.Fatalf("host B's controller %s is %s a minute after the restart, want live", bctl, ctrlState(bctl))
+	}
 	bh.conflicts(t, "B's write after the restart", "write", "-s", "0", "-c", "0", "-z", "512", "-d", "/dev/zero")
 	// Without PTPL (CPTPL 2) a restart starts empty.
 	a.ok(t, "resv-register", "--nrkey=5", "--rrega=0", "--cptpl=2")

@@ -20,7 +20,7 @@ export BENCH_COMMIT=${BENCH_COMMIT:-$(git describe --always --dirty 2>/dev/null 
 # Four vCPUs by default, so that the 4-job run has four host I/O queues.
 export BENCH_CPUS=${BENCH_CPUS:-4} BENCH_PEERS=${BENCH_PEERS:-kernel}
 [[ $BENCH_CPUS == 2 || $BENCH_CPUS == 4 ]] || { echo "bench: BENCH_CPUS=$BENCH_CPUS: want 2 or 4" >&2; exit 2; }
-mem=4096
+mem=5120 # the rbd jobs' Ceph cluster keeps what is written in its OSD's memory (memstore)
 for p in $BENCH_PEERS; do
   case $p in
     kernel) ;;

@@ -4,31 +4,43 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev/internal/uring"
 )
 
-// Ring is an io_uring instance: reads, writes and flushes of files and
-// block devices queued without blocking the caller, their completions
-// collected by polling shared memory. One goroutine owns a Ring; none of its
-// methods is safe for concurrent use. Completions come back tagged with a
-// caller's value, never a pointer.
+// Ring is where a goroutine queues backend I/O without blocking and
+// collects its completions by polling shared memory: an io_uring for reads,
+// writes and flushes of files and block devices, and, in the rbd build, a
+// queue librbd's threads post the completions of RBD images' operations to
+// (rbd_linux.go). One goroutine owns a Ring; none of its methods is safe for
+// concurrent use. Completions come back tagged with a caller's value, never
+// a pointer.
 type Ring struct {
 	ring    *uring.Ring
 	ops     []ringOp // by slot; a slot is the user data of its SQEs
 	free    []uint32
 	pending int // operations queued and not yet reaped
+	// onRing is how many of them are io_uring's (the rest are librbd's).
+	onRing int
 	// failed holds operations the kernel refused to take, for Reap.
 	failed []Completion
 	cqes   [64]uring.CQE
 	closed bool
+	// evfd is the eventfd RegisterEventFD registered, -1 for none.
+	evfd int
+	rbd  ringRBD
 }
 
 // ringOp is one queued operation. A short transfer is continued from done.
 type ringOp struct {
-	dev   *fdDev
+	dev *fdDev // nil for an operation that is not io_uring's
+	// held is its device's count of queued operations, which Close waits
+	// for (fdDev.inflight, rbdDev.inflight).
+	held  *atomic.Int64
 	opc   uring.Op
 	flags uint32
 	p     []byte
@@ -60,7 +72,7 @@ func NewRing(entries int) (*Ring, error) {
 		return nil, err
 	}
 	n := ring.Entries()
-	r := &Ring{ring: ring, ops: make([]ringOp, n), free: make([]uint32, n)}
+	r := &Ring{ring: ring, ops: make([]ringOp, n), free: make([]uint32, n), evfd: -1}
 	for i := range r.free {
 		r.free[i] = uint32(n - 1 - i)
 	}
@@ -68,8 +80,21 @@ func NewRing(entries int) (*Ring, error) {
 }
 
 // RegisterEventFD makes the kernel signal fd (an eventfd) on every
-// completion, so the owner can sleep in poll(2) until one arrives.
-func (r *Ring) RegisterEventFD(fd int) error { return r.ring.RegisterEventFD(fd) }
+// completion, so the owner can sleep in poll(2) until one arrives; librbd's
+// completions signal it after Arm.
+func (r *Ring) RegisterEventFD(fd int) error {
+	if err := r.ring.RegisterEventFD(fd); err != nil {
+		return err
+	}
+	r.evfd = fd
+	return nil
+}
+
+// Arm prepares the owner's sleep on the eventfd: a completion from now on
+// signals it. It reports false when one is waiting already: reap it rather
+// than sleep. (io_uring signals every completion; librbd's signal only an
+// armed ring, so that a busy owner costs its threads no write(2).)
+func (r *Ring) Arm() bool { return r.rbd.arm() }
 
 // Space is how many more operations can be queued now.
 func (r *Ring) Space() int { return len(r.free) }
@@ -80,15 +105,25 @@ func (r *Ring) Pending() int { return r.pending }
 // queue takes a slot and fills an SQE for op. It fails with ErrNotQueued
 // when the ring is full.
 func (r *Ring) queue(op ringOp) error {
-	if len(r.free) == 0 {
+	slot, ok := r.take(op)
+	if !ok {
 		return ErrNotQueued
+	}
+	r.onRing++
+	r.fill(slot)
+	return nil
+}
+
+// take gives op a slot, unless the ring is full.
+func (r *Ring) take(op ringOp) (uint32, bool) {
+	if len(r.free) == 0 || r.closed {
+		return 0, false
 	}
 	slot := r.free[len(r.free)-1]
 	r.free = r.free[:len(r.free)-1]
 	r.ops[slot] = op
 	r.pending++
-	r.fill(slot)
-	return nil
+	return slot, true
 }
 
 // fill prepares the SQE for the rest of the operation in slot. A slot has
@@ -129,13 +164,14 @@ func (r *Ring) abandonUnsent(err error) {
 		slot := uint32(ud)
 		op := &r.ops[slot]
 		r.failed = append(r.failed, Completion{Tag: op.tag, Err: fmt.Errorf("%s: %w", op.dev.path, err)})
+		r.onRing--
 		r.finish(slot)
 	}
 }
 
 // finish releases the slot of an operation that is over.
 func (r *Ring) finish(slot uint32) {
-	r.ops[slot].dev.inflight.Add(-1)
+	r.ops[slot].held.Add(-1)
 	r.ops[slot] = ringOp{}
 	r.free = append(r.free, slot)
 	r.pending--
@@ -151,7 +187,7 @@ func (r *Ring) Reap(out []Completion) int {
 		k := r.ring.Reap(cqes)
 		for _, cqe := range cqes[:k] {
 			slot := uint32(cqe.UserData)
-			if int(slot) >= len(r.ops) {
+			if int(slot) >= len(r.ops) || r.ops[slot].dev == nil {
 				continue
 			}
 			op := &r.ops[slot]
@@ -162,13 +198,14 @@ func (r *Ring) Reap(out []Completion) int {
 			}
 			out[n] = Completion{Tag: op.tag, Err: err}
 			n++
+			r.onRing--
 			r.finish(slot)
 		}
 		if k < len(cqes) {
 			break
 		}
 	}
-	return n
+	return n + r.rbd.reap(r, out[n:])
 }
 
 // errContinue marks a short transfer whose rest was queued again.
@@ -208,34 +245,43 @@ func (op *ringOp) result(res int32) error {
 	return nil
 }
 
-// Close waits for the operations in flight, then releases the ring. Their
-// completions are dropped.
+// Close waits for the operations in flight (librbd's up to closeWait),
+// then releases the ring. Their completions are dropped.
 func (r *Ring) Close() error {
 	if r.closed {
 		return fmt.Errorf("close io_uring: %w", ErrClosed)
 	}
 	var out [64]Completion
-	for r.pending > 0 {
+	for start := time.Now(); r.pending > 0; {
 		if err := r.Submit(); err != nil {
 			break
 		}
 		if r.Reap(out[:]) > 0 {
 			continue
 		}
-		if err := r.ring.Wait(); err != nil {
+		if r.onRing > 0 {
+			if err := r.ring.Wait(); err != nil {
+				break
+			}
+			continue
+		}
+		// Only librbd's: they complete on its threads.
+		if time.Since(start) > closeWait {
 			break
 		}
+		time.Sleep(time.Millisecond)
 	}
 	// Whatever could not be waited for is abandoned: the kernel holds its own
 	// file references, and the devices must not wait for it forever.
 	for i := range r.ops {
-		if r.ops[i].dev != nil {
+		if r.ops[i].held != nil {
 			r.finish(uint32(i))
 		}
 	}
 	r.closed = true
+	rerr := r.rbd.close()
 	if err := r.ring.Close(); err != nil {
 		return fmt.Errorf("close io_uring: %w", err)
 	}
-	return nil
+	return rerr
 }

@@ -1,0 +1,33 @@
+//go:build linux && cgo && rbd
+
+package blockdev
+
+// RBDClientAddrs are the addresses of the cluster connections open now
+// (rados_getaddrs), one string per connection: a gateway group records
+// them in the gateway's lease, so that fencing the gateway blocklists its
+// data path as well as its group client.
+func RBDClientAddrs() []string {
+	// Each connection held while its address is read: its last image
+	// may close meanwhile.
+	rbdConns.mu.Lock()
+	var conns []*rbdConn
+	for _, c := range rbdConns.m {
+		select {
+		case <-c.ready:
+			if c.err == nil && c.refs > 0 {
+				c.refs++
+				conns = append(conns, c)
+			}
+		default: // still connecting: the next call sees it
+		}
+	}
+	rbdConns.mu.Unlock()
+	var out []string
+	for _, c := range conns {
+		if a, err := c.conn.Addrs(); err == nil && a != "" {
+			out = append(out, a)
+		}
+		c.release()
+	}
+	return out
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/control"
+	"github.com/nvmeof-tgt/nvmeof-tgt/control/group"
+	"github.com/nvmeof-tgt/nvmeof-tgt/control/group/rados"
+)
+
+// unservedGroup is the problem of a gateway_group this binary cannot join:
+// the default build has no librados (nvmeof-tgt-rbd has it).
+func unservedGroup(cfg *config.Config) []error {
+	if rados.Supported || cfg == nil || !cfg.GatewayGroup.Enabled() {
+		return nil
+	}
+	return []error{&config.FieldError{Key: "gateway_group", Msg: "this nvmeof-tgt is built without librados; nvmeof-tgt-rbd serves gateway groups"}}
+}
+
+// unserved is what this binary cannot serve of cfg: rbd namespaces and a
+// gateway group without librbd and librados.
+func unserved(cfg *config.Config) []error {
+	return append(unservedBackends(cfg), unservedGroup(cfg)...)
+}
+
+// groupOptions connects a gateway to its group's pool. fenced is told when
+// another gateway blocklisted this one. The store is nil without a group.
+func groupOptions(cfg *config.Config, log *slog.Logger, fenced func(error)) (*control.GroupOptions, group.Store, error) {
+	if !cfg.GatewayGroup.Enabled() {
+		return nil, nil, nil
+	}
+	st, err := rados.Open(cfg.GatewayGroup, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &control.GroupOptions{
+		Store: st,
+		// The data path's clients are fenced with the group's.
+		Addrs: func() []string {
+			var out []string
+			for _, a := range blockdev.RBDClientAddrs() {
+				out = append(out, rados.ParseAddrs(a)...)
+			}
+			return out
+		},
+		Fenced: fenced,
+	}, st, nil
+}
+
+// printGroup shows a gateway's view of its group: the state's version and
+// health, each gateway's lease, and who serves which ANA group.
+func printGroup(w io.Writer, g *control.GroupStatus) {
+	fmt.Fprintf(w, "GATEWAY GROUP %s (pool %s, object %s): gateway %d, state version %d, %d failovers, %d conflicts\n",
+		g.Name, g.Pool, rados.StateObject(g.Name), g.ID, g.Version, g.Failovers, g.Conflicts)
+	if g.Error != "" {
+		fmt.Fprintf(w, "state unreadable (serving what was, changes refused): %s\n", g.Error)
+	}
+	if g.Fenced {
+		fmt.Fprintln(w, "this gateway was fenced by another: restart it")
+	}
+	var rows [][]string
+	for _, m := range g.Members {
+		health := "alive"
+		switch {
+		case m.Stopped:
+			health = "stopped"
+		case m.Fenced:
+			health = "fenced"
+		case !m.Alive:
+			health = "dead"
+		}
+		id := strconv.Itoa(m.ID)
+		if m.Self {
+			id += " (this)"
+		}
+		var owns []string
+		for grp, owner := range g.Owners {
+			if owner == m.ID {
+				owns = append(owns, grp)
+			}
+		}
+		slices.SortFunc(owns, func(a, b string) int { x, _ := strconv.Atoi(a); y, _ := strconv.Atoi(b); return x - y })
+		rows = append(rows, []string{id, health, m.LeaseAge.Round(time.Millisecond).String(), strings.Join(owns, ","), strings.Join(m.Listeners, ", ")})
+	}
+	table(w, "GATEWAYS", []string{"ID", "HEALTH", "LEASE AGE", "ANA GROUPS", "LISTENERS"}, rows)
+}

@@ -1,0 +1,769 @@
+package control
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/control/group"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// A gateway of a group (config.GatewayGroup, package control/group): the
+// running configuration is the gateway's own file's (m.local: ports,
+// transports...) composed with the group's state (subsystems, namespaces,
+// hosts) and the ANA states the group's leases decide. A change through
+// the API is committed to the group's state first, compare-and-swap on its
+// version, and then applied here through the same plan and steps; the
+// other gateways apply it when notified, or at their next read.
+
+// GroupOptions make the target a gateway of the group its configuration
+// names.
+type GroupOptions struct {
+	// Store is the group's RADOS objects.
+	Store group.Store
+	// Addrs are the addresses of the gateway's other RADOS clients (its
+	// rbd namespaces'), which a lease records so that fencing the gateway
+	// blocklists them too; nil: none.
+	Addrs func() []string
+	// Fenced is called once when this gateway finds itself blocklisted by
+	// another that took its group over: it can write nothing any more.
+	Fenced func(error)
+	// Now is the clock (tests); nil: time.Now.
+	Now func() time.Time
+}
+
+// ErrNoGroup is a gateway_group this build cannot join.
+var ErrNoGroup = errors.New("gateway_group needs a RADOS client")
+
+// ErrGroup wraps a change refused because the group's state cannot be
+// read or written (corrupt, unreachable): nothing changed.
+var ErrGroup = errors.New("the gateway group's state is unavailable")
+
+// gateway is a Manager's group side.
+type gateway struct {
+	store group.Store
+	cfg   config.GatewayGroup
+	opts  GroupOptions
+	now   func() time.Time
+
+	incarnation string
+	seq         uint64
+
+	mu       sync.Mutex
+	state    *group.State // the last state read that decoded
+	stateErr error        // the last read's failure, nil after a good one
+	tracker  *group.Tracker
+	lastBeat time.Time // the last heartbeat written
+	beatErr  error
+	fenced   bool   // this gateway was blocklisted
+	logged   string // the state error last logged
+
+	conflicts, failovers, stateErrors atomic.Uint64
+
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	unwatch func()
+}
+
+func (g *gateway) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), limits.RBDConnectTimeout)
+}
+
+// newGateway reads the group's state and joins: its listeners recorded, a
+// first heartbeat. The caller then serves what compose gives.
+func newGateway(cfg *config.Config, o GroupOptions) (*gateway, error) {
+	if o.Store == nil {
+		return nil, fmt.Errorf("%w (this binary has none: run the rbd build, nvmeof-tgt-rbd)", ErrNoGroup)
+	}
+	if len(cfg.Subsystems) > 0 {
+		return nil, fmt.Errorf("%w: subsystems: a gateway serves its group's, kept in RADOS; remove them from its file", ErrInvalid)
+	}
+	inc := make([]byte, 8)
+	rand.Read(inc)
+	g := &gateway{store: o.Store, cfg: cfg.GatewayGroup, opts: o, now: o.Now, incarnation: hex.EncodeToString(inc),
+		tracker: group.NewTracker(cfg.GatewayGroup.Lease), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	ctx, cancel := g.ctx()
+	defer cancel()
+	st, err := group.Update(ctx, g.store, limits.GroupRetries, func(s *group.State) (bool, error) {
+		before := s.Clone()
+		s.SetListeners(g.cfg.ID, cfg.Ports)
+		return !reflect.DeepEqual(before.Listeners, s.Listeners), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway group %s: %w", g.cfg.Name, err)
+	}
+	g.state = st
+	g.heartbeat()
+	if g.beatErr != nil {
+		return nil, fmt.Errorf("gateway group %s: %w", g.cfg.Name, g.beatErr)
+	}
+	return g, nil
+}
+
+// addrs are this gateway's RADOS clients' addresses.
+func (g *gateway) addrs() []string {
+	a := slices.Clone(g.store.Addrs())
+	if g.opts.Addrs != nil {
+		a = append(a, g.opts.Addrs()...)
+	}
+	slices.Sort(a)
+	return slices.Compact(a)
+}
+
+// heartbeat renews the lease and reads the others'.
+func (g *gateway) heartbeat() {
+	ctx, cancel := g.ctx()
+	defer cancel()
+	g.seq++
+	rec := group.LeaseRecord{Incarnation: g.incarnation, Seq: g.seq, Addrs: g.addrs()}
+	err := g.store.Heartbeat(ctx, g.cfg.ID, rec.Encode())
+	var recs map[int][]byte
+	if err == nil {
+		recs, err = g.store.Leases(ctx)
+	}
+	now := g.now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.beatErr = err
+	if errors.Is(err, group.ErrBlocklisted) && !g.fenced {
+		g.fenced = true
+		if g.opts.Fenced != nil {
+			go g.opts.Fenced(err)
+		}
+	}
+	if err != nil {
+		return
+	}
+	g.lastBeat = now
+	leases := map[int]group.LeaseRecord{}
+	for id, b := range recs {
+		if id == g.cfg.ID {
+			continue
+		}
+		if r, err := group.DecodeLease(b); err == nil {
+			leases[id] = r
+		}
+	}
+	g.tracker.Observe(now, leases)
+}
+
+// view is this gateway's view of the group now. g.mu is held.
+func (g *gateway) view(st *group.State) group.View {
+	now := g.now()
+	v := group.View{Self: g.cfg.ID, SelfOK: !g.fenced && !g.lastBeat.IsZero() && now.Sub(g.lastBeat) < g.cfg.Lease,
+		Alive: map[int]bool{}, Fenced: map[int]bool{}}
+	members := map[int]bool{g.cfg.ID: true}
+	for _, id := range g.tracker.Members() {
+		members[id] = true
+		v.Alive[id] = g.tracker.Alive(id, now)
+		v.Fenced[id] = g.tracker.Fenced(id)
+	}
+	v.Members = slices.Sorted(maps.Keys(members))
+	groups := map[uint32]bool{}
+	for _, s := range st.Subsystems {
+		for _, n := range s.Namespaces {
+			groups[n.ANAGroup] = true
+		}
+	}
+	v.Groups = slices.Sorted(maps.Keys(groups))
+	return v
+}
+
+// fence blocklists the dead gateways this one takes over from, before it
+// reports their groups optimized: their writes in flight cannot land after
+// the hosts' retries through this gateway.
+func (g *gateway) fence(log func(msg string, args ...any)) {
+	g.mu.Lock()
+	ids := g.view(g.state).ToFence()
+	type target struct {
+		id    int
+		addrs []string
+	}
+	var todo []target
+	for _, id := range ids {
+		r, _ := g.tracker.Record(id)
+		todo = append(todo, target{id, r.Addrs})
+	}
+	g.mu.Unlock()
+	for _, t := range todo {
+		ctx, cancel := g.ctx()
+		err := g.store.Blocklist(ctx, t.addrs)
+		cancel()
+		if err != nil {
+			log("cannot fence a dead gateway: its ANA group stays inaccessible", "gateway", t.id, "addrs", t.addrs, "err", err)
+			continue
+		}
+		g.mu.Lock()
+		g.tracker.SetFenced(t.id)
+		g.mu.Unlock()
+		g.failovers.Add(1)
+		log("gateway's lease expired: its clients blocklisted, its ANA group taken over", "gateway", t.id, "addrs", t.addrs)
+	}
+}
+
+// notify tells the other gateways of a change, and waits (bounded) for
+// them to apply it.
+func (g *gateway) notify(version uint64, kind string) (missed int, err error) {
+	ctx, cancel := g.ctx()
+	defer cancel()
+	n := group.Notification{Version: version, From: g.cfg.ID, Kind: kind}
+	_, missed, err = g.store.Notify(ctx, n.Encode(), limits.GroupNotifyTimeout)
+	return missed, err
+}
+
+// latest is the newest state read or committed.
+func (g *gateway) latest() *group.State {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.state
+}
+
+// read reads the group's state, keeping the last good one and the error.
+func (g *gateway) read() (*group.State, error) {
+	ctx, cancel := g.ctx()
+	defer cancel()
+	st, err := group.Read(ctx, g.store)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err != nil {
+		if g.stateErr == nil || g.stateErr.Error() != err.Error() {
+			g.stateErrors.Add(1)
+		}
+		g.stateErr = err
+		return nil, err
+	}
+	g.stateErr = nil
+	if st.Version >= g.state.Version {
+		g.state = st
+	}
+	return st, nil
+}
+
+// compose is what this gateway serves of st.
+func (m *Manager) compose(local *config.Config, st *group.State) *config.Config {
+	g := m.gw
+	g.mu.Lock()
+	ana := g.view(st).ANAStates()
+	g.mu.Unlock()
+	l := local.Clone()
+	l.GatewayGroup = g.cfg
+	return st.Compose(l, ana)
+}
+
+// localOf is the gateway's own part of a composed configuration: what its
+// file holds.
+func (m *Manager) localOf(c *config.Config) *config.Config {
+	l := c.Clone()
+	l.Subsystems = nil
+	l.Referrals = slices.Clone(m.local.Referrals)
+	for i := range l.Ports {
+		l.Ports[i].ANAGroups = nil
+	}
+	return l
+}
+
+// gatewayNew serves the group's state from an empty target.
+func (m *Manager) gatewayNew(cfg *config.Config, o GroupOptions) error {
+	g, err := newGateway(cfg, o)
+	if err != nil {
+		return err
+	}
+	m.gw = g
+	m.local = cfg.Clone()
+	target := m.compose(m.local, g.state)
+	if err := target.Validate(); err != nil {
+		return fmt.Errorf("gateway group %s: its state does not validate: %w", g.cfg.Name, err)
+	}
+	steps, _, err := m.plan(m.running, target, changeOpts{force: true})
+	if err != nil {
+		return err
+	}
+	if _, err := m.apply(steps); err != nil {
+		return err
+	}
+	m.applyReservations(g.state)
+	// The state joined, read before the watch starts: from then on a
+	// notice's read (onNotice) may replace g.state under g.mu.
+	joined := g.state
+	unwatch, err := g.store.Watch(m.onNotice)
+	if err != nil {
+		return fmt.Errorf("gateway group %s: watch its state: %w", g.cfg.Name, err)
+	}
+	g.unwatch = unwatch
+	m.log.Info("gateway joined its group", "group", g.cfg.Name, "gateway", g.cfg.ID, "version", joined.Version,
+		"subsystems", len(joined.Subsystems), "incarnation", g.incarnation)
+	// The others learn of this gateway's listeners now rather than at
+	// their next read.
+	go g.notify(joined.Version, group.KindConfig)
+	go m.gatewayLoop()
+	return nil
+}
+
+// gatewayLoop follows the group until Close: it applies the state when
+// notified, every limits.GroupPoll, and when a heartbeat changed who
+// owns what. Heartbeats run on a goroutine of their own, so that a change
+// that takes long (an image slow to open, under m.mu) never delays the
+// lease: the others would fence this gateway.
+func (m *Manager) gatewayLoop() {
+	g := m.gw
+	defer close(g.done)
+	leases := make(chan struct{}, 1)
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		beat := time.NewTicker(g.cfg.Lease / 4)
+		defer beat.Stop()
+		for {
+			select {
+			case <-g.stop:
+				return
+			case <-beat.C:
+				g.heartbeat()
+				g.fence(m.log.Warn)
+				select {
+				case leases <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	defer func() { <-beats }()
+	poll := time.NewTicker(limits.GroupPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-leases:
+			m.sync(false)
+		case <-poll.C:
+			m.sync(true)
+		case <-g.kick:
+			m.sync(true)
+		}
+	}
+}
+
+// onNotice is the watch's callback: another gateway changed the state.
+// Reservations are applied before the acknowledgement (the notifier waits
+// for it before its command completes); the rest by the loop.
+func (m *Manager) onNotice(n group.Notice) {
+	if !n.Self {
+		if st, err := m.gw.read(); err == nil {
+			m.applyReservations(st)
+		}
+	}
+	n.Ack()
+	select {
+	case m.gw.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sync serves the group's state as it is now: read again (reread), or the
+// last read with the ANA states the leases decide now. A state that cannot
+// be read or applied leaves what is served as it was.
+func (m *Manager) sync(reread bool) {
+	g := m.gw
+	if reread {
+		if _, err := g.read(); err != nil {
+			m.logStateErr(err)
+		}
+	}
+	m.mu.Lock()
+	// The newest state known, taken under m.mu: a change through this
+	// gateway committed after the read above is in it, and is never undone
+	// by an older read that returned late.
+	st := g.latest()
+	target := m.compose(m.local, st)
+	if reflect.DeepEqual(target, m.running) {
+		m.mu.Unlock()
+		return
+	}
+	err := target.Validate()
+	var applied []string
+	if err == nil {
+		var steps []step
+		if steps, _, err = m.plan(m.running, target, changeOpts{force: true}); err == nil {
+			applied, err = m.apply(steps)
+		}
+	}
+	m.mu.Unlock()
+	if len(applied) > 0 {
+		m.log.Info("gateway group state applied", "group", g.cfg.Name, "version", st.Version, "applied", applied)
+	}
+	if err != nil {
+		m.log.Error("gateway group state not applied: serving what was", "group", g.cfg.Name, "version", st.Version, "err", err)
+	}
+	m.applyReservations(st)
+}
+
+// logStateErr logs a state that cannot be read, once per distinct error.
+func (m *Manager) logStateErr(err error) {
+	g := m.gw
+	g.mu.Lock()
+	first := g.logged != err.Error()
+	g.logged = err.Error()
+	g.mu.Unlock()
+	if first {
+		m.log.Error("gateway group state unreadable: serving what was, refusing changes until it is repaired", "group", g.cfg.Name, "err", err)
+	}
+}
+
+// applyReservations gives the live namespaces the group's reservations.
+func (m *Manager) applyReservations(st *group.State) {
+	for ref, r := range st.Reservations {
+		ns := m.liveNamespace(ref.NQN, ref.NSID)
+		if ns == nil {
+			continue
+		}
+		rs, err := fabricReservation(r)
+		if err == nil {
+			err = ns.ApplyReservation(st.Version, rs)
+		}
+		if err != nil {
+			m.log.Error("shared reservation state not applied", "subnqn", ref.NQN, "nsid", ref.NSID, "err", err)
+		}
+	}
+}
+
+func fabricReservation(r group.Reservation) (fabric.ReservationState, error) {
+	st := fabric.ReservationState{Generation: r.Generation, Type: nvme.ResvType(r.Type), PTPL: r.PTPL}
+	if r.Holder != "" {
+		h, err := fabric.ParseHostID(r.Holder)
+		if err != nil {
+			return st, err
+		}
+		st.Holder = h
+	}
+	for _, reg := range r.Registrants {
+		h, err := fabric.ParseHostID(reg.HostID)
+		if err != nil {
+			return st, err
+		}
+		st.Registrants = append(st.Registrants, fabric.ReservationRegistrant{HostID: h, Key: reg.Key})
+	}
+	return st, nil
+}
+
+func groupReservation(st fabric.ReservationState) group.Reservation {
+	r := group.Reservation{Generation: st.Generation, Type: uint8(st.Type), PTPL: st.PTPL, Registrants: []group.Registrant{}}
+	if st.Holder != (fabric.HostID{}) {
+		r.Holder = st.Holder.String()
+	}
+	for _, reg := range st.Registrants {
+		r.Registrants = append(r.Registrants, group.Registrant{HostID: reg.HostID.String(), Key: reg.Key})
+	}
+	return r
+}
+
+// resvSharer shares the namespaces' reservations through the group's
+// state (fabric.ReservationSharer).
+type resvSharer struct{ m *Manager }
+
+func (s resvSharer) Commit(subnqn string, nsid nvme.NSID, next func(fabric.ReservationState) *fabric.ReservationState) (uint64, error) {
+	g := s.m.gw
+	ctx, cancel := g.ctx()
+	defer cancel()
+	ref := group.NSRef{NQN: subnqn, NSID: uint32(nsid)}
+	tries := 0
+	st, err := group.Update(ctx, g.store, limits.GroupRetries, func(st *group.State) (bool, error) {
+		if tries++; tries > 1 {
+			g.conflicts.Add(1)
+		}
+		if !st.HasNamespace(ref) {
+			return false, fmt.Errorf("namespace %d of %s is not in the group's state", nsid, subnqn)
+		}
+		cur, err := fabricReservation(st.Reservations[ref])
+		if err != nil {
+			return false, err
+		}
+		n := next(cur)
+		if n == nil {
+			return false, nil
+		}
+		st.Reservations[ref] = groupReservation(*n)
+		return true, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("gateway group %s: %w", g.cfg.Name, err)
+	}
+	return st.Version, nil
+}
+
+func (s resvSharer) Publish(version uint64) {
+	if missed, err := s.m.gw.notify(version, group.KindReservation); err != nil || missed > 0 {
+		s.m.log.Warn("a reservation change was not acknowledged by every gateway: they apply it at their next read",
+			"version", version, "unacknowledged", missed, "err", err)
+	}
+}
+
+// gatewayUpdate makes a change through this gateway: on the group's
+// latest state, checked whole, prepared here (backends opened), committed
+// to the group (compare-and-swap: a lost race is made again on the newer
+// state, at most limits.GroupRetries times), then applied here and
+// announced. A change refused at any point before the commit changes
+// nothing, here or in the group. m.mu is held.
+func (m *Manager) gatewayUpdate(edit func(*config.Config) error, opts changeOpts) (Result, error) {
+	g := m.gw
+	lo, hi := g.cfg.CNTLIDRange()
+	for try := 0; try < limits.GroupRetries; try++ {
+		cur, err := g.read()
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: %w", ErrGroup, err)
+		}
+		base := m.compose(m.local, cur)
+		next := base.Clone()
+		if err := edit(next); err != nil {
+			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if err := m.derivedKept(base, next, lo, hi); err != nil {
+			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		next.ApplyDefaults()
+		if err := next.Validate(); err != nil {
+			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		newState := cur.Clone()
+		if err := newState.SetSubsystems(next.Subsystems); err != nil {
+			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		newState.SetListeners(g.cfg.ID, next.Ports)
+		newLocal := m.localOf(next)
+		target := m.compose(newLocal, newState)
+		localChanged := !reflect.DeepEqual(newLocal, m.local)
+		if localChanged && m.path != "" {
+			if _, err := m.unedited(); err != nil {
+				return Result{}, err
+			}
+		}
+		steps, restart, err := m.plan(m.running, target, opts)
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if err := prepare(steps); err != nil {
+			return Result{}, err
+		}
+		set, rm := group.Diff(cur, newState)
+		shared := len(set) > 0 || len(rm) > 0
+		if shared {
+			ctx, cancel := g.ctx()
+			err = group.Commit(ctx, g.store, cur, newState)
+			cancel()
+			if errors.Is(err, group.ErrConflict) {
+				abort(steps)
+				g.conflicts.Add(1)
+				continue
+			}
+			if err != nil {
+				abort(steps)
+				return Result{}, fmt.Errorf("%w: %w", ErrGroup, err)
+			}
+			g.mu.Lock()
+			if newState.Version > g.state.Version {
+				g.state = newState
+			}
+			g.mu.Unlock()
+		}
+		applied, err := m.run(steps)
+		res := Result{Applied: applied, Restart: restart}
+		if localChanged {
+			m.local = newLocal
+			if perr := m.persist(); perr != nil {
+				m.log.Error("the change is live but was not saved", "err", perr)
+				err = errors.Join(err, fmt.Errorf("save the configuration: %w", perr))
+			} else {
+				res.Persisted = m.path != ""
+			}
+		}
+		if shared {
+			m.log.Info("gateway group state changed", "group", g.cfg.Name, "version", newState.Version)
+			go func() {
+				if _, err := g.notify(newState.Version, group.KindConfig); err != nil {
+					m.log.Warn("gateway group: notify", "err", err)
+				}
+			}()
+		}
+		return res, err
+	}
+	return Result{}, &refusal{code: 409, err: fmt.Errorf("gateway group %s: %w", g.cfg.Name, group.ConflictError(limits.GroupRetries))}
+}
+
+// derivedKept refuses a change of what the group decides (each
+// subsystem's controller IDs, the ports' ANA states), and fills them in
+// for what the change adds; it also spreads namespaces added without an
+// ANA group over the gateways' groups.
+func (m *Manager) derivedKept(base, next *config.Config, lo, hi int) error {
+	for i := range next.Subsystems {
+		s := &next.Subsystems[i]
+		switch {
+		case s.CNTLIDMin == 0 && s.CNTLIDMax == 0:
+			s.CNTLIDMin, s.CNTLIDMax = lo, hi
+		case s.CNTLIDMin != lo || s.CNTLIDMax != hi:
+			return fmt.Errorf("subsystem %s: cntlid_min and cntlid_max: in a gateway group each gateway hands out its own controller IDs, %d..%d for gateway %d", s.NQN, lo, hi, m.gw.cfg.ID)
+		}
+	}
+	var ana map[string]string
+	if len(base.Ports) > 0 {
+		ana = base.Ports[0].ANAGroups
+	}
+	for i := range next.Ports {
+		p := &next.Ports[i]
+		if bp := findPort(base, p.ID); (bp != nil && !maps.Equal(bp.ANAGroups, p.ANAGroups)) || (bp == nil && len(p.ANAGroups) > 0) {
+			return fmt.Errorf("port %d: ana_groups: in a gateway group the group sets the ANA states (each gateway's own group optimized)", p.ID)
+		}
+		p.ANAGroups = maps.Clone(ana)
+	}
+	g := m.gw
+	g.mu.Lock()
+	members := g.view(g.state).Members
+	g.mu.Unlock()
+	counts := map[uint32]int{}
+	for _, s := range next.Subsystems {
+		for _, n := range s.Namespaces {
+			if n.ANAGroup != 0 {
+				counts[n.ANAGroup]++
+			}
+		}
+	}
+	for i := range next.Subsystems {
+		for j := range next.Subsystems[i].Namespaces {
+			if n := &next.Subsystems[i].Namespaces[j]; n.ANAGroup == 0 {
+				n.ANAGroup = group.PickGroup(members, counts)
+				counts[n.ANAGroup]++
+			}
+		}
+	}
+	return nil
+}
+
+// gatewayReload applies the gateway's file again, with the group's state.
+func (m *Manager) gatewayReload(next *config.Config) (Result, error) {
+	restart := staticChanges(m.local, next)
+	next.GatewayGroup = m.gw.cfg // the group and id it started with
+	m.local = next
+	target := m.compose(next, m.gw.latest())
+	res, err := m.change(target, changeOpts{reread: followsBackend})
+	res.Restart = restart
+	return res, err
+}
+
+// closeGateway stops following the group: no change is applied after it
+// returns. The lease stays until leaveGroup.
+func (m *Manager) closeGateway() {
+	g := m.gw
+	select {
+	case <-g.stop:
+		return
+	default:
+	}
+	close(g.stop)
+	if g.unwatch != nil {
+		g.unwatch()
+	}
+	<-g.done
+}
+
+// LeaveGroup says, once the target is closed and its clients with it,
+// that this gateway stopped: the others take its group over at once.
+func (m *Manager) LeaveGroup() {
+	g := m.gw
+	if g == nil || g.fenced {
+		return
+	}
+	ctx, cancel := g.ctx()
+	defer cancel()
+	rec := group.LeaseRecord{Incarnation: g.incarnation, Seq: g.seq + 1, Addrs: g.addrs(), Stopped: true}
+	if err := g.store.Heartbeat(ctx, g.cfg.ID, rec.Encode()); err != nil {
+		m.log.Warn("gateway group: cannot release the lease; the others take over when it expires", "err", err)
+	}
+}
+
+// GroupStatus is a gateway's view of its group.
+type GroupStatus struct {
+	Name string `json:"name"`
+	Pool string `json:"pool"`
+	ID   int    `json:"id"`
+	// Version is the group state's version this gateway last read.
+	Version uint64 `json:"version"`
+	// Error is why the group's state cannot be read now (this gateway
+	// then serves what it served and refuses changes).
+	Error string `json:"error,omitempty"`
+	// Fenced: another gateway blocklisted this one.
+	Fenced  bool           `json:"fenced,omitempty"`
+	Members []MemberStatus `json:"members"`
+	// Owners maps each ANA group to the gateway whose ports report it
+	// optimized (0: none now).
+	Owners    map[string]int `json:"ana_owners"`
+	Failovers uint64         `json:"failovers"`
+	Conflicts uint64         `json:"conflicts"`
+	// StateErrors counts reads of the state that failed.
+	StateErrors uint64 `json:"state_errors"`
+}
+
+// MemberStatus is one gateway of the group.
+type MemberStatus struct {
+	ID   int  `json:"id"`
+	Self bool `json:"self,omitempty"`
+	// Alive: it holds its lease.
+	Alive bool `json:"alive"`
+	// LeaseAge is how long ago its lease was last renewed, as seen here.
+	LeaseAge time.Duration `json:"lease_age_ns"`
+	// Stopped: it left cleanly; Fenced: its clients are blocklisted.
+	Stopped   bool     `json:"stopped,omitempty"`
+	Fenced    bool     `json:"fenced,omitempty"`
+	Addrs     []string `json:"addrs,omitempty"`
+	Listeners []string `json:"listeners,omitempty"`
+}
+
+// Group is the gateway's view of its group, nil for a target on its own.
+func (m *Manager) Group() *GroupStatus {
+	g := m.gw
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	v := g.view(g.state)
+	gs := &GroupStatus{Name: g.cfg.Name, Pool: g.cfg.Pool, ID: g.cfg.ID, Version: g.state.Version, Fenced: g.fenced,
+		Owners: map[string]int{}, Failovers: g.failovers.Load(), Conflicts: g.conflicts.Load(), StateErrors: g.stateErrors.Load()}
+	if g.stateErr != nil {
+		gs.Error = g.stateErr.Error()
+	}
+	for grp, owner := range v.Owners() {
+		gs.Owners[strconv.FormatUint(uint64(grp), 10)] = owner
+	}
+	for _, id := range v.Members {
+		ms := MemberStatus{ID: id, Self: id == g.cfg.ID}
+		if ms.Self {
+			ms.Alive, ms.LeaseAge, ms.Addrs, ms.Fenced = v.SelfOK, now.Sub(g.lastBeat), g.addrs(), g.fenced
+		} else {
+			r, _ := g.tracker.Record(id)
+			ms.Alive, ms.LeaseAge, ms.Stopped, ms.Addrs = v.Alive[id], g.tracker.Age(id, now), r.Stopped, r.Addrs
+			ms.Fenced = v.Fenced[id] && !r.Stopped
+		}
+		for _, l := range g.state.Listeners[id] {
+			ms.Listeners = append(ms.Listeners, fmt.Sprintf("%s %s:%d", l.Transport, l.Address, l.Port))
+		}
+		gs.Members = append(gs.Members, ms)
+	}
+	return gs
+}

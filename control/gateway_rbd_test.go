@@ -1,0 +1,159 @@
+//go:build linux && cgo && rbd
+
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/control/group"
+	"github.com/nvmeof-tgt/nvmeof-tgt/control/group/rados"
+)
+
+// TestRBDGatewayStore: a gateway group's objects in the pool "rbd" of the
+// cluster NVMEOF_TGT_TEST_CEPH_CONF names (the e2e suite runs this in the
+// guest: TestRBDUnit), through two clients as two gateways: the state's
+// compare-and-swap on the object's version, notifications acknowledged
+// across clients, leases, a state corrupted by `rados put`, and fencing:
+// once blocklisted, a client's every operation is ErrBlocklisted.
+func TestRBDGatewayStore(t *testing.T) {
+	conf := os.Getenv("NVMEOF_TGT_TEST_CEPH_CONF")
+	if conf == "" {
+		t.Skip("no cluster: set NVMEOF_TGT_TEST_CEPH_CONF (tests/lab/ceph-up.sh)")
+	}
+	ctx := context.Background()
+	g := config.GatewayGroup{Name: fmt.Sprintf("unit%d", time.Now().UnixNano()%1e9), Pool: "rbd", ID: 1, CephConf: conf, Client: "admin", Lease: 3 * time.Second}
+	t.Cleanup(func() {
+		for _, o := range []string{rados.StateObject(g.Name), rados.LeasesObject(g.Name)} {
+			exec.Command("rados", "-c", conf, "-p", "rbd", "rm", o).Run()
+		}
+	})
+	open := func() group.Store {
+		st, err := rados.Open(g, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.(interface{ Close() }).Close() })
+		return st
+	}
+	a, b := open(), open()
+	bad := g
+	bad.Pool = "no-such-pool"
+	if _, err := rados.Open(bad, nil); err == nil || !strings.Contains(err.Error(), `pool "no-such-pool": no such pool`) {
+		t.Errorf("a missing pool: %v", err)
+	}
+
+	// Compare-and-swap: the first writer creates; a write on a stale read
+	// loses, whichever way the object moved.
+	cur, err := group.Read(ctx, a)
+	if err != nil || cur.Version != 0 {
+		t.Fatalf("no object yet: %+v %v", cur, err)
+	}
+	next := cur.Clone()
+	next.Listeners[1] = []group.Listener{{PortID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420}}
+	if err := group.Commit(ctx, a, cur, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := group.Commit(ctx, b, cur, next.Clone()); !errors.Is(err, group.ErrConflict) {
+		t.Fatalf("a second create: %v, want ErrConflict", err)
+	}
+	s1, err := group.Read(ctx, b)
+	if err != nil || s1.Version != 1 || len(s1.Listeners[1]) != 1 {
+		t.Fatalf("read through the other client: %+v %v", s1, err)
+	}
+	n2 := s1.Clone()
+	n2.Listeners[2] = []group.Listener{{PortID: 1, Transport: "rdma", Address: "10.0.0.2", Port: 4421}}
+	if err := group.Commit(ctx, b, s1, n2); err != nil {
+		t.Fatal(err)
+	}
+	n3 := s1.Clone()
+	delete(n3.Listeners, 1)
+	if err := group.Commit(ctx, a, s1, n3); !errors.Is(err, group.ErrConflict) {
+		t.Fatalf("a write on a stale read: %v, want ErrConflict", err)
+	}
+	if s, _ := group.Read(ctx, a); s.Version != 2 || len(s.Listeners) != 2 {
+		t.Fatalf("the losing write changed the state: %+v", s)
+	}
+
+	// Notifications reach the other client, which acknowledges; the
+	// notifier's own watch sees its own as such.
+	got := make(chan group.Notice, 4)
+	for _, st := range []group.Store{a, b} {
+		stop, err := st.Watch(func(n group.Notice) { got <- n; n.Ack() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+	}
+	acked, missed, err := a.Notify(ctx, []byte("v3"), 5*time.Second)
+	if err != nil || acked != 2 || missed != 0 {
+		t.Fatalf("notify: %d acked, %d missed, %v", acked, missed, err)
+	}
+	selfSeen := 0
+	for range 2 {
+		n := <-got
+		if string(n.Payload) != "v3" {
+			t.Errorf("payload %q", n.Payload)
+		}
+		if n.Self {
+			selfSeen++
+		}
+	}
+	if selfSeen != 1 {
+		t.Errorf("%d notices marked as the notifier's own, want 1", selfSeen)
+	}
+
+	// Leases.
+	if err := a.Heartbeat(ctx, 1, []byte(`{"incarnation":"a","seq":1,"addrs":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := b.Leases(ctx); err != nil || string(l[1]) != `{"incarnation":"a","seq":1,"addrs":[]}` {
+		t.Fatalf("leases %v %v", l, err)
+	}
+
+	// `rados put` of garbage: the state no longer decodes, and says why.
+	garbage := filepath.Join(t.TempDir(), "garbage")
+	os.WriteFile(garbage, []byte("garbage"), 0o600)
+	if out, err := exec.Command("rados", "-c", conf, "-p", "rbd", "put", rados.StateObject(g.Name), garbage).CombinedOutput(); err != nil {
+		t.Fatalf("rados put: %v %s", err, out)
+	}
+	if _, err := group.Read(ctx, a); !errors.Is(err, group.ErrCorrupt) {
+		t.Fatalf("after rados put: %v, want ErrCorrupt", err)
+	}
+
+	// Fencing: b blocklists a's client; a can do nothing any more.
+	addrs := a.Addrs()
+	if len(addrs) == 0 {
+		t.Fatal("the client has no address")
+	}
+	t.Cleanup(func() {
+		for _, ad := range addrs {
+			exec.Command("ceph", "-c", conf, "osd", "blocklist", "rm", ad).Run()
+		}
+	})
+	if err := b.Blocklist(ctx, addrs); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := a.Heartbeat(ctx, 1, []byte(`{"incarnation":"a","seq":2,"addrs":[]}`))
+		if errors.Is(err, group.ErrBlocklisted) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a blocklisted client's heartbeat: %v, want ErrBlocklisted", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := b.Leases(ctx); err != nil {
+		t.Errorf("the other client was fenced too: %v", err)
+	}
+}

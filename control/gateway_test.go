@@ -1,0 +1,323 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/control/group"
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// fakeClock is the gateways' clock: the test moves it past a lease.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// switchStore is a gateway's store whose writes of the state can be made
+// to lose every compare-and-swap.
+type switchStore struct {
+	*group.MemStore
+	conflict atomic.Bool
+	writes   atomic.Int32
+	// gate, when armed, holds the next read's result (as read then)
+	// until it is closed: a read that returns late.
+	gate  chan struct{}
+	armed atomic.Bool
+}
+
+func (s *switchStore) Read(ctx context.Context) (group.Object, error) {
+	o, err := s.MemStore.Read(ctx)
+	if s.armed.CompareAndSwap(true, false) {
+		<-s.gate
+	}
+	return o, err
+}
+
+func (s *switchStore) Write(ctx context.Context, ver uint64, data []byte, set map[string][]byte, rm []string) error {
+	s.writes.Add(1)
+	if s.conflict.Load() {
+		return group.ErrConflict
+	}
+	return s.MemStore.Write(ctx, ver, data, set, rm)
+}
+
+type gwNode struct {
+	tgt    *fabric.Target
+	m      *Manager
+	store  *switchStore
+	fenced atomic.Bool
+}
+
+const gwLease = 2 * time.Second
+
+func startGateway(t *testing.T, cl *group.Cluster, clock *fakeClock, id int, client string) *gwNode {
+	t.Helper()
+	yaml := fmt.Sprintf("ports: [{transport: loop, address: 127.0.0.%d}]\ngateway_group: {name: g, pool: p, id: %d, lease: %v}\n", id, id, gwLease)
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &gwNode{tgt: fabric.NewTarget(fabric.Options{}), store: &switchStore{MemStore: cl.Client(client)}}
+	lt := fabric.NewLoopTransport(fabric.TransportLimits{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4})
+	n.m, err = New(n.tgt, cfg, Options{
+		Transport: func(string) (fabric.Transport, error) { return lt, nil },
+		Group:     &GroupOptions{Store: n.store, Now: clock.Now, Fenced: func(error) { n.fenced.Store(true) }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.m.Close(); n.tgt.Close() })
+	return n
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (n *gwNode) anaState(group uint32) nvme.ANAState {
+	return n.tgt.Ports()[0].ANAState(group)
+}
+
+func (n *gwNode) alive(id int) bool {
+	for _, ms := range n.m.Group().Members {
+		if ms.ID == id {
+			return ms.Alive
+		}
+	}
+	return false
+}
+
+// TestGatewayGroup: two gateways share one state. A change through A's
+// API is served by B; namespaces spread over the gateways' ANA groups;
+// each gateway's ports report its own group optimized. B dies: A fences
+// it and takes its group over; B, a zombie, finds itself fenced; B
+// restarted takes its group back. A corrupt state and a change that keeps
+// losing its compare-and-swap are refused with a clear error and change
+// nothing, and both gateways go on serving.
+func TestGatewayGroup(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, "a")
+	b := startGateway(t, cl, clock, 2, "b")
+	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
+	waitUntil(t, "B sees A", func() bool { return b.alive(1) })
+	h := a.m.Handler()
+
+	// A subsystem and two namespaces through A, spread over groups 1 and 2.
+	rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subA+`","allow_any_host":true,
+		"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB"},{"nsid":2,"backend":"memory","size":"1MiB"}]}`)
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("add subsystem through A: %d %s", rec.Code, rec.Body)
+	}
+	waitUntil(t, "B serves the subsystem", func() bool {
+		s := b.tgt.Subsystem(subA)
+		return s != nil && len(s.Namespaces()) == 2
+	})
+	for _, n := range []*gwNode{a, b} {
+		s := findSubsystem(n.m.Running(), subA)
+		if g1, g2 := s.Namespaces[0].ANAGroup, s.Namespaces[1].ANAGroup; g1 != 1 || g2 != 2 {
+			t.Errorf("namespaces in groups %d and %d, want 1 and 2", g1, g2)
+		}
+	}
+	if lo, hi := findSubsystem(b.m.Running(), subA).CNTLIDMin, findSubsystem(b.m.Running(), subA).CNTLIDMax; lo != 2041 || hi != 4080 {
+		t.Errorf("B's controller IDs %d..%d, want 2041..4080", lo, hi)
+	}
+	waitUntil(t, "each gateway's own group optimized", func() bool {
+		return a.anaState(1) == nvme.ANAOptimized && a.anaState(2) == nvme.ANAInaccessible &&
+			b.anaState(1) == nvme.ANAInaccessible && b.anaState(2) == nvme.ANAOptimized
+	})
+
+	// A subsystem with hosts, and a host more, through A; on B.
+	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subB+`","hosts":["`+hst1+`"]}`); rec.Code != http.StatusCreated {
+		t.Fatalf("add %s: %d %s", subB, rec.Code, rec.Body)
+	}
+	if rec := do(t, h, "POST", "/v1/subsystems/"+subB+"/hosts", `{"nqn":"`+hst2+`"}`); rec.Code != http.StatusCreated {
+		t.Fatalf("add host: %d %s", rec.Code, rec.Body)
+	}
+	waitUntil(t, "B allows both hosts", func() bool {
+		s := findSubsystem(b.m.Running(), subB)
+		return s != nil && len(s.Hosts) == 2
+	})
+
+	// What the group decides or never keeps is refused through the API.
+	before := cl.Object().Version
+	refused := []struct{ name, method, path, body, want string }{
+		{"inline secret", "POST", "/v1/subsystems/" + subB + "/hosts", `{"nqn":"nqn.2026-11.io.example:h3","dhchap_key":"DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:"}`, "keeps no secret"},
+		{"controller IDs", "POST", "/v1/subsystems", `{"nqn":"nqn.2026-11.io.example:c","allow_any_host":true,"cntlid_min":5,"cntlid_max":9}`, "own controller IDs"},
+		{"ANA state", "PUT", "/v1/ports/1/ana/2", `{"state":"optimized"}`, "the group sets the ANA states"},
+	}
+	for _, r := range refused {
+		rec := do(t, h, r.method, r.path, r.body)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), r.want) {
+			t.Errorf("%s: %d %s, want 400 with %q", r.name, rec.Code, rec.Body, r.want)
+		}
+	}
+	if v := cl.Object().Version; v != before {
+		t.Errorf("refused changes wrote the state: version %d -> %d", before, v)
+	}
+
+	// Reservations through A hold on B before A's command completes.
+	nsA, nsB := a.m.liveNamespace(subA, 2), b.m.liveNamespace(subA, 2)
+	host := fabric.HostID{1, 2, 3}
+	want := fabric.ReservationState{Type: nvme.ResvWriteExclusive, Holder: host, Registrants: []fabric.ReservationRegistrant{{HostID: host, Key: 7}}}
+	sh := resvSharer{a.m}
+	ver, err := sh.Commit(subA, 2, func(cur fabric.ReservationState) *fabric.ReservationState { return &want })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nsA.ApplyReservation(ver, want); err != nil {
+		t.Fatal(err)
+	}
+	sh.Publish(ver)
+	if got := nsB.ReservationState(); got.Type != want.Type || got.Holder != host {
+		t.Fatalf("B's reservation after A's published: %+v", got)
+	}
+
+	// B dies (no clean stop). A lease later, A fences it and takes group 2.
+	b.m.closeGateway()
+	// The clock moves on while A heartbeats: A sees B's record stop
+	// changing, and a lease later takes over.
+	waitUntil(t, "A takes group 2 over", func() bool {
+		clock.Add(100 * time.Millisecond)
+		return a.anaState(2) == nvme.ANAOptimized
+	})
+	if !cl.Blocklisted("b") {
+		t.Error("B's client was not blocklisted before A took its group")
+	}
+	if gs := a.m.Group(); gs.Failovers != 1 || gs.Owners["2"] != 1 {
+		t.Errorf("A's view after the failover: %+v", gs)
+	}
+	// B was a zombie: its next heartbeat finds it fenced.
+	b.m.gw.heartbeat()
+	waitUntil(t, "B is told it was fenced", b.fenced.Load)
+	if gs := b.m.Group(); !gs.Fenced || gs.Members[1].Alive {
+		t.Errorf("B's view of itself: %+v", gs)
+	}
+
+	// B restarted (a new client): A gives group 2 back.
+	b2 := startGateway(t, cl, clock, 2, "b2")
+	waitUntil(t, "failback", func() bool {
+		return a.anaState(2) == nvme.ANAInaccessible && b2.anaState(2) == nvme.ANAOptimized && b2.anaState(1) == nvme.ANAInaccessible
+	})
+	if s := b2.tgt.Subsystem(subA); s == nil || len(s.Namespaces()) != 2 {
+		t.Fatal("restarted B does not serve the group's subsystem")
+	}
+	if got := b2.m.liveNamespace(subA, 2).ReservationState(); got.Type != want.Type {
+		t.Errorf("restarted B's reservation %+v", got)
+	}
+
+	// A corrupt state: changes refused with the reason, both go on
+	// serving what they served.
+	good := cl.Object()
+	cl.Put(group.Object{Data: []byte("garbage"), Omap: good.Omap})
+	runningA := a.m.Running()
+	rec = do(t, h, "DELETE", "/v1/subsystems/"+subB, "")
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "corrupt") {
+		t.Fatalf("a change on a corrupt state: %d %s", rec.Code, rec.Body)
+	}
+	b2.m.sync(true)
+	if gs := b2.m.Group(); !strings.Contains(gs.Error, "corrupt") || b2.tgt.Subsystem(subB) == nil {
+		t.Errorf("B on a corrupt state: %+v", gs)
+	}
+	if a.tgt.Subsystem(subB) == nil || len(a.m.Running().Subsystems) != len(runningA.Subsystems) {
+		t.Error("A stopped serving what it served")
+	}
+	cl.Put(group.Object{Data: good.Data, Omap: good.Omap})
+	if rec := do(t, h, "DELETE", "/v1/subsystems/"+subB, ""); rec.Code != http.StatusOK {
+		t.Fatalf("after the repair: %d %s", rec.Code, rec.Body)
+	}
+	waitUntil(t, "B removes it too", func() bool { return b2.tgt.Subsystem(subB) == nil })
+	if gs := b2.m.Group(); gs.Error != "" {
+		t.Errorf("B still reports %q", gs.Error)
+	}
+
+	// A change that loses every compare-and-swap: 409, nothing changed.
+	before = cl.Object().Version
+	a.store.conflict.Store(true)
+	rec = do(t, h, "POST", "/v1/subsystems", `{"nqn":"nqn.2026-11.io.example:d","allow_any_host":true}`)
+	a.store.conflict.Store(false)
+	if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "try again") {
+		t.Fatalf("a change losing every race: %d %s", rec.Code, rec.Body)
+	}
+	if cl.Object().Version != before || a.tgt.Subsystem("nqn.2026-11.io.example:d") != nil {
+		t.Error("the refused change changed something")
+	}
+	if gs := a.m.Group(); gs.Conflicts < 8 {
+		t.Errorf("conflicts counted %d", gs.Conflicts)
+	}
+}
+
+// TestGatewaySlowChange: a change that holds the manager long (an image
+// slow to open) does not stop the gateway's heartbeats: the others must
+// not take it for dead and fence it.
+func TestGatewaySlowChange(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, "a")
+	b := startGateway(t, cl, clock, 2, "b")
+	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
+	b.m.mu.Lock() // B busy with a change
+	for range 30 {
+		clock.Add(200 * time.Millisecond) // 6 s in all, three leases
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.m.mu.Unlock()
+	if cl.Blocklisted("b") || !a.alive(2) {
+		t.Fatalf("B was taken for dead while busy: blocklisted %v, A's view %+v", cl.Blocklisted("b"), a.m.Group())
+	}
+}
+
+// TestGatewayStaleRead: a read of the group's state that returns after a
+// change through this gateway was committed and applied is older than
+// what runs: applying it would undo the change for a while.
+func TestGatewayStaleRead(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, "a")
+	h := a.m.Handler()
+	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subA+`","allow_any_host":true}`); rec.Code != http.StatusCreated {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	a.store.gate = make(chan struct{})
+	a.store.armed.Store(true)
+	synced := make(chan struct{})
+	go func() { a.m.sync(true); close(synced) }() // reads, and is held
+	waitUntil(t, "the sync's read", func() bool { return !a.store.armed.Load() })
+	if rec := do(t, h, "POST", "/v1/subsystems/"+subA+"/namespaces", `{"nsid":1,"backend":"memory","size":"1MiB"}`); rec.Code != http.StatusCreated {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	close(a.store.gate)
+	<-synced
+	if s := a.tgt.Subsystem(subA); s == nil || len(s.Namespaces()) != 1 {
+		t.Fatal("a late read undid the change")
+	}
+}

@@ -1,0 +1,350 @@
+//go:build linux && cgo && rbd
+
+package rados
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ceph/go-ceph/rados"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/control/group"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
+)
+
+// Supported reports whether Open can reach a cluster in this build.
+const Supported = true
+
+// Store is a group.Store in a RADOS pool: its own librados client.
+type Store struct {
+	conn   *rados.Conn
+	ioctx  *rados.IOContext
+	state  string
+	leases string
+	log    *slog.Logger
+
+	// mu serializes the operations whose version GetLastVersion reads:
+	// it is the ioctx's last operation's.
+	mu sync.Mutex
+
+	wmu     sync.Mutex
+	watcher *rados.Watcher
+	stop    chan struct{}
+}
+
+// Open connects to the cluster as g.Client with g.CephConf and opens g.Pool.
+// Connecting and every operation are bounded by limits.RBDConnectTimeout:
+// an unreachable cluster is an error, not a hang.
+func Open(g config.GatewayGroup, log *slog.Logger) (group.Store, error) {
+	user := strings.TrimPrefix(g.Client, "client.")
+	conn, err := rados.NewConnWithUser(user)
+	if err != nil {
+		return nil, fmt.Errorf("gateway group %s: create client %s: %w", g.Name, g.Client, err)
+	}
+	if err := conn.ReadConfigFile(g.CephConf); err != nil {
+		conn.Shutdown()
+		return nil, fmt.Errorf("gateway group %s: read %s: %w", g.Name, g.CephConf, err)
+	}
+	secs := strconv.Itoa(int(limits.RBDConnectTimeout / time.Second))
+	for _, o := range []string{"client_mount_timeout", "rados_mon_op_timeout", "rados_osd_op_timeout"} {
+		if err := conn.SetConfigOption(o, secs); err != nil {
+			conn.Shutdown()
+			return nil, fmt.Errorf("gateway group %s: set %s: %w", g.Name, o, err)
+		}
+	}
+	if err := conn.Connect(); err != nil {
+		conn.Shutdown()
+		return nil, fmt.Errorf("gateway group %s: connect to the cluster of %s as client.%s: %w", g.Name, g.CephConf, user, err)
+	}
+	ioctx, err := conn.OpenIOContext(g.Pool)
+	if err != nil {
+		conn.Shutdown()
+		if notFound(err) {
+			return nil, fmt.Errorf("gateway group %s: pool %q: no such pool", g.Name, g.Pool)
+		}
+		return nil, fmt.Errorf("gateway group %s: pool %q: %w", g.Name, g.Pool, err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{conn: conn, ioctx: ioctx, state: StateObject(g.Name), leases: LeasesObject(g.Name), log: log, stop: make(chan struct{})}, nil
+}
+
+// errno is a librados error's code, 0 if it has none; an operation's is
+// that of the operation as a whole.
+func errno(err error) int {
+	var oe rados.OperationError
+	if errors.As(err, &oe) && oe.OpError != nil {
+		err = oe.OpError
+	}
+	var e interface{ ErrorCode() int }
+	if errors.As(err, &e) {
+		return -e.ErrorCode()
+	}
+	return 0
+}
+
+// notFound reports a missing object or pool (ENOENT).
+func notFound(err error) bool { return errno(err) == int(syscall.ENOENT) }
+
+// wrap maps librados' errors to group's: a client fenced by the group is
+// refused with EBLOCKLISTED (ESHUTDOWN on Linux).
+func wrap(err error) error {
+	if errno(err) == int(syscall.ESHUTDOWN) {
+		return fmt.Errorf("%w: %w", group.ErrBlocklisted, err)
+	}
+	return err
+}
+
+// omapPage bounds the keys one read operation returns (the OSD's
+// osd_max_omap_entries_per_request is 131072).
+const omapPage = 65536
+
+func (s *Store) Read(ctx context.Context) (group.Object, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := group.Object{Omap: map[string][]byte{}}
+	after := ""
+	for page := 0; ; page++ {
+		op := rados.CreateReadOp()
+		if page > 0 {
+			// Every page of one version: another gateway's change
+			// between two pages fails the read, which starts again.
+			op.AssertVersion(o.Version)
+		}
+		var data []byte
+		var rd *rados.ReadOpReadStep
+		if page == 0 {
+			data = make([]byte, 4096)
+			rd = op.Read(0, data)
+		}
+		kv := op.GetOmapValues(after, "", omapPage)
+		err := op.Operate(s.ioctx, s.state, rados.OperationNoFlag)
+		if err != nil {
+			op.Release()
+			switch {
+			case page == 0 && notFound(err):
+				return group.Object{}, nil
+			case page > 0 && (errno(err) == int(syscall.ERANGE) || errno(err) == int(syscall.EOVERFLOW) || notFound(err)):
+				page, after, o = -1, "", group.Object{Omap: map[string][]byte{}}
+				continue
+			}
+			return group.Object{}, wrap(err)
+		}
+		if page == 0 {
+			o.Data = data[:rd.BytesRead]
+			v, err := s.ioctx.GetLastVersion()
+			if err != nil {
+				op.Release()
+				return group.Object{}, err
+			}
+			o.Version = v
+		}
+		n := 0
+		for {
+			e, err := kv.Next()
+			if err != nil {
+				op.Release()
+				return group.Object{}, err
+			}
+			if e == nil {
+				break
+			}
+			o.Omap[e.Key] = e.Value
+			after = e.Key
+			n++
+		}
+		more := kv.More()
+		op.Release()
+		if !more || n == 0 {
+			return o, nil
+		}
+	}
+}
+
+func (s *Store) Write(ctx context.Context, ver uint64, data []byte, set map[string][]byte, rm []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	op := rados.CreateWriteOp()
+	defer op.Release()
+	if ver == 0 {
+		op.Create(rados.CreateExclusive)
+		op.WriteFull(data)
+	} else {
+		op.AssertVersion(ver)
+	}
+	if len(set) > 0 {
+		op.SetOmap(set)
+	}
+	if len(rm) > 0 {
+		op.RmOmapKeys(rm)
+	}
+	err := op.Operate(s.ioctx, s.state, rados.OperationNoFlag)
+	switch {
+	case err == nil:
+		return nil
+	case errno(err) == int(syscall.EEXIST), errno(err) == int(syscall.ERANGE), errno(err) == int(syscall.EOVERFLOW),
+		ver != 0 && notFound(err):
+		// Created, changed or removed since it was read.
+		return group.ErrConflict
+	}
+	return wrap(err)
+}
+
+func (s *Store) Notify(ctx context.Context, payload []byte, timeout time.Duration) (int, int, error) {
+	acks, timeouts, err := s.ioctx.NotifyWithTimeout(s.state, payload, timeout)
+	if errno(err) == int(syscall.ETIMEDOUT) {
+		err = nil // some watcher did not answer in time: timeouts says which
+	}
+	return len(acks), len(timeouts), wrap(err)
+}
+
+// Watch watches the state object; a watch the cluster drops (after a
+// network cut, a timeout) is made again, the re-read under it being the
+// safety net meanwhile.
+func (s *Store) Watch(fn func(group.Notice)) (func(), error) {
+	if err := s.watch(); err != nil {
+		return nil, wrap(err)
+	}
+	self := rados.NotifierID(s.conn.GetInstanceID())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			s.wmu.Lock()
+			w := s.watcher
+			s.wmu.Unlock()
+			if w == nil {
+				if err := s.rewatch(); err != nil {
+					return
+				}
+				continue
+			}
+			select {
+			case <-s.stop:
+				return
+			case ne, ok := <-w.Events():
+				if !ok {
+					s.drop(w)
+					continue
+				}
+				fn(group.Notice{Payload: ne.Data, Self: ne.NotifierID == self, Ack: func() { ne.Ack(nil) }})
+			case err, ok := <-w.Errors():
+				if ok {
+					s.log.Warn("gateway group: the watch of the state failed; watching again", "err", err)
+				}
+				s.drop(w)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(s.stop)
+			<-done
+			s.wmu.Lock()
+			if s.watcher != nil {
+				s.watcher.Delete()
+				s.watcher = nil
+			}
+			s.wmu.Unlock()
+		})
+	}, nil
+}
+
+func (s *Store) watch() error {
+	// The OSD's default timeout (osd_client_watch_timeout, 30 s): a
+	// shorter one than librados' pings (objecter_tick_interval, 5 s)
+	// would drop live watches. A dead gateway's watch stays that long,
+	// and notifications wait for it up to their own timeout meanwhile.
+	w, err := s.ioctx.Watch(s.state)
+	if err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	s.watcher = w
+	s.wmu.Unlock()
+	return nil
+}
+
+func (s *Store) drop(w *rados.Watcher) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.watcher == w {
+		w.Delete()
+		s.watcher = nil
+	}
+}
+
+// rewatch watches again, once a second, until it can or Watch's stop.
+func (s *Store) rewatch() error {
+	for {
+		if err := s.watch(); err == nil {
+			return nil
+		}
+		select {
+		case <-s.stop:
+			return errors.New("stopped")
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (s *Store) Heartbeat(ctx context.Context, id int, record []byte) error {
+	return wrap(s.ioctx.SetOmap(s.leases, map[string][]byte{strconv.Itoa(id): record}))
+}
+
+func (s *Store) Leases(ctx context.Context) (map[int][]byte, error) {
+	kv, err := s.ioctx.GetAllOmapValues(s.leases, "", "", 256)
+	if err != nil {
+		if notFound(err) {
+			return map[int][]byte{}, nil
+		}
+		return nil, wrap(err)
+	}
+	out := map[int][]byte{}
+	for k, v := range kv {
+		id, err := strconv.Atoi(k)
+		if err != nil || id < 1 || id > limits.GroupGateways {
+			continue // not a lease of ours
+		}
+		out[id] = v
+	}
+	return out, nil
+}
+
+// Blocklist adds each address to the OSD map's blocklist (`ceph osd
+// blocklist add`, pacific's spelling), for an hour (Ceph's default).
+func (s *Store) Blocklist(ctx context.Context, addrs []string) error {
+	for _, a := range addrs {
+		cmd, _ := json.Marshal(map[string]string{"prefix": "osd blocklist", "blocklistop": "add", "addr": a})
+		if _, status, err := s.conn.MonCommand(cmd); err != nil {
+			return fmt.Errorf("osd blocklist add %s: %w (%s)", a, wrap(err), status)
+		}
+	}
+	return nil
+}
+
+// Addrs are the client's addresses, as `ceph osd blocklist add` takes them.
+func (s *Store) Addrs() []string {
+	a, err := s.conn.GetAddrs()
+	if err != nil {
+		return nil
+	}
+	return ParseAddrs(a)
+}
+
+// Close disconnects.
+func (s *Store) Close() {
+	s.ioctx.Destroy()
+	s.conn.Shutdown()
+}

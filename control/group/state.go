@@ -1,0 +1,516 @@
+package group
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// Header is the data of the state object: what it is and the format's
+// version. An object with other data is not a state this code can read.
+const Header = "nvmeof-tgt group state 1\n"
+
+// Sentinel errors.
+var (
+	// ErrCorrupt is a state object that does not decode: its gateways go
+	// on serving what they served, and refuse changes, until it is
+	// repaired.
+	ErrCorrupt = errors.New("group state is corrupt")
+	// ErrConflict is a change that lost to another gateway's, made
+	// between its read and its write.
+	ErrConflict = errors.New("group state changed meanwhile")
+	// ErrSecret refuses a host whose secret is inline: RADOS never holds
+	// one; each gateway reads it from a file of its own.
+	ErrSecret = errors.New("a gateway group keeps no secret")
+)
+
+// State is the group's shared configuration.
+type State struct {
+	// Version is one more at each change; 0 before the first.
+	Version uint64
+	// Subsystems, by NQN, with their namespaces (by NSID) and hosts (by
+	// NQN). Their controller-ID ranges are each gateway's own: unset here.
+	Subsystems []config.Subsystem
+	// Listeners are each gateway's ports, by gateway ID.
+	Listeners map[int][]Listener
+	// Reservations are the namespaces' persistent reservations.
+	Reservations map[NSRef]Reservation
+
+	// object is the version of the object it was read from (0: none),
+	// which Commit requires still.
+	object uint64
+}
+
+// NSRef names a namespace.
+type NSRef struct {
+	NQN  string
+	NSID uint32
+}
+
+// Listener is a gateway's port.
+type Listener struct {
+	PortID    int    `json:"-"`
+	Transport string `json:"transport"`
+	Address   string `json:"address"`
+	Port      int    `json:"port"`
+}
+
+// Reservation is a namespace's reservations, as fabric keeps them; host
+// IDs as UUIDs.
+type Reservation struct {
+	Generation  uint32       `json:"generation"`
+	Type        uint8        `json:"type"`             // 0: none; 1..6
+	Holder      string       `json:"holder,omitempty"` // types 1..4
+	Registrants []Registrant `json:"registrants"`
+	PTPL        bool         `json:"ptpl,omitempty"`
+}
+
+// Registrant is a registered host and its key.
+type Registrant struct {
+	HostID string `json:"host_id"`
+	Key    uint64 `json:"key"`
+}
+
+// Clone is a deep copy.
+func (s *State) Clone() *State {
+	c := *s
+	cfg := config.Config{Subsystems: s.Subsystems}
+	c.Subsystems = cfg.Clone().Subsystems
+	c.Listeners = make(map[int][]Listener, len(s.Listeners))
+	for id, ls := range s.Listeners {
+		c.Listeners[id] = slices.Clone(ls)
+	}
+	c.Reservations = make(map[NSRef]Reservation, len(s.Reservations))
+	for k, r := range s.Reservations {
+		r.Registrants = slices.Clone(r.Registrants)
+		c.Reservations[k] = r
+	}
+	return &c
+}
+
+// Empty is the state of a group with none yet.
+func Empty() *State {
+	return &State{Listeners: map[int][]Listener{}, Reservations: map[NSRef]Reservation{}}
+}
+
+// The records the omap's values hold. Their keys are the configuration
+// file's.
+
+type subsystemRecord struct {
+	AllowAnyHost   bool     `json:"allow_any_host,omitempty"`
+	Serial         string   `json:"serial"`
+	Model          string   `json:"model"`
+	Ports          []int    `json:"ports,omitempty"`
+	DHCHAPHashes   []string `json:"dhchap_hashes,omitempty"`
+	DHCHAPDHGroups []string `json:"dhchap_dhgroups,omitempty"`
+}
+
+type namespaceRecord struct {
+	Backend    string `json:"backend"`
+	Path       string `json:"path,omitempty"`
+	Size       uint64 `json:"size,omitempty"`
+	BlockSize  uint32 `json:"block_size,omitempty"`
+	UUID       string `json:"uuid,omitempty"`
+	NGUID      string `json:"nguid,omitempty"`
+	EUI64      string `json:"eui64,omitempty"`
+	ANAGroup   uint32 `json:"ana_group"`
+	ReadOnly   bool   `json:"read_only,omitempty"`
+	BufferedIO bool   `json:"buffered_io,omitempty"`
+	Pool       string `json:"pool,omitempty"`
+	Image      string `json:"image,omitempty"`
+	CephConf   string `json:"ceph_conf,omitempty"`
+	Client     string `json:"client,omitempty"`
+}
+
+// hostRecord names a host's key files; a secret itself has no field, so
+// none decodes.
+type hostRecord struct {
+	DHCHAPKeyFile     string `json:"dhchap_key_file,omitempty"`
+	DHCHAPCtrlKeyFile string `json:"dhchap_ctrl_key_file,omitempty"`
+}
+
+// Key prefixes.
+const (
+	keyVersion   = "version"
+	keySubsystem = "subsystem/"
+	keyNamespace = "namespace/"
+	keyHost      = "host/"
+	keyListener  = "listener/"
+	keyResv      = "resv/"
+)
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // plain structs of strings and numbers
+	}
+	return b
+}
+
+// Omap is the state as the object's omap keys.
+func (s *State) Omap() map[string][]byte {
+	m := map[string][]byte{keyVersion: []byte(strconv.FormatUint(s.Version, 10))}
+	for _, sub := range s.Subsystems {
+		m[keySubsystem+sub.NQN] = mustJSON(subsystemRecord{AllowAnyHost: sub.AllowAnyHost, Serial: sub.Serial, Model: sub.Model,
+			Ports: sub.Ports, DHCHAPHashes: sub.DHCHAPHashes, DHCHAPDHGroups: sub.DHCHAPDHGroups})
+		for _, n := range sub.Namespaces {
+			m[nsKey(keyNamespace, sub.NQN, n.NSID)] = mustJSON(namespaceRecord{Backend: n.Backend, Path: n.Path, Size: uint64(n.Size),
+				BlockSize: n.BlockSize, UUID: n.UUID, NGUID: string(n.NGUID), EUI64: string(n.EUI64), ANAGroup: n.ANAGroup,
+				ReadOnly: n.ReadOnly, BufferedIO: n.BufferedIO, Pool: n.Pool, Image: n.Image, CephConf: n.CephConf, Client: n.Client})
+		}
+		for _, h := range sub.Hosts {
+			m[keyHost+sub.NQN+"/"+h.NQN] = mustJSON(hostRecord{DHCHAPKeyFile: h.DHCHAPKeyFile, DHCHAPCtrlKeyFile: h.DHCHAPCtrlKeyFile})
+		}
+	}
+	for id, ls := range s.Listeners {
+		for _, l := range ls {
+			m[keyListener+strconv.Itoa(id)+"/"+strconv.Itoa(l.PortID)] = mustJSON(l)
+		}
+	}
+	for ref, r := range s.Reservations {
+		m[nsKey(keyResv, ref.NQN, ref.NSID)] = mustJSON(r)
+	}
+	return m
+}
+
+func nsKey(prefix, nqn string, nsid uint32) string {
+	return prefix + nqn + "/" + strconv.FormatUint(uint64(nsid), 10)
+}
+
+// Decode reads the state from its object. A missing object (version 0) is
+// the empty state. Anything this code would not have written is
+// ErrCorrupt, naming the key: unknown keys or fields, malformed names,
+// a namespace, host or reservation of no subsystem.
+func Decode(o Object) (*State, error) {
+	s := Empty()
+	s.object = o.Version
+	if o.Version == 0 {
+		return s, nil
+	}
+	if !bytes.Equal(o.Data, []byte(Header)) {
+		return nil, fmt.Errorf("%w: its data is not the header %q but %d bytes beginning %q", ErrCorrupt, strings.TrimSpace(Header), len(o.Data), prefix(o.Data))
+	}
+	v, ok := o.Omap[keyVersion]
+	if !ok {
+		return nil, fmt.Errorf("%w: no %q key", ErrCorrupt, keyVersion)
+	}
+	ver, err := strconv.ParseUint(string(v), 10, 64)
+	if err != nil || strconv.FormatUint(ver, 10) != string(v) {
+		return nil, fmt.Errorf("%w: key %q: %q is not a version", ErrCorrupt, keyVersion, prefix(v))
+	}
+	s.Version = ver
+	subs := map[string]*config.Subsystem{}
+	// Subsystems first: the other keys refer to them.
+	keys := slices.Sorted(maps.Keys(o.Omap))
+	for _, k := range keys {
+		nqn, ok := strings.CutPrefix(k, keySubsystem)
+		if !ok {
+			continue
+		}
+		if err := nvme.CheckSubsystemNQN(nqn); err != nil {
+			return nil, badKey(k, err)
+		}
+		var r subsystemRecord
+		if err := strictJSON(o.Omap[k], &r); err != nil {
+			return nil, badKey(k, err)
+		}
+		subs[nqn] = &config.Subsystem{NQN: nqn, AllowAnyHost: r.AllowAnyHost, Serial: r.Serial, Model: r.Model,
+			Ports: r.Ports, DHCHAPHashes: r.DHCHAPHashes, DHCHAPDHGroups: r.DHCHAPDHGroups}
+	}
+	for _, k := range keys {
+		val := o.Omap[k]
+		switch {
+		case k == keyVersion, strings.HasPrefix(k, keySubsystem):
+		case strings.HasPrefix(k, keyNamespace):
+			sub, nsid, err := nsOf(k, keyNamespace, subs)
+			if err != nil {
+				return nil, err
+			}
+			var r namespaceRecord
+			if err := strictJSON(val, &r); err != nil {
+				return nil, badKey(k, err)
+			}
+			sub.Namespaces = append(sub.Namespaces, config.Namespace{NSID: nsid, Backend: r.Backend, Path: r.Path, Size: config.Bytes(r.Size),
+				BlockSize: r.BlockSize, UUID: r.UUID, NGUID: config.HexID(r.NGUID), EUI64: config.HexID(r.EUI64), ANAGroup: r.ANAGroup,
+				ReadOnly: r.ReadOnly, BufferedIO: r.BufferedIO, Pool: r.Pool, Image: r.Image, CephConf: r.CephConf, Client: r.Client})
+		case strings.HasPrefix(k, keyHost):
+			nqn, host, ok := strings.Cut(strings.TrimPrefix(k, keyHost), "/")
+			sub := subs[nqn]
+			switch {
+			case !ok:
+				return nil, badKey(k, errors.New("want host/<subsystem NQN>/<host NQN>"))
+			case sub == nil:
+				return nil, badKey(k, errors.New("no such subsystem"))
+			}
+			if err := nvme.CheckNQN(host); err != nil {
+				return nil, badKey(k, err)
+			}
+			var r hostRecord
+			if err := strictJSON(val, &r); err != nil {
+				return nil, badKey(k, err)
+			}
+			sub.Hosts = append(sub.Hosts, config.Host{NQN: host, DHCHAPKeyFile: r.DHCHAPKeyFile, DHCHAPCtrlKeyFile: r.DHCHAPCtrlKeyFile})
+		case strings.HasPrefix(k, keyListener):
+			gw, port, ok := strings.Cut(strings.TrimPrefix(k, keyListener), "/")
+			id, err1 := canonicalInt(gw, 1, limits.GroupGateways)
+			pid, err2 := canonicalInt(port, 1, nvme.PortIDMax)
+			if !ok || err1 != nil || err2 != nil {
+				return nil, badKey(k, fmt.Errorf("want listener/<gateway 1..%d>/<port ID 1..%d>", limits.GroupGateways, nvme.PortIDMax))
+			}
+			var l Listener
+			if err := strictJSON(val, &l); err != nil {
+				return nil, badKey(k, err)
+			}
+			l.PortID = pid
+			s.Listeners[id] = append(s.Listeners[id], l)
+		case strings.HasPrefix(k, keyResv):
+			sub, nsid, err := nsOf(k, keyResv, subs)
+			if err != nil {
+				return nil, err
+			}
+			var r Reservation
+			if err := strictJSON(val, &r); err != nil {
+				return nil, badKey(k, err)
+			}
+			if err := r.Check(); err != nil {
+				return nil, badKey(k, err)
+			}
+			s.Reservations[NSRef{sub.NQN, nsid}] = r
+		default:
+			return nil, badKey(k, errors.New("not a key of the group's state"))
+		}
+	}
+	for _, nqn := range slices.Sorted(maps.Keys(subs)) {
+		sub := subs[nqn]
+		slices.SortFunc(sub.Namespaces, func(a, b config.Namespace) int { return cmpU32(a.NSID, b.NSID) })
+		s.Subsystems = append(s.Subsystems, *sub)
+	}
+	for ref := range s.Reservations {
+		if sub := subs[ref.NQN]; !slices.ContainsFunc(sub.Namespaces, func(n config.Namespace) bool { return n.NSID == ref.NSID }) {
+			return nil, badKey(nsKey(keyResv, ref.NQN, ref.NSID), errors.New("no such namespace"))
+		}
+	}
+	for _, ls := range s.Listeners {
+		slices.SortFunc(ls, func(a, b Listener) int { return a.PortID - b.PortID })
+	}
+	return s, nil
+}
+
+func cmpU32(a, b uint32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// nsOf parses prefix<nqn>/<nsid>, of a subsystem in subs.
+func nsOf(k, prefix string, subs map[string]*config.Subsystem) (*config.Subsystem, uint32, error) {
+	rest := strings.TrimPrefix(k, prefix)
+	i := strings.LastIndexByte(rest, '/')
+	if i < 0 {
+		return nil, 0, badKey(k, fmt.Errorf("want %s<subsystem NQN>/<NSID>", prefix))
+	}
+	sub := subs[rest[:i]]
+	if sub == nil {
+		return nil, 0, badKey(k, errors.New("no such subsystem"))
+	}
+	n, err := canonicalInt(rest[i+1:], 1, int(nvme.MaxNSID))
+	if err != nil {
+		return nil, 0, badKey(k, fmt.Errorf("NSID: %w", err))
+	}
+	if prefix == keyNamespace && slices.ContainsFunc(sub.Namespaces, func(ns config.Namespace) bool { return ns.NSID == uint32(n) }) {
+		return nil, 0, badKey(k, errors.New("a second key for one namespace"))
+	}
+	return sub, uint32(n), nil
+}
+
+// canonicalInt parses a decimal in lo..hi written as FormatInt writes it,
+// so that every key has one spelling.
+func canonicalInt(s string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || strconv.Itoa(n) != s || n < lo || n > hi {
+		return 0, fmt.Errorf("%q is not a number in %d..%d", prefix([]byte(s)), lo, hi)
+	}
+	return n, nil
+}
+
+func badKey(k string, err error) error {
+	return fmt.Errorf("%w: omap key %q: %w", ErrCorrupt, prefix([]byte(k)), err)
+}
+
+// prefix is the start of b, for an error message.
+func prefix(b []byte) string {
+	if len(b) > 48 {
+		return string(b[:48]) + "..."
+	}
+	return string(b)
+}
+
+// strictJSON decodes one JSON object, refusing unknown fields and
+// anything after it.
+func strictJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
+
+// Check reports what is wrong with a reservation record.
+func (r Reservation) Check() error {
+	seen := map[string]bool{}
+	for _, reg := range r.Registrants {
+		id, err := canonicalHostID(reg.HostID)
+		if err != nil {
+			return err
+		}
+		if seen[id] {
+			return fmt.Errorf("host %s registered twice", id)
+		}
+		seen[id] = true
+	}
+	switch {
+	case r.Type > 6:
+		return fmt.Errorf("reservation type %d", r.Type)
+	case r.Type == 0 && r.Holder != "":
+		return errors.New("a holder with no reservation")
+	case r.Type >= 5 && len(r.Registrants) == 0:
+		return errors.New("a reservation with no registrant")
+	case r.Type >= 5 && r.Holder != "":
+		return errors.New("a holder of an all-registrants reservation")
+	case r.Type >= 1 && r.Type <= 4:
+		id, err := canonicalHostID(r.Holder)
+		if err != nil {
+			return fmt.Errorf("holder: %w", err)
+		}
+		if !seen[id] {
+			return fmt.Errorf("the holder %s is not registered", id)
+		}
+	}
+	return nil
+}
+
+// canonicalHostID checks a host ID written as a lower-case UUID.
+func canonicalHostID(s string) (string, error) {
+	b, err := hex.DecodeString(strings.ReplaceAll(s, "-", ""))
+	if err != nil || len(b) != 16 || len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' || strings.ToLower(s) != s {
+		return "", fmt.Errorf("host ID %q: not a lower-case UUID", prefix([]byte(s)))
+	}
+	return s, nil
+}
+
+// SetSubsystems makes subs (a validated configuration's) the group's
+// subsystems. Their controller-ID ranges are dropped (each gateway has its
+// own); a host with an inline secret is refused (ErrSecret). Reservations
+// of namespaces no longer there go with them.
+func (s *State) SetSubsystems(subs []config.Subsystem) error {
+	c := (&config.Config{Subsystems: subs}).Clone()
+	for i := range c.Subsystems {
+		sub := &c.Subsystems[i]
+		sub.CNTLIDMin, sub.CNTLIDMax = 0, 0
+		for _, h := range sub.Hosts {
+			if h.DHCHAPKey != "" || h.DHCHAPCtrlKey != "" {
+				return fmt.Errorf("host %s of %s: %w: give its secrets as files (dhchap_key_file, dhchap_ctrl_key_file) present on every gateway", h.NQN, sub.NQN, ErrSecret)
+			}
+		}
+		slices.SortFunc(sub.Hosts, func(a, b config.Host) int { return strings.Compare(a.NQN, b.NQN) })
+		slices.SortFunc(sub.Namespaces, func(a, b config.Namespace) int { return cmpU32(a.NSID, b.NSID) })
+	}
+	slices.SortFunc(c.Subsystems, func(a, b config.Subsystem) int { return strings.Compare(a.NQN, b.NQN) })
+	s.Subsystems = c.Subsystems
+	for ref := range s.Reservations {
+		if !s.HasNamespace(ref) {
+			delete(s.Reservations, ref)
+		}
+	}
+	return nil
+}
+
+// HasNamespace reports whether the group has the namespace.
+func (s *State) HasNamespace(ref NSRef) bool {
+	for _, sub := range s.Subsystems {
+		if sub.NQN == ref.NQN {
+			return slices.ContainsFunc(sub.Namespaces, func(n config.Namespace) bool { return n.NSID == ref.NSID })
+		}
+	}
+	return false
+}
+
+// SetListeners records gateway id's ports.
+func (s *State) SetListeners(id int, ports []config.Port) {
+	var ls []Listener
+	for _, p := range ports {
+		ls = append(ls, Listener{PortID: p.ID, Transport: p.Transport, Address: p.Address, Port: p.Port})
+	}
+	slices.SortFunc(ls, func(a, b Listener) int { return a.PortID - b.PortID })
+	if len(ls) == 0 {
+		delete(s.Listeners, id)
+		return
+	}
+	s.Listeners[id] = ls
+}
+
+// Compose is the configuration gateway self serves: its own file's
+// (local: ports, transports, metrics...) with the group's subsystems, its
+// own controller-ID range, the ANA states ana gives its ports, and the
+// other gateways' listeners as referrals after its own, so that a host
+// discovering through one gateway finds them all.
+func (s *State) Compose(local *config.Config, ana map[string]string) *config.Config {
+	c := local.Clone()
+	lo, hi := c.GatewayGroup.CNTLIDRange()
+	c.Subsystems = (&config.Config{Subsystems: s.Subsystems}).Clone().Subsystems
+	for i := range c.Subsystems {
+		c.Subsystems[i].CNTLIDMin, c.Subsystems[i].CNTLIDMax = lo, hi
+	}
+	for i := range c.Ports {
+		c.Ports[i].ANAGroups = maps.Clone(ana)
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.Listeners)) {
+		if id == c.GatewayGroup.ID {
+			continue
+		}
+		for _, l := range s.Listeners[id] {
+			r := config.Referral{Transport: l.Transport, Address: l.Address, Port: l.Port, PortID: l.PortID}
+			if !slices.Contains(c.Referrals, r) {
+				c.Referrals = append(c.Referrals, r)
+			}
+		}
+	}
+	return c
+}
+
+// Diff is what turns the object holding cur into one holding next: the
+// keys to set and those to remove.
+func Diff(cur, next *State) (set map[string][]byte, rm []string) {
+	a, b := cur.Omap(), next.Omap()
+	set = map[string][]byte{}
+	for k, v := range b {
+		if w, ok := a[k]; !ok || !bytes.Equal(v, w) {
+			set[k] = v
+		}
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			rm = append(rm, k)
+		}
+	}
+	slices.Sort(rm)
+	return set, rm
+}

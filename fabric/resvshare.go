@@ -1,0 +1,165 @@
+package fabric
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// Reservations shared between targets that serve one namespace (a gateway
+// group): registrants are hosts, wherever they connect, so a reservation
+// taken through one target holds through all (base 2.0 §8.19.1). A
+// ReservationSharer carries the state; fabric knows nothing of how.
+
+// ReservationState is a namespace's reservations as a value.
+type ReservationState struct {
+	Generation  uint32
+	Type        nvme.ResvType // 0: none
+	Holder      HostID        // types 1-4; every registrant holds types 5 and 6
+	Registrants []ReservationRegistrant
+	PTPL        bool
+}
+
+// ReservationSharer shares a namespace's reservations with the other
+// targets that serve it. Nil (the default): they are this target's alone.
+type ReservationSharer interface {
+	// Commit makes the shared state next(cur), cur being the shared
+	// state now: next returns nil when the command changes nothing, and
+	// is called again on a newer cur when another target changed the
+	// state meanwhile. It returns the committed state's version, which
+	// the other targets apply (Namespace.ApplyReservation). The
+	// namespace's reservation lock is held: Commit must not wait for the
+	// other targets.
+	Commit(subnqn string, nsid nvme.NSID, next func(cur ReservationState) *ReservationState) (version uint64, err error)
+	// Publish waits, bounded, until the other targets applied version,
+	// so that a command through any of them after this one completes
+	// sees it.
+	Publish(version uint64)
+}
+
+// SetReservationSharer makes the namespace's reservations shared through
+// sh (nil: this target's alone again).
+func (ns *Namespace) SetReservationSharer(sh ReservationSharer) {
+	ns.resv.mu.Lock()
+	defer ns.resv.mu.Unlock()
+	ns.resv.sharer = sh
+}
+
+func (s *resvState) export() ReservationState {
+	st := ReservationState{Generation: s.Gen, Type: s.Type, Holder: s.Holder, PTPL: s.PTPL}
+	if s.Type.AllRegistrants() || s.Type == 0 {
+		st.Holder = HostID{}
+	}
+	for _, r := range s.Regs {
+		st.Registrants = append(st.Registrants, ReservationRegistrant{r.Host, r.Key})
+	}
+	return st
+}
+
+// importResv checks st as restoreResv checks a state file.
+func importResv(st ReservationState) (*resvState, error) {
+	s := &resvState{Gen: st.Generation, Type: st.Type, PTPL: st.PTPL}
+	if s.Type != 0 && !s.Type.Valid() {
+		return nil, fmt.Errorf("reservation type %d", st.Type)
+	}
+	for _, r := range st.Registrants {
+		if s.reg(r.HostID) != nil {
+			return nil, fmt.Errorf("host %s registered twice", r.HostID)
+		}
+		s.Regs = append(s.Regs, resvReg{r.HostID, r.Key})
+	}
+	switch {
+	case s.Type == 0 && st.Holder != HostID{}:
+		return nil, fmt.Errorf("a holder with no reservation")
+	case s.Type.AllRegistrants() && len(s.Regs) == 0:
+		return nil, fmt.Errorf("a reservation with no registrant")
+	case s.Type != 0 && !s.Type.AllRegistrants():
+		if s.reg(st.Holder) == nil {
+			return nil, fmt.Errorf("the holder %s is not registered", st.Holder)
+		}
+		s.Holder = st.Holder
+	}
+	return s, nil
+}
+
+// changeResv runs a command's rule run on the namespace's state, shared or
+// not, and publishes the result here: what the command did, a function
+// that waits for the other targets (call it after unlocking), and a local
+// failure. ns.resv.mu is held.
+func (ns *Namespace) changeResv(run func(cur *resvState) resvResult) (resvResult, func(), error) {
+	nothing := func() {}
+	cur := ns.resv.load()
+	sh := ns.resv.sharer
+	if sh == nil {
+		res := run(cur)
+		if res.next == nil {
+			return res, nothing, nil
+		}
+		if err := ns.persistResv(cur, res.next); err != nil {
+			return resvResult{}, nothing, err
+		}
+		ns.resv.state.Store(res.next)
+		return res, nothing, nil
+	}
+	var res resvResult
+	var ierr error
+	version, err := sh.Commit(ns.subnqn, ns.nsid, func(shared ReservationState) *ReservationState {
+		c, err := importResv(shared)
+		if err != nil {
+			ierr = err
+			return nil
+		}
+		res = run(c)
+		if res.next == nil {
+			return nil
+		}
+		x := res.next.export()
+		return &x
+	})
+	switch {
+	case ierr != nil:
+		return resvResult{}, nothing, fmt.Errorf("the shared reservation state: %w", ierr)
+	case err != nil:
+		return resvResult{}, nothing, err
+	case res.next == nil:
+		return res, nothing, nil
+	}
+	// The shared state is the truth; the local file is only this
+	// target's copy of it.
+	if err := ns.persistResv(cur, res.next); err != nil {
+		ns.log.Warn("reservation state committed to the group but not saved here", "nsid", ns.nsid, "err", err)
+	}
+	ns.resv.state.Store(res.next)
+	ns.resv.version = max(ns.resv.version, version)
+	return res, func() { sh.Publish(version) }, nil
+}
+
+// ApplyReservation makes the namespace's reservations st, the shared state
+// at version: another target's command. An older version than the one
+// the namespace holds is ignored (a read that arrives after a newer one).
+// Commands that start after it returns see it.
+func (ns *Namespace) ApplyReservation(version uint64, st ReservationState) error {
+	next, err := importResv(st)
+	if err != nil {
+		return err
+	}
+	ns.resv.mu.Lock()
+	defer ns.resv.mu.Unlock()
+	if version <= ns.resv.version {
+		return nil
+	}
+	cur := ns.resv.load()
+	ns.resv.version = version
+	if cur.Gen == next.Gen && cur.Type == next.Type && cur.Holder == next.Holder && cur.PTPL == next.PTPL && slices.Equal(cur.Regs, next.Regs) {
+		return nil
+	}
+	if err := ns.persistResv(cur, next); err != nil {
+		ns.log.Warn("shared reservation state not saved here", "nsid", ns.nsid, "err", err)
+	}
+	ns.resv.state.Store(next)
+	return nil
+}
+
+// ReservationState is the namespace's reservations now.
+func (ns *Namespace) ReservationState() ReservationState { return ns.resv.load().export() }

@@ -1,0 +1,109 @@
+package fabric
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// memSharer is a group of targets' shared reservation state in memory:
+// Commit runs next on it, and Publish applies it to every peer namespace.
+type memSharer struct {
+	mu      sync.Mutex
+	state   ReservationState
+	version uint64
+	peers   []*Namespace
+	// stale, when set, is handed to next once before the real state: a
+	// commit that lost to another target's.
+	stale   *ReservationState
+	commits int
+}
+
+func (m *memSharer) Commit(subnqn string, nsid nvme.NSID, next func(ReservationState) *ReservationState) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stale != nil {
+		next(*m.stale) // loses: computed again on the state now
+		m.stale = nil
+	}
+	n := next(m.state)
+	if n == nil {
+		return m.version, nil
+	}
+	m.commits++
+	m.version++
+	m.state = *n
+	return m.version, nil
+}
+
+func (m *memSharer) Publish(version uint64) {
+	m.mu.Lock()
+	st := m.state
+	m.mu.Unlock()
+	for _, ns := range m.peers {
+		ns.ApplyReservation(version, st)
+	}
+}
+
+// TestSharedReservations: two targets serve one namespace; a reservation
+// taken through the first holds through the second, the second's commands
+// run on the shared state, and an older version is never applied over a
+// newer one.
+func TestSharedReservations(t *testing.T) {
+	sh := &memSharer{}
+	share := func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Reservations = sh }
+	r1, r2 := newRig(t, share), newRig(t, share)
+	sh.peers = []*Namespace{r1.ns, r2.ns}
+	a := r1.connectHost(testHostNQN, idA)
+	b := r2.connectHost("nqn.2026-11.io.example:host2", idB)
+	ok := nvme.StatusSuccess
+	conflict := nvme.StatusReservationConflict.WithDNR()
+	steps := []struct {
+		name string
+		do   func() nvme.Status
+		want nvme.Status
+	}{
+		{"A registers through target 1", func() nvme.Status { return a.register(nvme.ResvRegister, false, 0, 0, 1) }, ok},
+		{"A takes write exclusive through target 1", func() nvme.Status { return a.acquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 1, 0) }, ok},
+		{"B's write through target 2 conflicts", b.write, conflict},
+		{"B reads through target 2", b.read, ok},
+		{"B registers through target 2", func() nvme.Status { return b.register(nvme.ResvRegister, false, 0, 0, 2) }, ok},
+		{"B cannot acquire what A holds", func() nvme.Status { return b.acquire(nvme.ResvAcquire, nvme.ResvExclusiveAccess, 2, 0) }, conflict},
+		{"B preempts A through target 2", func() nvme.Status { return b.acquire(nvme.ResvPreempt, nvme.ResvExclusiveAccess, 2, 1) }, ok},
+		{"A's read through target 1 conflicts", a.read, conflict},
+		{"B writes", b.write, ok},
+	}
+	for _, s := range steps {
+		if got := s.do(); got != s.want {
+			t.Fatalf("%s: %v, want %v", s.name, got, s.want)
+		}
+	}
+	if st := r1.ns.ReservationState(); st.Type != nvme.ResvExclusiveAccess || len(st.Registrants) != 1 || st.Registrants[0].HostID != idB {
+		t.Fatalf("target 1's state %+v", st)
+	}
+	// A late, older state is ignored.
+	if err := r1.ns.ApplyReservation(1, ReservationState{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := r1.ns.ReservationState(); st.Type != nvme.ResvExclusiveAccess {
+		t.Fatalf("an older version was applied: %+v", st)
+	}
+	// A commit that loses is computed again on the newer state: B holds,
+	// so B's release (computed on a stale state where nothing is held)
+	// must release for real.
+	sh.stale = &ReservationState{}
+	if got := b.release(nvme.ResvRelease, nvme.ResvExclusiveAccess, 2); got != ok {
+		t.Fatalf("release: %v", got)
+	}
+	if st := r2.ns.ReservationState(); st.Type != 0 || len(st.Registrants) != 1 {
+		t.Fatalf("after the release: %+v", st)
+	}
+	if st := a.write(); st != ok {
+		t.Errorf("A's write after the release: %v", st)
+	}
+	// A malformed shared state is refused whole.
+	if err := r1.ns.ApplyReservation(100, ReservationState{Type: nvme.ResvWriteExclusive, Holder: idA}); err == nil {
+		t.Error("a holder that is not registered was applied")
+	}
+}
