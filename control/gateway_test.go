@@ -174,6 +174,7 @@ func TestGatewayGroup(t *testing.T) {
 		{"inline secret", "POST", "/v1/subsystems/" + subB + "/hosts", `{"nqn":"nqn.2026-11.io.example:h3","dhchap_key":"DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:"}`, "keeps no secret"},
 		{"controller IDs", "POST", "/v1/subsystems", `{"nqn":"nqn.2026-11.io.example:c","allow_any_host":true,"cntlid_min":5,"cntlid_max":9}`, "own controller IDs"},
 		{"ANA state", "PUT", "/v1/ports/1/ana/2", `{"state":"optimized"}`, "the group sets the ANA states"},
+		{"file namespace", "POST", "/v1/subsystems/" + subB + "/namespaces", `{"nsid":7,"backend":"file","path":"/etc/hostname","read_only":true}`, "local to one machine"},
 	}
 	for _, r := range refused {
 		rec := do(t, h, r.method, r.path, r.body)

@@ -32,6 +32,10 @@ var (
 	// ErrSecret refuses a host whose secret is inline: RADOS never holds
 	// one; each gateway reads it from a file of its own.
 	ErrSecret = errors.New("a gateway group keeps no secret")
+	// ErrLocal refuses a namespace on a file or device: those are local to
+	// one machine, so each gateway would serve a different one under the
+	// same NSID (and a state object could name any path on every gateway).
+	ErrLocal = errors.New("a gateway group shares no file or device: those are local to one machine; use an rbd image")
 )
 
 // State is the group's shared configuration.
@@ -240,9 +244,13 @@ func Decode(o Object) (*State, error) {
 			if err := strictJSON(val, &r); err != nil {
 				return nil, badKey(k, err)
 			}
-			sub.Namespaces = append(sub.Namespaces, config.Namespace{NSID: nsid, Backend: r.Backend, Path: r.Path, Size: config.Bytes(r.Size),
+			n := config.Namespace{NSID: nsid, Backend: r.Backend, Path: r.Path, Size: config.Bytes(r.Size),
 				BlockSize: r.BlockSize, UUID: r.UUID, NGUID: config.HexID(r.NGUID), EUI64: config.HexID(r.EUI64), ANAGroup: r.ANAGroup,
-				ReadOnly: r.ReadOnly, BufferedIO: r.BufferedIO, Pool: r.Pool, Image: r.Image, CephConf: r.CephConf, Client: r.Client})
+				ReadOnly: r.ReadOnly, BufferedIO: r.BufferedIO, Pool: r.Pool, Image: r.Image, CephConf: r.CephConf, Client: r.Client}
+			if err := checkShared(n); err != nil {
+				return nil, badKey(k, err)
+			}
+			sub.Namespaces = append(sub.Namespaces, n)
 		case strings.HasPrefix(k, keyHost):
 			nqn, host, ok := strings.Cut(strings.TrimPrefix(k, keyHost), "/")
 			sub := subs[nqn]
@@ -418,13 +426,19 @@ func canonicalHostID(s string) (string, error) {
 
 // SetSubsystems makes subs (a validated configuration's) the group's
 // subsystems. Their controller-ID ranges are dropped (each gateway has its
-// own); a host with an inline secret is refused (ErrSecret). Reservations
+// own); a host with an inline secret is refused (ErrSecret), a namespace on
+// a file or device too (ErrLocal). Reservations
 // of namespaces no longer there go with them.
 func (s *State) SetSubsystems(subs []config.Subsystem) error {
 	c := (&config.Config{Subsystems: subs}).Clone()
 	for i := range c.Subsystems {
 		sub := &c.Subsystems[i]
 		sub.CNTLIDMin, sub.CNTLIDMax = 0, 0
+		for _, n := range sub.Namespaces {
+			if err := checkShared(n); err != nil {
+				return fmt.Errorf("subsystem %s namespace %d: %w", sub.NQN, n.NSID, err)
+			}
+		}
 		for _, h := range sub.Hosts {
 			if h.DHCHAPKey != "" || h.DHCHAPCtrlKey != "" {
 				return fmt.Errorf("host %s of %s: %w: give its secrets as files (dhchap_key_file, dhchap_ctrl_key_file) present on every gateway", h.NQN, sub.NQN, ErrSecret)
@@ -439,6 +453,15 @@ func (s *State) SetSubsystems(subs []config.Subsystem) error {
 		if !s.HasNamespace(ref) {
 			delete(s.Reservations, ref)
 		}
+	}
+	return nil
+}
+
+// checkShared refuses a namespace the group cannot share: one on a path
+// of the machine that serves it (ErrLocal).
+func checkShared(n config.Namespace) error {
+	if n.Path != "" || n.Backend == config.BackendFile || n.Backend == config.BackendBlock {
+		return fmt.Errorf("backend %q, path %q: %w", n.Backend, n.Path, ErrLocal)
 	}
 	return nil
 }

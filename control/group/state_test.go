@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,7 @@ func sample() *State {
 	s.Subsystems = []config.Subsystem{
 		{NQN: sub1, AllowAnyHost: true, Serial: "abc", Model: "nvmeof-tgt", Namespaces: []config.Namespace{
 			{NSID: 1, Backend: "rbd", Pool: "rbd", Image: "i1", CephConf: "/etc/ceph/ceph.conf", Client: "admin", BlockSize: 512, ANAGroup: 1},
-			{NSID: 10, Backend: "file", Path: "/tmp/x.img", Size: 1 << 20, BlockSize: 4096, ANAGroup: 2, NGUID: "none"},
+			{NSID: 10, Backend: "memory", Size: 1 << 20, BlockSize: 4096, ANAGroup: 2, NGUID: "none"},
 		}},
 		{NQN: sub2, Serial: "def", Model: "m", Ports: []int{1}, Hosts: []config.Host{{NQN: hostX, DHCHAPKeyFile: "/etc/k"}},
 			DHCHAPHashes: []string{"sha256"}},
@@ -77,6 +78,17 @@ func TestDecodeCorrupt(t *testing.T) {
 		{"namespace of no subsystem", func(o *Object) { o.Omap["namespace/nqn.x:y/1"] = []byte(`{"backend":"memory","ana_group":1}`) }, "no such subsystem"},
 		{"NSID 0", func(o *Object) { o.Omap["namespace/"+sub1+"/0"] = []byte(`{"backend":"memory","ana_group":1}`) }, "NSID"},
 		{"NSID with a leading zero", func(o *Object) { o.Omap["namespace/"+sub1+"/01"] = []byte(`{"backend":"memory","ana_group":1}`) }, "NSID"},
+		// A file or device is one machine's: another gateway would serve its own file of that
+		// name (or one an attacker with write access to the pool names) under the same NSID.
+		{"file namespace", func(o *Object) {
+			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"file","path":"/etc/shadow","ana_group":1}`)
+		}, "local to one machine"},
+		{"block namespace", func(o *Object) {
+			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"block","path":"/dev/sda","ana_group":1}`)
+		}, "local to one machine"},
+		{"path on an rbd namespace", func(o *Object) {
+			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"rbd","pool":"rbd","image":"x","path":"/etc/shadow","ana_group":1}`)
+		}, "local to one machine"},
 		{"host without subsystem", func(o *Object) { o.Omap["host/"+hostX] = []byte(`{}`) }, "want host/"},
 		{"host with inline secret", func(o *Object) {
 			o.Omap["host/"+sub2+"/"+hostX] = []byte(`{"dhchap_key":"DHHC-1:00:x:"}`)
@@ -123,6 +135,17 @@ func TestSetSubsystems(t *testing.T) {
 	subs[1].Hosts[0].DHCHAPKey = "DHHC-1:00:secret:"
 	if err := s.SetSubsystems(subs); !errors.Is(err, ErrSecret) {
 		t.Fatalf("an inline secret: %v, want ErrSecret", err)
+	}
+	subs[1].Hosts[0].DHCHAPKey = ""
+	for _, n := range []config.Namespace{
+		{NSID: 3, Backend: "file", Path: "/srv/a.img", ANAGroup: 1},
+		{NSID: 3, Backend: "block", Path: "/dev/nvme0n1", ANAGroup: 1},
+	} {
+		v := s.Version
+		subs[1].Namespaces = []config.Namespace{n}
+		if err := s.SetSubsystems(subs); !errors.Is(err, ErrLocal) || s.Version != v || slices.ContainsFunc(s.Subsystems, func(sub config.Subsystem) bool { return len(sub.Namespaces) > 0 && sub.Namespaces[0].Path != "" }) {
+			t.Errorf("a %s namespace: %v, want ErrLocal and the state unchanged", n.Backend, err)
+		}
 	}
 }
 
