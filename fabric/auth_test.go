@@ -377,7 +377,10 @@ func TestAuthBadFields(t *testing.T) {
 // re-authentication does not disconnect an authenticated queue.
 func TestAuthTimeout(t *testing.T) {
 	key := testSecret(t, dhchap.SHA256, 1)
-	r := authRig(t, HostAuth{Key: key}, AuthPolicy{}, Options{AuthTimeout: 100 * time.Millisecond})
+	// Long enough for the second queue's transaction under -race on a loaded machine (100 ms
+	// was not), short beside the waits below.
+	const timeout = time.Second
+	r := authRig(t, HostAuth{Key: key}, AuthPolicy{}, Options{AuthTimeout: timeout})
 	silent, _ := r.connectOnly(testHostNQN)
 	done, _ := r.connectOnly(testHostNQN)
 	a := &authHost{h: done, hostNQN: testHostNQN, subNQN: testNQN, key: key}
@@ -392,7 +395,7 @@ func TestAuthTimeout(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("unauthenticated queue still connected")
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(3 * timeout)
 	select {
 	case <-done.lq.Disconnected():
 		t.Fatal("authenticated queue disconnected by a stalled re-authentication")
