@@ -26,8 +26,8 @@ const (
 	KATOMax = 2 * time.Minute
 	// MaxConnectionsPerHost is room for a multipath host: on each of two
 	// paths, a controller with the most I/O queues (1+MaxIOQueues) and a
-	// persistent discovery controller. About half of RDMAMaxQueues, so
-	// that one host cannot take a default device's every queue.
+	// persistent discovery controller. Below RDMAMaxQueues, so that one
+	// host cannot take a default device's every queue.
 	MaxConnectionsPerHost = 2 * (1 + MaxIOQueues + 1)
 	// Model is Identify Controller MN when a subsystem sets none.
 	Model = "nvmeof-tgt"
@@ -62,10 +62,13 @@ const (
 	RDMAMaxQueues    = 64
 	RDMAMaxQueuesSRQ = 1024
 	// RDMASRQDepth is the receive buffers registered for each poller's
-	// shared receive queue: a quarter are posted at start, and each SRQ
-	// limit event posts as many again, until all are (nvmet's srq_size is
-	// 1024 per completion vector, SPDK's max_srq_depth 4096 per poll group).
-	RDMASRQDepth       = 2048
+	// shared receive queue, all posted at start, and capped by the
+	// device's max_srq_wr. Twice what one controller may have out
+	// (MaxIOQueues × MaxQueueDepth), so that a single host at full depth
+	// cannot empty it (rxe then flushes the hosts' QPs). SPDK's
+	// max_srq_depth is 4096 per poll group; nvmet's srq_size 1024 per
+	// completion vector.
+	RDMASRQDepth       = 4096
 	RDMAIOUnitSize     = 64 << 10
 	RDMABufferPoolSize = 64 << 20
 	RDMAPollers        = 1

@@ -39,6 +39,9 @@ func (c *cmConn) Destroy() {
 	c.l.queueGone(c)
 }
 
+// InError implements qpConn.
+func (c *cmConn) InError() (bool, error) { return c.qp.InError() }
+
 // QPNum implements qpConn.
 func (c *cmConn) QPNum() uint32 { return c.qp.Num() }
 

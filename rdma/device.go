@@ -265,12 +265,17 @@ var errNoBlock = errors.New("queue limit reached")
 // errRemoved: the device is being removed; no queue is set up on it.
 var errRemoved = errors.New("device being removed")
 
+// errSRQFailed: the shared receive queue of every poller failed
+// (IBV_EVENT_SRQ_ERR); a new QP would get no receives.
+var errSRQFailed = errors.New("every poller's shared receive queue failed")
+
 // allocBlock takes a queue block and room for cqes entries on a CQ of a
 // poller: the least loaded poller with a CQ that has the room, or else the
 // least loaded poller on a CQ made for it. A CQ holds the worst case of a
 // few queues only (every send and receive flushed at once: 640 entries for
 // an I/O queue of 128 and its admin queue), so a host connected to
-// hundreds of subsystems needs more CQs than pollers.
+// hundreds of subsystems needs more CQs than pollers. A poller whose
+// shared receive queue failed takes none.
 func (d *device) allocBlock(cqes int) (int, *poller, *pollerCQ, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -283,12 +288,18 @@ func (d *device) allocBlock(cqes int) (int, *poller, *pollerCQ, error) {
 	var best, least *poller
 	var cq *pollerCQ
 	for _, p := range d.pollers {
+		if p.srqFailed {
+			continue
+		}
 		if least == nil || p.nqueues < least.nqueues {
 			least = p
 		}
 		if c := p.cqFor(cqes); c != nil && (best == nil || p.nqueues < best.nqueues) {
 			best, cq = p, c
 		}
+	}
+	if least == nil && len(d.pollers) > 0 {
+		return 0, nil, nil, errSRQFailed
 	}
 	if best == nil {
 		if least == nil || cqes > least.cqRoom() {
@@ -309,6 +320,15 @@ func (d *device) allocBlock(cqes int) (int, *poller, *pollerCQ, error) {
 	b := d.freeBlocks[len(d.freeBlocks)-1]
 	d.freeBlocks = d.freeBlocks[:len(d.freeBlocks)-1]
 	return b, best, cq, nil
+}
+
+// markSRQFailed takes p out of service for new queues: its shared
+// receive queue failed (IBV_EVENT_SRQ_ERR), and a QP attached to it would
+// get no receives, its host reconnecting in a loop.
+func (p *poller) markSRQFailed() {
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	p.srqFailed = true
 }
 
 // freeBlock gives back what allocBlock took. A CQ stays with its poller
@@ -386,6 +406,7 @@ func (d *device) readAsyncEvents(pollers []*poller) {
 			for _, p := range pollers {
 				if p.srq != nil && p.srq.Handle() == ev.SRQ {
 					if ev.SRQErr() {
+						p.markSRQFailed()
 						p.runSoon(p.e.srqFailed)
 					} else {
 						p.runSoon(p.growSRQ)

@@ -73,3 +73,32 @@ func TestAllocBlockCQFails(t *testing.T) {
 		t.Fatal("a queue larger than a CQ was taken")
 	}
 }
+
+// TestAllocBlockSkipsFailedSRQ: a poller whose shared receive queue failed
+// (IBV_EVENT_SRQ_ERR) takes no new queue, however few it has: their QPs
+// would get no receives. With none left, the queue is refused.
+func TestAllocBlockSkipsFailedSRQ(t *testing.T) {
+	d := &device{freeBlocks: []int{3, 2, 1, 0}}
+	d.newCQ = func(p *poller) (*verbs.CQ, error) { return &verbs.CQ{}, nil }
+	var ps []*poller
+	for i := range 2 {
+		p := &poller{d: d, idx: i, cqSize: 1000}
+		p.cqs.Store(&[]*pollerCQ{{cq: &verbs.CQ{}, room: 1000}})
+		ps = append(ps, p)
+	}
+	ps[1].nqueues = 5 // the busier one
+	d.pollers = ps
+	ps[0].markSRQFailed()
+	for range 2 {
+		if _, gp, _, err := d.allocBlock(10); err != nil || gp != ps[1] {
+			t.Fatalf("allocBlock = poller %d, %v; want poller 1 (poller 0's SRQ failed)", gp.idx, err)
+		}
+	}
+	ps[1].markSRQFailed()
+	if _, _, _, err := d.allocBlock(10); !errors.Is(err, errSRQFailed) {
+		t.Fatalf("allocBlock with every SRQ failed: %v, want errSRQFailed", err)
+	}
+	if len(d.freeBlocks) != 2 {
+		t.Fatalf("%d free blocks after a refusal, want 2", len(d.freeBlocks))
+	}
+}

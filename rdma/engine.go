@@ -128,8 +128,17 @@ func newEngine(c engineConfig) *engine {
 // receives; with one, receives on q's QP come from the poller's SRQ, and
 // the queue is found by its QP number. It reports whether q was added, and
 // whether it is still live after the post (a failed post tears it down,
-// and the engine finishes with it as with any other).
+// and the engine finishes with it as with any other). With an SRQ, a queue
+// whose QP number another queue of the poller still holds is refused: the
+// receives on that number must keep naming their queue.
 func (e *engine) open(q *queue) (added, live bool) {
+	if e.srq != nil {
+		qpn := q.conn.QPNum()
+		if old := e.byQPN[qpn]; old != nil {
+			e.log.Error("a new QP has the number of a QP of the poller not yet destroyed: queue refused", "qp_num", qpn, "old_state", old.state.String())
+			return false, false
+		}
+	}
 	for i, old := range e.queues {
 		if old == nil {
 			e.gens[i]++
@@ -265,6 +274,7 @@ func (e *engine) flush() {
 	e.batch.Post()
 	if e.srq != nil {
 		e.srqPosted()
+		e.publishSRQ() // what the post did, not a round late
 	}
 	var failed []postFailure // allocated only when a post fails
 	for i, q := range e.batchQ {
@@ -299,8 +309,10 @@ func (e *engine) returnChunks(chunks []int32) {
 }
 
 // checkStuck logs the queues that take too long to drain, and tears down
-// those whose host takes no more responses.
+// those whose host takes no more responses; and it posts again the SRQ
+// receives a failed post left out.
 func (e *engine) checkStuck() {
+	e.retrySpare()
 	now := e.now()
 	for _, q := range e.queues {
 		if q != nil {
@@ -326,6 +338,11 @@ func (e *engine) publish() {
 		e.stats.BuffersInUse.Add(d)
 		e.published = e.inUse
 	}
+	e.publishSRQ()
+}
+
+// publishSRQ brings the SRQ's gauges up to date.
+func (e *engine) publishSRQ() {
 	if s := e.srq; s != nil {
 		s.gPosted.Store(int64(s.posted))
 		s.gHeld.Store(int64(s.given() - s.posted))

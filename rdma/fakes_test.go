@@ -29,12 +29,16 @@ type fakeConn struct {
 	sends                            []verbs.SendWR
 	recvs                            []verbs.RecvWR
 	setErrors, disconnects, destroys int
+	// inError is the QP in the error state: SetError sets it, a test
+	// sets it for rdma_cm's doing (a DREQ).
+	inError bool
 }
 
-func (c *fakeConn) SetError() error { c.setErrors++; return nil }
-func (c *fakeConn) Disconnect()     { c.disconnects++ }
-func (c *fakeConn) Destroy()        { c.destroys++ }
-func (c *fakeConn) QPNum() uint32   { return c.qpn }
+func (c *fakeConn) SetError() error        { c.setErrors++; c.inError = true; return nil }
+func (c *fakeConn) InError() (bool, error) { return c.inError, nil }
+func (c *fakeConn) Disconnect()            { c.disconnects++ }
+func (c *fakeConn) Destroy()               { c.destroys++ }
+func (c *fakeConn) QPNum() uint32          { return c.qpn }
 
 // fakeSRQ is a shared receive queue: the receives posted and not yet taken
 // by a QP, in order. A QP in the error state flushes none of them.

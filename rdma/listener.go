@@ -529,6 +529,10 @@ func (l *listener) setup(ev *verbs.CMEvent, pl connPlan) (*cmConn, bool, *refusa
 	if errors.Is(err, errRemoved) {
 		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "device being removed", []any{"device", d.attr.Name}}
 	}
+	if errors.Is(err, errSRQFailed) {
+		d.log.Error("connection refused: the shared receive queue of every poller failed (IBV_EVENT_SRQ_ERR)")
+		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "every poller's shared receive queue failed", []any{"device", d.attr.Name}}
+	}
 	if err != nil {
 		return nil, false, &refusal{nvme.RDMACMRejectNoResources, "no completion queue room", []any{"err", err}}
 	}

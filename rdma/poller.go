@@ -48,6 +48,9 @@ type poller struct {
 
 	// guarded by d.mu
 	nqueues int
+	// srqFailed: the SRQ failed (IBV_EVENT_SRQ_ERR); the poller takes no
+	// new queue, whose QP would get no receives (device.allocBlock).
+	srqFailed bool
 
 	// poller goroutine only
 	e   *engine

@@ -19,6 +19,9 @@ type qpConn interface {
 	// Destroy destroys the QP and frees the queue's registered memory;
 	// the engine calls it once nothing of the queue is outstanding.
 	Destroy()
+	// InError reports whether the QP is in the error state
+	// (ibv_query_qp(3)).
+	InError() (bool, error)
 	// QPNum is the QP's number: receive completions of a shared receive
 	// queue name their queue by it.
 	QPNum() uint32

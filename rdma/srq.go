@@ -59,10 +59,18 @@ type sharedRecv struct {
 	// spare are the buffers never posted, or left out by a post that
 	// failed: the room the SRQ grows into.
 	spare []int32
+	// retry: a post left buffers out (srqPosted), so the poller's periodic
+	// check posts the spare again (retrySpare), besides the limit event,
+	// which comes only once receives are consumed.
+	retry bool
 	// gPosted and gHeld are posted and given-but-not-posted (held by the
 	// queues' requests and parked capsules), for metrics: publish writes
 	// them on the poller, scrapes read them anywhere.
 	gPosted, gHeld atomic.Int64
+	// empty counts the receives that left the SRQ with none posted: the
+	// next capsule of any host on the poller meets an RNR NAK, and rxe
+	// flushes a QP whose retries run out.
+	empty atomic.Uint64
 }
 
 func newSharedRecv(c srqConfig) *sharedRecv {
@@ -114,6 +122,18 @@ func (e *engine) postSpare(n int) {
 	e.flush() // a post that fails arms the limit (srqPosted)
 	if len(s.spare) > 0 {
 		e.loop.armSRQ(srqArmAt(s.given()))
+	} else {
+		s.retry = false
+	}
+}
+
+// retrySpare posts, from the poller's periodic check, the buffers a failed
+// post left spare: after a failure at start, or with an idle poller, no
+// receive may be consumed to bring the limit event. Those a faultinject
+// build held back at start are left to the event.
+func (e *engine) retrySpare() {
+	if s := e.srq; s != nil && s.retry && len(s.spare) > 0 {
+		e.postSpare(len(s.spare))
 	}
 }
 
@@ -154,6 +174,7 @@ func (e *engine) srqPosted() {
 			e.srq.spare = append(e.srq.spare, int32(idx))
 		}
 	}
+	e.srq.retry = true
 	e.log.Error("post SRQ receives", "err", err, "left_out", len(unposted), "posted", e.srq.posted)
 	// The limit event posts them again: without it armed they would be
 	// stranded, the SRQ that much smaller for good.
@@ -168,6 +189,9 @@ func (e *engine) srqReceived(b int, wc *verbs.WC) {
 		return
 	}
 	e.srq.posted--
+	if e.srq.posted == 0 {
+		e.srq.empty.Add(1)
+	}
 	q := e.byQPN[wc.QPNum]
 	if wc.Status != verbs.WCSuccess && wc.Status != verbs.WCFlushErr {
 		e.stats.CompletionErrors.Add(1)
@@ -194,12 +218,22 @@ const lastWQETimeout = 5 * time.Second
 // the CQs is dispatched first, while its number still names its queue (a
 // receive goes back to the SRQ), and then the queue may be destroyed. The
 // event may come before the queue's teardown (rdma_cm moved the QP to the
-// error state on a DREQ): the queue is torn down now. Events for QPs this
-// poller does not have, and repeats, are ignored.
+// error state on a DREQ): the queue is torn down now, but only if its QP
+// is in the error state: the shim acknowledges an event before the engine
+// sees it, so the QP it was for may be destroyed already and its number
+// reused by a new, healthy queue. Events for QPs this poller does not
+// have, and repeats, are ignored.
 func (e *engine) lastWQEReached(qpn uint32) {
 	q := e.byQPN[qpn]
 	if q == nil || q.lastWQE {
 		return
+	}
+	if q.live() {
+		// A QP that cannot be queried is torn down: the event stands.
+		if inErr, err := q.conn.InError(); err == nil && !inErr {
+			q.log.Debug("IBV_EVENT_QP_LAST_WQE_REACHED for a QP not in the error state: an earlier QP's of the same number, ignored", "qp_num", qpn)
+			return
+		}
 	}
 	e.loop.drainCQs()
 	q.lastWQE = true
@@ -215,6 +249,7 @@ func (q *queue) lastWQETimedOut() {
 	if q.state != qsDraining || q.lastWQE {
 		return
 	}
+	q.e.stats.SRQLastWQETimeouts.Add(1)
 	q.log.Warn("no IBV_EVENT_QP_LAST_WQE_REACHED for the QP of a queue torn down: destroying it after draining the CQs",
 		"after", lastWQETimeout, "qp_num", q.conn.QPNum())
 	q.e.loop.drainCQs()
@@ -224,7 +259,8 @@ func (q *queue) lastWQETimedOut() {
 
 // srqFailed answers IBV_EVENT_SRQ_ERR: the SRQ gives the poller's QPs no
 // more receives, so every queue on the poller is torn down, and its host
-// reconnects.
+// reconnects, to another poller: this one takes no new queue
+// (poller.markSRQFailed, before this runs).
 func (e *engine) srqFailed() {
 	e.stats.SRQErrors.Add(1)
 	n := 0
@@ -233,7 +269,7 @@ func (e *engine) srqFailed() {
 			n++
 		}
 	}
-	e.log.Error("shared receive queue failed (IBV_EVENT_SRQ_ERR): tearing down the poller's queues", "queues", n)
+	e.log.Error("shared receive queue failed (IBV_EVENT_SRQ_ERR): tearing down the poller's queues; it takes no new ones", "queues", n)
 	for _, q := range e.queues {
 		if q != nil {
 			q.teardown("shared receive queue failed")

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
 )
@@ -154,7 +155,8 @@ func TestEngineSRQLastWQE(t *testing.T) {
 			h.check(a, b)
 
 			if tc.step == eventWhileLive {
-				h.inflight = nil // delivered by the drain before the event's teardown
+				h.inflight = nil  // delivered by the drain before the event's teardown
+				ac.inError = true // rdma_cm's doing, on the host's DREQ
 				h.lastWQE(ac)
 				if a.live() || len(h.cq) != 0 {
 					t.Fatalf("queue %s, %d completions undrained after its QP's last WQE: want torn down, drained", a.state, len(h.cq))
@@ -188,6 +190,9 @@ func TestEngineSRQLastWQE(t *testing.T) {
 					h.fire()
 					if !strings.Contains(log.String(), "level=WARN msg=\"no IBV_EVENT_QP_LAST_WQE_REACHED") {
 						t.Fatalf("no warning for the timeout; log:\n%s", log.String())
+					}
+					if n := h.stats.SRQLastWQETimeouts.Load(); n != 1 {
+						t.Fatalf("%d last WQE timeouts counted, want 1", n)
 					}
 				}
 			}
@@ -612,4 +617,143 @@ func TestEngineSRQLinesBySRQ(t *testing.T) {
 		h.respond(core)
 	}
 	h.check(qs...)
+}
+
+// TestSRQDepthHoldsAHost: the default SRQ depth is more than one host's
+// legal load (every I/O queue of a controller at the default depth), so a
+// single controller at full depth cannot empty a poller's SRQ (rxe then
+// flushes the hosts' QPs).
+func TestSRQDepthHoldsAHost(t *testing.T) {
+	if load := limits.MaxIOQueues * limits.MaxQueueDepth; DefaultSRQDepth <= load {
+		t.Fatalf("default SRQ depth %d, one controller may have %d commands out: want more", DefaultSRQDepth, load)
+	}
+}
+
+// TestEngineSRQEmptyCounted: a receive that leaves the SRQ with nothing
+// posted is counted (per poller, for nvmeof_tgt_rdma_srq_empty_total): the
+// next capsule of any host on the poller meets an RNR NAK.
+func TestEngineSRQEmptyCounted(t *testing.T) {
+	const n = 4
+	h := newBench(t, benchOpts{srq: n})
+	q, c, core := h.open(benchOpts{depth: 4})
+	core.hold = true
+	for cid := uint16(1); cid < n; cid++ {
+		h.capsule(q, c, cmd(cid, nvme.OpFlush, 0, false), 0)
+	}
+	if got := h.e.srq.empty.Load(); got != 0 {
+		t.Fatalf("SRQ empty counted %d times with %d of %d posted, want 0", got, h.e.srq.posted, n)
+	}
+	h.capsule(q, c, cmd(n, nvme.OpFlush, 0, false), 0)
+	if got := h.e.srq.empty.Load(); got != 1 || h.e.srq.posted != 0 {
+		t.Fatalf("SRQ empty counted %d times with %d posted, want 1 and 0", got, h.e.srq.posted)
+	}
+	h.respond(core)
+	h.runLoop()
+	for len(c.sends) > 0 {
+		h.finish(q, c, kindSend, verbs.WCSuccess)
+	}
+	if got := h.e.srq.empty.Load(); got != 1 || h.e.srq.posted != n {
+		t.Fatalf("SRQ empty counted %d times with %d posted once answered, want 1 and %d", got, h.e.srq.posted, n)
+	}
+	h.check(q)
+}
+
+// TestEngineSRQLastWQEReusedQPN: IBV_EVENT_QP_LAST_WQE_REACHED for the
+// number of a queue that is live is taken only if its QP is in the error
+// state (rdma_cm moved it there on a DREQ). Otherwise it is an old QP's
+// event, acknowledged before the engine saw it, whose number a new,
+// healthy queue reused: it is ignored.
+func TestEngineSRQLastWQEReusedQPN(t *testing.T) {
+	var log strings.Builder
+	h := newBench(t, benchOpts{srq: testSRQ})
+	h.e.log = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	q, c, core := h.open(benchOpts{})
+	h.lastWQE(c)
+	if !q.live() || q.lastWQE || c.setErrors != 0 {
+		t.Fatalf("queue %s (last WQE %v, SetError %d) after a stale event for its QP number: want live, untouched", q.state, q.lastWQE, c.setErrors)
+	}
+	if !strings.Contains(log.String(), "level=DEBUG") || !strings.Contains(log.String(), "not in the error state") {
+		t.Fatalf("no debug line for the ignored event; log:\n%s", log.String())
+	}
+	h.capsule(q, c, cmd(1, nvme.OpFlush, 0, false), 0)
+	h.finish(q, c, kindSend, verbs.WCSuccess)
+	if !slices.Equal(core.executed, []uint16{1}) {
+		t.Fatalf("executed %v, want [1]", core.executed)
+	}
+	h.check(q)
+}
+
+// TestEngineSRQDuplicateQPN: a queue whose QP number is already bound to
+// a queue of the poller is refused, with an error, and the first keeps it:
+// receives on that number must not change queue under it.
+func TestEngineSRQDuplicateQPN(t *testing.T) {
+	var log strings.Builder
+	h := newBench(t, benchOpts{srq: testSRQ})
+	h.e.log = slog.New(slog.NewTextHandler(&log, nil))
+	a, ac, acore := h.open(benchOpts{})
+	c := &fakeConn{qpn: ac.qpn}
+	q := newQueue(h.e, queueConfig{conn: c, log: h.e.log, mem: queueMem{rsp: make([]byte, 2*4*nvme.CompletionSize)},
+		depth: 4, icd: testICD, sqSize: 20, readDepth: 16})
+	q.core = &fakeCore{q: q}
+	if added, live := h.e.open(q); added || live {
+		t.Fatalf("open of a second queue on QP number %d: added %v live %v, want refused", ac.qpn, added, live)
+	}
+	if h.e.byQPN[ac.qpn] != a || !strings.Contains(log.String(), "level=ERROR") {
+		t.Fatalf("QP number bound to the first queue %v; log:\n%s", h.e.byQPN[ac.qpn] == a, log.String())
+	}
+	taken := 0
+	for _, x := range h.e.queues {
+		if x != nil {
+			taken++
+		}
+	}
+	if taken != 1 {
+		t.Fatalf("%d table slots taken, want 1: the refused queue keeps none", taken)
+	}
+	h.capsule(a, ac, cmd(1, nvme.OpFlush, 0, false), 0)
+	h.finish(a, ac, kindSend, verbs.WCSuccess)
+	if !slices.Equal(acore.executed, []uint16{1}) {
+		t.Fatalf("first queue executed %v, want [1]", acore.executed)
+	}
+	h.check(a)
+}
+
+// TestEngineSRQRetrySpare: buffers a failed post left spare are posted
+// again by the poller's periodic check, not only by the SRQ limit event
+// (which comes only once receives are consumed). Those a faultinject build
+// holds back at start are left to the limit event.
+func TestEngineSRQRetrySpare(t *testing.T) {
+	h := newBench(t, benchOpts{srq: testSRQ})
+	q, c, _ := h.open(benchOpts{})
+	h.b.failSRQ = 0
+	h.capsule(q, c, cmd(1, nvme.OpFlush, 0, false), 0)
+	h.finish(q, c, kindSend, verbs.WCSuccess)
+	if len(h.e.srq.spare) != 1 {
+		t.Fatalf("%d spare after a failed post, want 1", len(h.e.srq.spare))
+	}
+	h.e.checkStuck()
+	h.e.flush()
+	if len(h.e.srq.spare) != 0 || h.e.srq.posted != testSRQ || len(h.srq.recvs) != testSRQ {
+		t.Fatalf("after the periodic check: %d spare, %d posted; want 0 and %d", len(h.e.srq.spare), h.e.srq.posted, testSRQ)
+	}
+	if p := h.e.srq.gPosted.Load(); p != testSRQ {
+		t.Fatalf("gauge posted %d, want %d", p, testSRQ)
+	}
+	h.check(q)
+
+	h = newBench(t, benchOpts{srq: testSRQ, srqStart: 16})
+	h.e.checkStuck()
+	h.e.flush()
+	if h.e.srq.posted != 16 {
+		t.Fatalf("faultinject start: %d posted after the periodic check, want the 16 of the start", h.e.srq.posted)
+	}
+}
+
+// TestEngineSRQGaugesCurrent: the SRQ gauges are published after the
+// round's post, not a round late: at start they show every buffer posted.
+func TestEngineSRQGaugesCurrent(t *testing.T) {
+	h := newBench(t, benchOpts{srq: testSRQ})
+	if p, held := h.e.srq.gPosted.Load(), h.e.srq.gHeld.Load(); p != testSRQ || held != 0 {
+		t.Fatalf("gauges at start: posted %d held %d, want %d and 0", p, held, testSRQ)
+	}
 }

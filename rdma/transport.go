@@ -252,6 +252,9 @@ type Stats struct {
 	// SRQErrors counts IBV_EVENT_SRQ_ERR: a poller's shared receive queue
 	// failed, and every queue on the poller was torn down.
 	SRQErrors atomic.Uint64
+	// SRQLastWQETimeouts counts the QPs of queues torn down that were
+	// destroyed without IBV_EVENT_QP_LAST_WQE_REACHED, after lastWQETimeout.
+	SRQLastWQETimeouts atomic.Uint64
 	// DeviceRemovals counts the devices released because they were
 	// removed (removal.go).
 	DeviceRemovals atomic.Uint64
@@ -304,24 +307,31 @@ func (t *Transport) Stats() *Stats { return &t.stats }
 // SRQStat is one poller's shared receive queue, for metrics: its receive
 // buffers posted (in the SRQ, or taken by a QP that has not reported them
 // yet) and held (bound to a queue by a capsule that landed in them, until
-// the queue is done with it). Without hosts, held is 0.
+// the queue is done with it). Without hosts, held is 0. Empty counts the
+// receives that left it with nothing posted.
 type SRQStat struct {
 	Device       string
 	Poller       int
 	Posted, Held int64
+	Empty        uint64
 }
 
 // SRQStats reports the shared receive queue of every poller of the open
-// devices that have them, by device and poller.
+// devices that have them, by device and poller. A device removed and
+// still being released is left out: one of the same name may be open
+// again, and its series would be reported twice.
 func (t *Transport) SRQStats() []SRQStat {
 	t.mu.Lock()
 	var out []SRQStat
 	for _, d := range t.devices {
+		if d.gone.Load() {
+			continue
+		}
 		// A device's pollers are set before it is published in t.devices
 		// and cleared only after it is removed.
 		for _, p := range d.pollers {
 			if s := p.e.srq; s != nil {
-				out = append(out, SRQStat{Device: d.attr.Name, Poller: p.idx, Posted: s.gPosted.Load(), Held: s.gHeld.Load()})
+				out = append(out, SRQStat{Device: d.attr.Name, Poller: p.idx, Posted: s.gPosted.Load(), Held: s.gHeld.Load(), Empty: s.empty.Load()})
 			}
 		}
 	}

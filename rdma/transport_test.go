@@ -1,10 +1,12 @@
 package rdma
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -60,5 +62,27 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("validate: %v, want an error about %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSRQStatsSkipsRemoved: a removed device still being released is not
+// reported: a device of the same name added back would give duplicate
+// {device, poller} series, which the metrics endpoint answers with a 500.
+func TestSRQStatsSkipsRemoved(t *testing.T) {
+	mk := func(removed bool, posted int64) *device {
+		d := &device{attr: verbs.DeviceAttr{Name: "rxe0"}}
+		e := &engine{srq: newSharedRecv(srqConfig{n: 8})}
+		e.srq.gPosted.Store(posted)
+		d.pollers = []*poller{{idx: 0, e: e}}
+		if removed {
+			d.removed = true
+			d.gone.Store(true)
+		}
+		return d
+	}
+	tr := &Transport{devices: map[uintptr]*device{1: mk(true, 3), 2: mk(false, 8)}}
+	got := tr.SRQStats()
+	if want := []SRQStat{{Device: "rxe0", Poller: 0, Posted: 8}}; !slices.Equal(got, want) {
+		t.Fatalf("SRQStats = %+v, want %+v", got, want)
 	}
 }

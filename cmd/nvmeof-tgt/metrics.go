@@ -86,6 +86,7 @@ type collector struct {
 	rdmaDeviceRemovals                         *prometheus.Desc
 	rdmaRegistered, rdmaSRQLimit               *prometheus.Desc
 	rdmaSRQErrors, rdmaSRQPosted, rdmaSRQHeld  *prometheus.Desc
+	rdmaSRQEmpty, rdmaSRQLastWQETimeouts       *prometheus.Desc
 }
 
 func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
@@ -94,42 +95,44 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
 	}
 	c := &collector{
 		tgt: tgt, rt: rt,
-		buildInfo:          d("build_info", "Always 1: the target's version, the Go version it was built with and its VCS commit.", "version", "goversion", "commit"),
-		queues:             d("queues", "Host queues connected."),
-		controllers:        d("controllers", "Controllers (admin queues) live."),
-		ctrlStates:         d("controllers_by_state", "Live controllers by subsystem and CC/CSTS state.", "subnqn", "state"),
-		portUp:             d("port_up", "1 while the port accepts connections, 0 while it is down (its RDMA device was removed; it listens again once the address is usable).", "transport", "address", "port"),
-		nsLatency:          d("namespace_latency_seconds", "Read, write and flush latency in the target: from the command's parse (before buffer waits and a write's RDMA READ) to its response being queued.", "subnqn", "nsid", "op"),
-		nsCapacity:         d("namespace_capacity_bytes", "Namespace size.", "subnqn", "nsid"),
-		nsBlockSize:        d("namespace_block_size_bytes", "Namespace logical block size.", "subnqn", "nsid"),
-		connects:           d("connects_total", "Successful Fabrics Connect commands."),
-		hostLimit:          d("connect_host_limit_total", "Fabrics Connect commands refused because the host had controller.max_connections_per_host queues (also in connect_rejects_total)."),
-		rejects:            d("connect_rejects_total", "Refused Fabrics Connect commands."),
-		cmdErrors:          d("command_errors_total", "Commands completed with an error status."),
-		kaExpired:          d("keepalive_expired_total", "Controllers deleted by keep-alive expiry."),
-		auth:               d("auth_total", "In-band authentication (DH-HMAC-CHAP) outcomes: queues authenticated, transactions failed, queues disconnected for not authenticating in time.", "result"),
-		nsOps:              d("namespace_ops_total", "Namespace commands by operation.", "subnqn", "nsid", "op"),
-		nsBytes:            d("namespace_bytes_total", "Namespace data moved by direction.", "subnqn", "nsid", "op"),
-		nsErrors:           d("namespace_errors_total", "Backend errors.", "subnqn", "nsid"),
-		nsBusy:             d("namespace_busy_total", "Commands refused for the host to retry: too many waiting for the namespace's workers.", "subnqn", "nsid"),
-		rdmaConns:          d("rdma_connections_total", "RDMA connection events.", "event"),
-		rdmaQueues:         d("rdma_queues_live", "RDMA queue pairs live."),
-		rdmaWaits:          d("rdma_resource_waits_total", "Requests that queued for a resource.", "resource"),
-		rdmaPoll:           d("rdma_poller_sleeps_total", "Times a poller slept on its completion channel."),
-		rdmaWakeups:        d("rdma_poller_wakeups_total", "Times a poller woke from a sleep on its completion channel."),
-		rdmaCompErrors:     d("rdma_completion_errors_total", "Work completions with an error other than flush."),
-		rdmaSendInv:        d("rdma_send_with_invalidate_total", "Responses sent with remote invalidation."),
-		rdmaIOUring:        d("rdma_io_uring_requests_total", "File, block-device and RBD requests run on a poller's ring (io_uring, librbd's completion queue)."),
-		rdmaPostCalls:      d("rdma_post_calls_total", "Calls that posted a poller round's work requests, for all its queues at once."),
-		rdmaWRs:            d("rdma_work_requests_total", "Work requests (sends and receives) posted."),
-		rdmaAsyncEvents:    d("rdma_async_events_total", "Asynchronous events of the RDMA devices (QP and port errors, ...)."),
-		rdmaBuffersInUse:   d("rdma_buffers_in_use", "Data buffers (rdma.io_unit_size each) out of the pools: held by requests, or by queues until their QP is destroyed."),
-		rdmaDeviceRemovals: d("rdma_device_removals_total", "RDMA devices removed under the target (rdma_cm DEVICE_REMOVAL, IBV_EVENT_DEVICE_FATAL, or their user-verbs node gone): their queues torn down and the devices released."),
-		rdmaRegistered:     d("rdma_registered_bytes", "Memory the open RDMA devices registered at start: receive buffers, responses and data buffers. With a shared receive queue per poller (rdma.srq) it does not grow with the connections."),
-		rdmaSRQLimit:       d("rdma_srq_limit_events_total", "Times a poller's shared receive queue ran low (IBV_EVENT_SRQ_LIMIT_REACHED) and was given the receive buffers it had spare."),
-		rdmaSRQErrors:      d("rdma_srq_errors_total", "Times a poller's shared receive queue failed (IBV_EVENT_SRQ_ERR): every queue on the poller was torn down, for its host to reconnect."),
-		rdmaSRQPosted:      d("rdma_srq_posted", "Receive buffers posted to a poller's shared receive queue (or taken by a QP and not yet reported).", "device", "poller"),
-		rdmaSRQHeld:        d("rdma_srq_held", "Receive buffers of a poller's shared receive queue bound to queues: command capsules their requests or parked capsules hold. 0 once every host has left.", "device", "poller"),
+		buildInfo:              d("build_info", "Always 1: the target's version, the Go version it was built with and its VCS commit.", "version", "goversion", "commit"),
+		queues:                 d("queues", "Host queues connected."),
+		controllers:            d("controllers", "Controllers (admin queues) live."),
+		ctrlStates:             d("controllers_by_state", "Live controllers by subsystem and CC/CSTS state.", "subnqn", "state"),
+		portUp:                 d("port_up", "1 while the port accepts connections, 0 while it is down (its RDMA device was removed; it listens again once the address is usable).", "transport", "address", "port"),
+		nsLatency:              d("namespace_latency_seconds", "Read, write and flush latency in the target: from the command's parse (before buffer waits and a write's RDMA READ) to its response being queued.", "subnqn", "nsid", "op"),
+		nsCapacity:             d("namespace_capacity_bytes", "Namespace size.", "subnqn", "nsid"),
+		nsBlockSize:            d("namespace_block_size_bytes", "Namespace logical block size.", "subnqn", "nsid"),
+		connects:               d("connects_total", "Successful Fabrics Connect commands."),
+		hostLimit:              d("connect_host_limit_total", "Fabrics Connect commands refused because the host had controller.max_connections_per_host queues (also in connect_rejects_total)."),
+		rejects:                d("connect_rejects_total", "Refused Fabrics Connect commands."),
+		cmdErrors:              d("command_errors_total", "Commands completed with an error status."),
+		kaExpired:              d("keepalive_expired_total", "Controllers deleted by keep-alive expiry."),
+		auth:                   d("auth_total", "In-band authentication (DH-HMAC-CHAP) outcomes: queues authenticated, transactions failed, queues disconnected for not authenticating in time.", "result"),
+		nsOps:                  d("namespace_ops_total", "Namespace commands by operation.", "subnqn", "nsid", "op"),
+		nsBytes:                d("namespace_bytes_total", "Namespace data moved by direction.", "subnqn", "nsid", "op"),
+		nsErrors:               d("namespace_errors_total", "Backend errors.", "subnqn", "nsid"),
+		nsBusy:                 d("namespace_busy_total", "Commands refused for the host to retry: too many waiting for the namespace's workers.", "subnqn", "nsid"),
+		rdmaConns:              d("rdma_connections_total", "RDMA connection events.", "event"),
+		rdmaQueues:             d("rdma_queues_live", "RDMA queue pairs live."),
+		rdmaWaits:              d("rdma_resource_waits_total", "Requests that queued for a resource.", "resource"),
+		rdmaPoll:               d("rdma_poller_sleeps_total", "Times a poller slept on its completion channel."),
+		rdmaWakeups:            d("rdma_poller_wakeups_total", "Times a poller woke from a sleep on its completion channel."),
+		rdmaCompErrors:         d("rdma_completion_errors_total", "Work completions with an error other than flush."),
+		rdmaSendInv:            d("rdma_send_with_invalidate_total", "Responses sent with remote invalidation."),
+		rdmaIOUring:            d("rdma_io_uring_requests_total", "File, block-device and RBD requests run on a poller's ring (io_uring, librbd's completion queue)."),
+		rdmaPostCalls:          d("rdma_post_calls_total", "Calls that posted a poller round's work requests, for all its queues at once."),
+		rdmaWRs:                d("rdma_work_requests_total", "Work requests (sends and receives) posted."),
+		rdmaAsyncEvents:        d("rdma_async_events_total", "Asynchronous events of the RDMA devices (QP and port errors, ...)."),
+		rdmaBuffersInUse:       d("rdma_buffers_in_use", "Data buffers (rdma.io_unit_size each) out of the pools: held by requests, or by queues until their QP is destroyed."),
+		rdmaDeviceRemovals:     d("rdma_device_removals_total", "RDMA devices removed under the target (rdma_cm DEVICE_REMOVAL, IBV_EVENT_DEVICE_FATAL, or their user-verbs node gone): their queues torn down and the devices released."),
+		rdmaRegistered:         d("rdma_registered_bytes", "Memory the open RDMA devices registered at start: receive buffers, responses and data buffers. With a shared receive queue per poller (rdma.srq) it does not grow with the connections."),
+		rdmaSRQLimit:           d("rdma_srq_limit_events_total", "Times a poller's shared receive queue ran low (IBV_EVENT_SRQ_LIMIT_REACHED) and was given the receive buffers it had spare."),
+		rdmaSRQErrors:          d("rdma_srq_errors_total", "Times a poller's shared receive queue failed (IBV_EVENT_SRQ_ERR): every queue on the poller was torn down, for its host to reconnect."),
+		rdmaSRQPosted:          d("rdma_srq_posted", "Receive buffers posted to a poller's shared receive queue (or taken by a QP and not yet reported).", "device", "poller"),
+		rdmaSRQEmpty:           d("rdma_srq_empty_total", "Receives that left a poller's shared receive queue with none posted: the next command capsule on the poller meets an RNR NAK, and rxe flushes a QP whose retries run out. If it grows, the hosts' queues at full depth outnumber the buffers: add pollers (rdma.pollers) or lower the hosts' queue depth.", "device", "poller"),
+		rdmaSRQLastWQETimeouts: d("rdma_srq_last_wqe_timeouts_total", "QPs of torn-down queues on a shared receive queue destroyed without IBV_EVENT_QP_LAST_WQE_REACHED, after waiting 5 s for it."),
+		rdmaSRQHeld:            d("rdma_srq_held", "Receive buffers of a poller's shared receive queue bound to queues: command capsules their requests or parked capsules hold. 0 once every host has left.", "device", "poller"),
 	}
 	c.version, c.goVersion, c.commit = buildLabels()
 	return c
@@ -220,10 +223,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	g(c.rdmaRegistered, float64(r.RegisteredBytes.Load()))
 	ct(c.rdmaSRQLimit, r.SRQLimitEvents.Load())
 	ct(c.rdmaSRQErrors, r.SRQErrors.Load())
+	ct(c.rdmaSRQLastWQETimeouts, r.SRQLastWQETimeouts.Load())
 	for _, s := range rt.SRQStats() {
 		p := strconv.Itoa(s.Poller)
 		g(c.rdmaSRQPosted, float64(s.Posted), s.Device, p)
 		g(c.rdmaSRQHeld, float64(s.Held), s.Device, p)
+		ct(c.rdmaSRQEmpty, s.Empty, s.Device, p)
 	}
 }
 

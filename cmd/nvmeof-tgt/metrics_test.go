@@ -272,6 +272,7 @@ func TestRegistry(t *testing.T) {
 		{`nvmeof_tgt_rdma_registered_bytes`, 0}, // no device open
 		{`nvmeof_tgt_rdma_srq_limit_events_total`, 0},
 		{`nvmeof_tgt_rdma_srq_errors_total`, 0},
+		{`nvmeof_tgt_rdma_srq_last_wqe_timeouts_total`, 0},
 		{`nvmeof_tgt_port_up{address="m",port="1",transport="loop"}`, 1},
 	}
 	for _, tc := range tests {

@@ -632,6 +632,15 @@ func (qp *QP) SetMinRNRTimer(timer uint8) error {
 	return nil
 }
 
+// InError reports whether the QP is in the error state (ibv_query_qp(3)).
+func (qp *QP) InError() (bool, error) {
+	rc := C.nt_qp_in_error(qp.p)
+	if rc < 0 {
+		return false, fmt.Errorf("ibv_query_qp: %w", errno(rc))
+	}
+	return rc == 1, nil
+}
+
 // SetError moves the QP to the error state, flushing all outstanding work.
 func (qp *QP) SetError() error {
 	if rc := C.nt_qp_error(qp.p); rc < 0 {

@@ -270,6 +270,16 @@ int nt_qp_error(struct ibv_qp *qp) {
 	return rc > 0 ? -rc : rc;
 }
 
+// nt_qp_in_error is 1 if the QP is in the error state, 0 if not, and a
+// negative errno if it cannot be queried.
+int nt_qp_in_error(struct ibv_qp *qp) {
+	struct ibv_qp_attr a; struct ibv_qp_init_attr ia;
+	memset(&a, 0, sizeof(a)); memset(&ia, 0, sizeof(ia));
+	int rc = ibv_query_qp(qp, &a, IBV_QP_STATE, &ia);
+	if (rc) return rc > 0 ? -rc : rc;
+	return a.qp_state == IBV_QPS_ERR;
+}
+
 // nt_get_async_event reads one asynchronous event, copies out its type and,
 // for a QP's event, the QP number (for an SRQ's, the SRQ), and acknowledges
 // it at once: a QP or CQ

@@ -54,6 +54,7 @@ int nt_accept(struct rdma_cm_id *id, const void *pd, int pdlen, int rr, int id_d
 int nt_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
 		struct ibv_srq *srq, int swr, int rwr, int ssge, int rsge, int inl);
 int nt_qp_error(struct ibv_qp *qp);
+int nt_qp_in_error(struct ibv_qp *qp);
 int nt_qp_min_rnr_timer(struct ibv_qp *qp, int timer);
 struct ibv_srq *nt_create_srq(struct ibv_pd *pd, int max_wr, int max_sge, int *got_wr);
 int nt_arm_srq(struct ibv_srq *srq, int limit);

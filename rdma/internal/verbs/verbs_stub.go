@@ -92,6 +92,7 @@ func (*CQ) ReqNotify() error                              { return ErrNotSupport
 func (*CQ) Destroy() error                                { return nil }
 func (*QP) Num() uint32                                   { return 0 }
 func (*QP) SetError() error                               { return ErrNotSupported }
+func (*QP) InError() (bool, error)                        { return false, ErrNotSupported }
 func (*QP) SetMinRNRTimer(uint8) error                    { return ErrNotSupported }
 func (*PD) CreateSRQ(int, int) (*SRQ, error)              { return nil, ErrNotSupported }
 func (*SRQ) MaxWR() int                                   { return 0 }
