@@ -510,6 +510,11 @@ func (d *rbdDev) Close() error {
 	werr := d.watch.Unwatch()
 	d.wake.Close()
 	<-d.watchDone
+	if werr == nil {
+		// watchLoop is gone: nothing reads the watch's flag now. (After a
+		// failed unwatch librbd may still call back: the memory stays.)
+		d.watch.Free()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closed = true

@@ -343,6 +343,22 @@ func TestGatewayGroup(t *testing.T) {
 			t.Errorf("gateway 1's client %s is not blocklisted:\n%s%s", ad, bl.stdout, bl.stderr)
 		}
 	}
+	// Each entry outlasts an outage of hours: "ADDR EXPIRY", EXPIRY a date a year away, not
+	// Ceph's default hour after which a cut-off gateway's held writes could land.
+	dated := 0
+	for _, line := range strings.Split(string(bl.stdout), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || !slices.ContainsFunc(addrsA, func(ad string) bool { return strings.Contains(f[0], ad) }) {
+			continue
+		}
+		dated++
+		if until, err := time.Parse("2006-01-02", f[1][:min(10, len(f[1]))]); err != nil || until.Before(time.Now().AddDate(0, 0, 300)) {
+			t.Errorf("gateway 1's client %s is blocklisted until %s (%v), want a year", f[0], f[1], err)
+		}
+	}
+	if dated < len(addrsA) {
+		t.Errorf("%d of gateway 1's %d addresses listed with an expiry:\n%s", dated, len(addrsA), bl.stdout)
+	}
 	time.Sleep(5 * time.Second)
 	a.Start(t, spec)
 	if err := waitFor(time.Minute, func() bool { return ctrlState(ca) == "live" }); err != nil {

@@ -311,15 +311,21 @@ func (w *Watch) Changed() bool {
 	return (*atomic.Int32)(unsafe.Pointer(&w.w.changed)).Swap(0) != 0
 }
 
-// Unwatch stops the watch; librbd waits for a callback that runs.
+// Unwatch stops the watch; librbd waits for a callback that runs. The
+// flag Changed reads stays until Free: a reader woken by the last callback
+// may still be on its way to it.
 func (w *Watch) Unwatch() error {
-	r := C.rbd_update_unwatch(w.im.img, w.handle)
-	C.free(unsafe.Pointer(w.w))
-	w.w = nil
-	if r < 0 {
+	if r := C.rbd_update_unwatch(w.im.img, w.handle); r < 0 {
 		return fmt.Errorf("unwatch image %s: %w", w.im.name, errno(r))
 	}
 	return nil
+}
+
+// Free releases the watch's memory, after Unwatch and once nothing calls
+// Changed any more.
+func (w *Watch) Free() {
+	C.free(unsafe.Pointer(w.w))
+	w.w = nil
 }
 
 // Op is an asynchronous operation.

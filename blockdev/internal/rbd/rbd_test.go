@@ -241,6 +241,9 @@ func TestWatchResize(t *testing.T) {
 	if err := w.Unwatch(); err != nil {
 		t.Error(err)
 	}
+	// Changed stays readable between Unwatch and Free (a reader woken by the last callback).
+	w.Changed()
+	w.Free()
 }
 
 // TestQueuePost drives a Queue without a cluster: completions posted from

@@ -322,11 +322,19 @@ func (s *Store) Leases(ctx context.Context) (map[int][]byte, error) {
 	return out, nil
 }
 
+// blocklistFor is how long a fenced gateway's addresses stay blocklisted.
+// Ceph's default, an hour, would let a gateway cut off for longer replay
+// the writes librbd still holds once its network heals, over the newer
+// data the survivors wrote; a returning gateway comes back as a new client
+// (new addresses), and `ceph osd blocklist rm` lifts an entry by hand.
+const blocklistFor = 365 * 24 * time.Hour
+
 // Blocklist adds each address to the OSD map's blocklist (`ceph osd
-// blocklist add`, pacific's spelling), for an hour (Ceph's default).
+// blocklist add`, pacific's spelling) for blocklistFor.
 func (s *Store) Blocklist(ctx context.Context, addrs []string) error {
 	for _, a := range addrs {
-		cmd, _ := json.Marshal(map[string]string{"prefix": "osd blocklist", "blocklistop": "add", "addr": a})
+		cmd, _ := json.Marshal(map[string]any{"prefix": "osd blocklist", "blocklistop": "add", "addr": a,
+			"expire": blocklistFor.Seconds()})
 		if _, status, err := s.conn.MonCommand(cmd); err != nil {
 			return fmt.Errorf("osd blocklist add %s: %w (%s)", a, wrap(err), status)
 		}
