@@ -4,3 +4,6 @@ package blockdev
 
 // RBDClientAddrs is empty in a build without librbd.
 func RBDClientAddrs() []string { return nil }
+
+// RBDWaitForLatestOSDMap has no connection to wait for in this build.
+func RBDWaitForLatestOSDMap() error { return nil }

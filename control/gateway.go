@@ -38,6 +38,13 @@ type GroupOptions struct {
 	// rbd namespaces'), which a lease records so that fencing the gateway
 	// blocklists them too; nil: none.
 	Addrs func() []string
+	// Barrier waits until the gateway's other RADOS clients (its rbd
+	// namespaces') have the newest OSD map; nil: none. A fence runs it after
+	// the blocklist and before taking the dead gateway's ANA group over, so
+	// that the writes the hosts then send here reach OSDs that apply the
+	// blocklist before them (an OSD still on the older map would take the
+	// dead gateway's late writes after ours).
+	Barrier func() error
 	// Fenced is called once when this gateway finds itself blocklisted by
 	// another that took its group over: it can write nothing any more.
 	Fenced func(error)
@@ -206,6 +213,9 @@ func (g *gateway) fence(log func(msg string, args ...any)) {
 		ctx, cancel := g.ctx()
 		err := g.store.Blocklist(ctx, t.addrs)
 		cancel()
+		if err == nil && g.opts.Barrier != nil {
+			err = g.opts.Barrier()
+		}
 		if err != nil {
 			log("cannot fence a dead gateway: its ANA group stays inaccessible", "gateway", t.id, "addrs", t.addrs, "err", err)
 			continue

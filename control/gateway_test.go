@@ -64,6 +64,9 @@ type gwNode struct {
 	m      *Manager
 	store  *switchStore
 	fenced atomic.Bool
+	// barriers counts the OSD-map barriers run after a blocklist that had
+	// fenced "b"; barrierEarly those run before it.
+	barriers, barrierEarly atomic.Int32
 }
 
 const gwLease = 2 * time.Second
@@ -83,7 +86,15 @@ func startGateway(t *testing.T, cl *group.Cluster, clock *fakeClock, id int, cli
 	lt := fabric.NewLoopTransport(fabric.TransportLimits{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4})
 	n.m, err = New(n.tgt, cfg, Options{
 		Transport: func(string) (fabric.Transport, error) { return lt, nil },
-		Group:     &GroupOptions{Store: n.store, Now: clock.Now, Fenced: func(error) { n.fenced.Store(true) }},
+		Group: &GroupOptions{Store: n.store, Now: clock.Now, Fenced: func(error) { n.fenced.Store(true) },
+			Barrier: func() error {
+				if cl.Blocklisted("b") {
+					n.barriers.Add(1)
+				} else {
+					n.barrierEarly.Add(1)
+				}
+				return nil
+			}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +224,10 @@ func TestGatewayGroup(t *testing.T) {
 	})
 	if !cl.Blocklisted("b") {
 		t.Error("B's client was not blocklisted before A took its group")
+	}
+	if a.barriers.Load() == 0 || a.barrierEarly.Load() != 0 {
+		t.Errorf("A took group 2 over after %d OSD-map barriers after the blocklist (%d before it), want 1 or more after and none before",
+			a.barriers.Load(), a.barrierEarly.Load())
 	}
 	if gs := a.m.Group(); gs.Failovers != 1 || gs.Owners["2"] != 1 {
 		t.Errorf("A's view after the failover: %+v", gs)

@@ -51,7 +51,8 @@ func groupOptions(cfg *config.Config, log *slog.Logger, fenced func(error)) (*co
 			}
 			return out
 		},
-		Fenced: fenced,
+		Barrier: blockdev.RBDWaitForLatestOSDMap,
+		Fenced:  fenced,
 	}, st, nil
 }
 

@@ -26,3 +26,15 @@ func (c *Conn) Addrs() (string, error) {
 	defer C.free(unsafe.Pointer(p))
 	return C.GoString(p), nil
 }
+
+// WaitForLatestOSDMap waits until the client has the cluster's newest OSD
+// map (rados_wait_for_latest_osdmap): its later operations carry that epoch,
+// and an OSD applies what the map says (a blocklist) before them.
+func (c *Conn) WaitForLatestOSDMap() error {
+	r := C.rados_wait_for_latest_osdmap(c.c)
+	runtime.KeepAlive(c)
+	if r < 0 {
+		return errno(r)
+	}
+	return nil
+}

@@ -339,6 +339,11 @@ func (s *Store) Blocklist(ctx context.Context, addrs []string) error {
 			return fmt.Errorf("osd blocklist add %s: %w (%s)", a, wrap(err), status)
 		}
 	}
+	// This client's next writes (the group's state) carry the map with the
+	// blocklist.
+	if err := s.conn.WaitForLatestOSDMap(); err != nil {
+		return fmt.Errorf("wait for the OSD map with the blocklist: %w", wrap(err))
+	}
 	return nil
 }
 
