@@ -210,6 +210,11 @@ func (g *gateway) fence(log func(msg string, args ...any)) {
 	}
 	g.mu.Unlock()
 	for _, t := range todo {
+		if len(t.addrs) == 0 {
+			// A blocklist of nothing fences nothing: a zombie could still write.
+			log("cannot fence a dead gateway: its lease records no client address; its ANA group stays inaccessible", "gateway", t.id)
+			continue
+		}
 		ctx, cancel := g.ctx()
 		err := g.store.Blocklist(ctx, t.addrs)
 		cancel()

@@ -39,8 +39,9 @@ type switchStore struct {
 	writes   atomic.Int32
 	// gate, when armed, holds the next read's result (as read then)
 	// until it is closed: a read that returns late.
-	gate  chan struct{}
-	armed atomic.Bool
+	gate    chan struct{}
+	armed   atomic.Bool
+	noAddrs atomic.Bool
 }
 
 func (s *switchStore) Read(ctx context.Context) (group.Object, error) {
@@ -49,6 +50,14 @@ func (s *switchStore) Read(ctx context.Context) (group.Object, error) {
 		<-s.gate
 	}
 	return o, err
+}
+
+// Addrs are none while noAddrs is set: a client whose addresses cannot be read.
+func (s *switchStore) Addrs() []string {
+	if s.noAddrs.Load() {
+		return nil
+	}
+	return s.MemStore.Addrs()
 }
 
 func (s *switchStore) Write(ctx context.Context, ver uint64, data []byte, set map[string][]byte, rm []string) error {
@@ -335,5 +344,32 @@ func TestGatewayStaleRead(t *testing.T) {
 	<-synced
 	if s := a.tgt.Subsystem(subA); s == nil || len(s.Namespaces()) != 1 {
 		t.Fatal("a late read undid the change")
+	}
+}
+
+// TestGatewayNoAddrsNoTakeover: a dead gateway whose lease recorded no
+// client address cannot be fenced (a blocklist of nothing fences nothing),
+// so its ANA group is not taken over: a zombie could still write.
+func TestGatewayNoAddrsNoTakeover(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, "a")
+	b := startGateway(t, cl, clock, 2, "b")
+	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
+	b.store.noAddrs.Store(true)
+	b.m.gw.heartbeat()
+	b.m.closeGateway()
+	waitUntil(t, "A sees B dead", func() bool {
+		clock.Add(100 * time.Millisecond)
+		return !a.alive(2)
+	})
+	// As long again as that took: a takeover would have come by then.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) && a.anaState(2) != nvme.ANAOptimized {
+		clock.Add(100 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := a.anaState(2); st != nvme.ANAInaccessible || a.m.Group().Failovers != 0 {
+		t.Errorf("A took B's group over with nothing fenced: group 2 %v, %d failovers", st, a.m.Group().Failovers)
 	}
 }
