@@ -334,7 +334,8 @@ const blocklistFor = 365 * 24 * time.Hour
 func (s *Store) Blocklist(ctx context.Context, addrs []string) error {
 	for _, a := range addrs {
 		cmd, _ := json.Marshal(map[string]any{"prefix": "osd blocklist", "blocklistop": "add", "addr": a,
-			"expire": blocklistFor.Seconds()})
+			// A JSON real: the monitor takes an integer there as a missing field.
+			"expire": json.Number(strconv.FormatFloat(blocklistFor.Seconds(), 'f', 1, 64))})
 		if _, status, err := s.conn.MonCommand(cmd); err != nil {
 			return fmt.Errorf("osd blocklist add %s: %w (%s)", a, wrap(err), status)
 		}
