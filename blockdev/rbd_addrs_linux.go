@@ -7,14 +7,13 @@ import (
 	"fmt"
 )
 
-// RBDClientAddrs are the addresses of the cluster connections open now
-// (rados_getaddrs), one string per connection: a gateway group records
-// them in the gateway's lease, so that fencing the gateway blocklists its
-// data path as well as its group client.
-func RBDClientAddrs() []string {
-	// Each connection held while its address is read: its last image
-	// may close meanwhile.
+// heldConns are the cluster connections open now, each held (release it)
+// so that its last image closing meanwhile cannot close it under the
+// caller. One still connecting is left out: it has neither an address to
+// record yet nor an old OSD map to refresh.
+func heldConns() []*rbdConn {
 	rbdConns.mu.Lock()
+	defer rbdConns.mu.Unlock()
 	var conns []*rbdConn
 	for _, c := range rbdConns.m {
 		select {
@@ -23,12 +22,19 @@ func RBDClientAddrs() []string {
 				c.refs++
 				conns = append(conns, c)
 			}
-		default: // still connecting: the next call sees it
+		default:
 		}
 	}
-	rbdConns.mu.Unlock()
+	return conns
+}
+
+// RBDClientAddrs are the addresses of the cluster connections open now
+// (rados_getaddrs), one string per connection: a gateway group records
+// them in the gateway's lease, so that fencing the gateway blocklists its
+// data path as well as its group client.
+func RBDClientAddrs() []string {
 	var out []string
-	for _, c := range conns {
+	for _, c := range heldConns() {
 		if a, err := c.conn.Addrs(); err == nil && a != "" {
 			out = append(out, a)
 		}
@@ -41,21 +47,8 @@ func RBDClientAddrs() []string {
 // the newest OSD map (a gateway group runs it after fencing another
 // gateway, before serving that gateway's namespaces).
 func RBDWaitForLatestOSDMap() error {
-	rbdConns.mu.Lock()
-	var conns []*rbdConn
-	for _, c := range rbdConns.m {
-		select {
-		case <-c.ready:
-			if c.err == nil && c.refs > 0 {
-				c.refs++
-				conns = append(conns, c)
-			}
-		default: // still connecting: it reads the newest map as it connects
-		}
-	}
-	rbdConns.mu.Unlock()
 	var errs []error
-	for _, c := range conns {
+	for _, c := range heldConns() {
 		if err := c.conn.WaitForLatestOSDMap(); err != nil {
 			errs = append(errs, fmt.Errorf("rbd client: wait for the newest OSD map: %w", err))
 		}
