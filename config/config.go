@@ -495,11 +495,17 @@ func (c *Config) ApplyDefaults() {
 				n.Backend = inferBackend(*n)
 			}
 			if n.Backend == BackendRBD {
+				// A gateway's images are in its group's cluster, reached
+				// as the gateway reaches it (validateGroupImages).
+				conf, client := limits.RBDCephConf, limits.RBDClient
+				if g := c.GatewayGroup; g.Enabled() && g.CephConf != "" && g.Client != "" {
+					conf, client = g.CephConf, g.Client
+				}
 				if n.CephConf == "" {
-					n.CephConf = limits.RBDCephConf
+					n.CephConf = conf
 				}
 				if n.Client == "" {
-					n.Client = limits.RBDClient
+					n.Client = client
 				}
 			}
 			if n.BlockSize == 0 && n.Backend != BackendBlock {

@@ -109,3 +109,29 @@ func (c *Config) gatewayFileProblems() []error {
 	}
 	return p
 }
+
+// validateGroupImages refuses, on a gateway, an rbd namespace whose
+// ceph_conf or client is not the gateway's own gateway_group keys: the
+// group's images are in its cluster, and each gateway reaches it through
+// its own file and user (the group's state names neither, so that
+// whoever can write the pool cannot make a gateway read another file).
+func (c *Config) validateGroupImages(p *problems) {
+	g := c.GatewayGroup
+	if !g.Enabled() {
+		return
+	}
+	for i, s := range c.Subsystems {
+		for j, n := range s.Namespaces {
+			if n.Backend != BackendRBD {
+				continue
+			}
+			k := fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j)
+			if n.CephConf != g.CephConf {
+				p.add(k+".ceph_conf", "%q: a gateway group's images are in its cluster, which each gateway reaches through its own gateway_group.ceph_conf (%q here): leave ceph_conf out", n.CephConf, g.CephConf)
+			}
+			if strings.TrimPrefix(n.Client, "client.") != strings.TrimPrefix(g.Client, "client.") {
+				p.add(k+".client", "%q: a gateway group's images are opened as each gateway's own gateway_group.client (%q here): leave client out", n.Client, g.Client)
+			}
+		}
+	}
+}

@@ -88,3 +88,58 @@ func TestGatewayComposedValidates(t *testing.T) {
 		t.Errorf("lease %v", c.GatewayGroup.Lease)
 	}
 }
+
+// A gateway's rbd namespaces are opened through its own gateway_group
+// ceph_conf and client: they are the defaults of its namespaces, and any
+// other is refused (the group's state names neither).
+func TestGatewayRBDCluster(t *testing.T) {
+	gw := func() *Config {
+		c, err := loadYAML([]byte(strings.Replace(gatewayYAML, "id: 2", "id: 2, ceph_conf: /etc/ceph/gw.conf, client: gw", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := gw()
+	c.Subsystems = []Subsystem{{NQN: "nqn.2026-11.io.example:t", AllowAnyHost: true,
+		Namespaces: []Namespace{{NSID: 1, Backend: BackendRBD, Pool: "rbd", Image: "i"}}}}
+	c.ApplyDefaults()
+	if n := c.Subsystems[0].Namespaces[0]; n.CephConf != "/etc/ceph/gw.conf" || n.Client != "gw" {
+		t.Fatalf("defaults ceph_conf %q, client %q; want the gateway's", n.CephConf, n.Client)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// client.gw is gw.
+	c.Subsystems[0].Namespaces[0].Client = "client.gw"
+	if err := c.Validate(); err != nil {
+		t.Errorf("client.gw: %v", err)
+	}
+	tests := []struct {
+		name, key string
+		edit      func(n *Namespace)
+	}{
+		{"another ceph_conf", "subsystems[0].namespaces[0].ceph_conf", func(n *Namespace) { n.CephConf = "/etc/ceph/ceph.conf" }},
+		{"another client", "subsystems[0].namespaces[0].client", func(n *Namespace) { n.Client = "admin" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := gw()
+			c.Subsystems = []Subsystem{{NQN: "nqn.2026-11.io.example:t", AllowAnyHost: true,
+				Namespaces: []Namespace{{NSID: 1, Backend: BackendRBD, Pool: "rbd", Image: "i"}}}}
+			tt.edit(&c.Subsystems[0].Namespaces[0])
+			c.ApplyDefaults()
+			assertErrContains(t, c.Validate(), tt.key, "gateway_group")
+		})
+	}
+	// Without a group, the defaults are limits'.
+	plain, err := loadYAML([]byte(minimalYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.Subsystems[0].Namespaces = []Namespace{{NSID: 1, Backend: BackendRBD, Pool: "rbd", Image: "i"}}
+	plain.ApplyDefaults()
+	if n := plain.Subsystems[0].Namespaces[0]; n.CephConf != limits.RBDCephConf || n.Client != limits.RBDClient {
+		t.Errorf("without a group: ceph_conf %q, client %q", n.CephConf, n.Client)
+	}
+}

@@ -63,6 +63,7 @@ func (c *Config) Validate() error {
 		h.check(&p, hk)
 	}
 	c.GatewayGroup.validate(&p)
+	c.validateGroupImages(&p)
 	c.RDMA.validate(&p)
 	c.Controller.validate(&p)
 	c.Metrics.validate(&p)

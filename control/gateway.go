@@ -50,7 +50,16 @@ type GroupOptions struct {
 	Fenced func(error)
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
+	// MemoryNamespaces lets the API add memory namespaces to the group
+	// (tests without a cluster). A gateway's memory is its own: a host
+	// would read through one gateway what it did not write through
+	// another, so a gateway refuses them by default (ErrNotShared).
+	MemoryNamespaces bool
 }
+
+// ErrNotShared is a namespace a gateway group cannot serve: one whose data
+// is not the cluster's (memory; a file or device is group.ErrLocal).
+var ErrNotShared = errors.New("a gateway group serves RBD images only: each gateway's memory is its own, so a host would read through one gateway what it did not write through another")
 
 // ErrNoGroup is a gateway_group this build cannot join.
 var ErrNoGroup = errors.New("gateway_group needs a RADOS client")
@@ -556,6 +565,9 @@ func (m *Manager) gatewayUpdate(edit func(*config.Config) error, opts changeOpts
 		if err := next.Validate(); err != nil {
 			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
+		if err := g.shareable(next, base); err != nil {
+			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
 		newState := cur.Clone()
 		if err := newState.SetSubsystems(next.Subsystems); err != nil {
 			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -781,4 +793,31 @@ func (m *Manager) Group() *GroupStatus {
 		gs.Members = append(gs.Members, ms)
 	}
 	return gs
+}
+
+// shareable refuses a memory namespace that next adds to base, unless the
+// options allow them (ErrNotShared); one already in the group's state is
+// left alone, as a reload leaves a namespace it cannot change.
+func (g *gateway) shareable(next, base *config.Config) error {
+	if g.opts.MemoryNamespaces {
+		return nil
+	}
+	type ref struct {
+		nqn  string
+		nsid uint32
+	}
+	had := map[ref]bool{}
+	for _, s := range base.Subsystems {
+		for _, n := range s.Namespaces {
+			had[ref{s.NQN, n.NSID}] = n.Backend == config.BackendMemory
+		}
+	}
+	for _, s := range next.Subsystems {
+		for _, n := range s.Namespaces {
+			if n.Backend == config.BackendMemory && !had[ref{s.NQN, n.NSID}] {
+				return fmt.Errorf("subsystem %s namespace %d: backend memory: %w", s.NQN, n.NSID, ErrNotShared)
+			}
+		}
+	}
+	return nil
 }

@@ -95,7 +95,7 @@ func startGateway(t *testing.T, cl *group.Cluster, clock *fakeClock, id int, cli
 	lt := fabric.NewLoopTransport(fabric.TransportLimits{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4})
 	n.m, err = New(n.tgt, cfg, Options{
 		Transport: func(string) (fabric.Transport, error) { return lt, nil },
-		Group: &GroupOptions{Store: n.store, Now: clock.Now, Fenced: func(error) { n.fenced.Store(true) },
+		Group: &GroupOptions{Store: n.store, Now: clock.Now, MemoryNamespaces: true, Fenced: func(error) { n.fenced.Store(true) },
 			Barrier: func() error {
 				if cl.Blocklisted("b") {
 					n.barriers.Add(1)
@@ -371,5 +371,43 @@ func TestGatewayNoAddrsNoTakeover(t *testing.T) {
 	}
 	if st := a.anaState(2); st != nvme.ANAInaccessible || a.m.Group().Failovers != 0 {
 		t.Errorf("A took B's group over with nothing fenced: group 2 %v, %d failovers", st, a.m.Group().Failovers)
+	}
+}
+
+// TestGatewayRefusesMemory: a gateway refuses a memory namespace through its
+// API (each gateway's memory is its own: a multipath host would read through
+// one gateway what it wrote through another), and the group's state is left
+// as it was.
+func TestGatewayRefusesMemory(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, "a")
+	h := a.m.Handler()
+	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subA+`","hosts":["nqn.2026-11.io.example:h0"],
+		"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB"}]}`); rec.Code != http.StatusCreated {
+		t.Fatalf("add with memory allowed (the tests'): %d %s", rec.Code, rec.Body)
+	}
+	a.m.mu.Lock()
+	a.m.gw.opts.MemoryNamespaces = false // as a gateway runs
+	a.m.mu.Unlock()
+	ver := a.m.Group().Version
+	for _, tt := range []struct{ name, method, path, body string }{
+		{"namespace", "POST", "/v1/subsystems/" + subA + "/namespaces", `{"nsid":2,"backend":"memory","size":"1MiB"}`},
+		{"subsystem", "POST", "/v1/subsystems", `{"nqn":"` + subA + `-2","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB"}]}`},
+	} {
+		rec := do(t, h, tt.method, tt.path, tt.body)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "RBD images only") {
+			t.Errorf("%s with a memory namespace: %d %s, want 400 naming RBD images", tt.name, rec.Code, rec.Body)
+		}
+	}
+	if v := a.m.Group().Version; v != ver {
+		t.Errorf("the group's state went from version %d to %d", ver, v)
+	}
+	// The namespace already in the group stays, and a change beside it is taken.
+	if rec := do(t, h, "POST", "/v1/subsystems/"+subA+"/hosts", `{"nqn":"nqn.2026-11.io.example:h1"}`); rec.Code != http.StatusCreated {
+		t.Errorf("a host beside the memory namespace already there: %d %s", rec.Code, rec.Body)
+	}
+	if s := a.tgt.Subsystem(subA); s == nil || len(s.Namespaces()) != 1 {
+		t.Error("the memory namespace already in the group is no longer served")
 	}
 }

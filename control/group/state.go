@@ -132,8 +132,8 @@ type namespaceRecord struct {
 	BufferedIO bool   `json:"buffered_io,omitempty"`
 	Pool       string `json:"pool,omitempty"`
 	Image      string `json:"image,omitempty"`
-	CephConf   string `json:"ceph_conf,omitempty"`
-	Client     string `json:"client,omitempty"`
+	// No ceph_conf or client: each gateway reaches the group's cluster
+	// through its own (Compose), and a record naming either is refused.
 }
 
 // hostRecord names a host's key files; a secret itself has no field, so
@@ -170,7 +170,7 @@ func (s *State) Omap() map[string][]byte {
 		for _, n := range sub.Namespaces {
 			m[nsKey(keyNamespace, sub.NQN, n.NSID)] = mustJSON(namespaceRecord{Backend: n.Backend, Path: n.Path, Size: uint64(n.Size),
 				BlockSize: n.BlockSize, UUID: n.UUID, NGUID: string(n.NGUID), EUI64: string(n.EUI64), ANAGroup: n.ANAGroup,
-				ReadOnly: n.ReadOnly, BufferedIO: n.BufferedIO, Pool: n.Pool, Image: n.Image, CephConf: n.CephConf, Client: n.Client})
+				ReadOnly: n.ReadOnly, BufferedIO: n.BufferedIO, Pool: n.Pool, Image: n.Image})
 		}
 		for _, h := range sub.Hosts {
 			m[keyHost+sub.NQN+"/"+h.NQN] = mustJSON(hostRecord{DHCHAPKeyFile: h.DHCHAPKeyFile, DHCHAPCtrlKeyFile: h.DHCHAPCtrlKeyFile})
@@ -246,7 +246,7 @@ func Decode(o Object) (*State, error) {
 			}
 			n := config.Namespace{NSID: nsid, Backend: r.Backend, Path: r.Path, Size: config.Bytes(r.Size),
 				BlockSize: r.BlockSize, UUID: r.UUID, NGUID: config.HexID(r.NGUID), EUI64: config.HexID(r.EUI64), ANAGroup: r.ANAGroup,
-				ReadOnly: r.ReadOnly, BufferedIO: r.BufferedIO, Pool: r.Pool, Image: r.Image, CephConf: r.CephConf, Client: r.Client}
+				ReadOnly: r.ReadOnly, BufferedIO: r.BufferedIO, Pool: r.Pool, Image: r.Image}
 			if err := checkShared(n); err != nil {
 				return nil, badKey(k, err)
 			}
@@ -426,18 +426,21 @@ func canonicalHostID(s string) (string, error) {
 
 // SetSubsystems makes subs (a validated configuration's) the group's
 // subsystems. Their controller-ID ranges are dropped (each gateway has its
-// own); a host with an inline secret is refused (ErrSecret), a namespace on
-// a file or device too (ErrLocal). Reservations
-// of namespaces no longer there go with them.
+// own), and so are its rbd namespaces' ceph_conf and client (each gateway
+// reaches the group's cluster through its own: Compose); a host with an
+// inline secret is refused (ErrSecret), a namespace on a file or device too
+// (ErrLocal). Reservations of namespaces no longer there go with them.
 func (s *State) SetSubsystems(subs []config.Subsystem) error {
 	c := (&config.Config{Subsystems: subs}).Clone()
 	for i := range c.Subsystems {
 		sub := &c.Subsystems[i]
 		sub.CNTLIDMin, sub.CNTLIDMax = 0, 0
-		for _, n := range sub.Namespaces {
-			if err := checkShared(n); err != nil {
+		for j := range sub.Namespaces {
+			n := &sub.Namespaces[j]
+			if err := checkShared(*n); err != nil {
 				return fmt.Errorf("subsystem %s namespace %d: %w", sub.NQN, n.NSID, err)
 			}
+			n.CephConf, n.Client = "", ""
 		}
 		for _, h := range sub.Hosts {
 			if h.DHCHAPKey != "" || h.DHCHAPCtrlKey != "" {
@@ -492,15 +495,22 @@ func (s *State) SetListeners(id int, ports []config.Port) {
 
 // Compose is the configuration gateway self serves: its own file's
 // (local: ports, transports, metrics...) with the group's subsystems, its
-// own controller-ID range, the ANA states ana gives its ports, and the
-// other gateways' listeners as referrals after its own, so that a host
+// own controller-ID range, its own way to the cluster for the rbd
+// namespaces (gateway_group's ceph_conf and client), the ANA states ana
+// gives its ports, and the other gateways' listeners as referrals after its own, so that a host
 // discovering through one gateway finds them all.
 func (s *State) Compose(local *config.Config, ana map[string]string) *config.Config {
 	c := local.Clone()
 	lo, hi := c.GatewayGroup.CNTLIDRange()
 	c.Subsystems = (&config.Config{Subsystems: s.Subsystems}).Clone().Subsystems
 	for i := range c.Subsystems {
-		c.Subsystems[i].CNTLIDMin, c.Subsystems[i].CNTLIDMax = lo, hi
+		sub := &c.Subsystems[i]
+		sub.CNTLIDMin, sub.CNTLIDMax = lo, hi
+		for j := range sub.Namespaces {
+			if n := &sub.Namespaces[j]; n.Backend == config.BackendRBD {
+				n.CephConf, n.Client = c.GatewayGroup.CephConf, c.GatewayGroup.Client
+			}
+		}
 	}
 	for i := range c.Ports {
 		c.Ports[i].ANAGroups = maps.Clone(ana)

@@ -29,7 +29,7 @@ func sample() *State {
 	s.Version = 7
 	s.Subsystems = []config.Subsystem{
 		{NQN: sub1, AllowAnyHost: true, Serial: "abc", Model: "nvmeof-tgt", Namespaces: []config.Namespace{
-			{NSID: 1, Backend: "rbd", Pool: "rbd", Image: "i1", CephConf: "/etc/ceph/ceph.conf", Client: "admin", BlockSize: 512, ANAGroup: 1},
+			{NSID: 1, Backend: "rbd", Pool: "rbd", Image: "i1", BlockSize: 512, ANAGroup: 1},
 			{NSID: 10, Backend: "memory", Size: 1 << 20, BlockSize: 4096, ANAGroup: 2, NGUID: "none"},
 		}},
 		{NQN: sub2, Serial: "def", Model: "m", Ports: []int{1}, Hosts: []config.Host{{NQN: hostX, DHCHAPKeyFile: "/etc/k"}},
@@ -89,6 +89,14 @@ func TestDecodeCorrupt(t *testing.T) {
 		{"path on an rbd namespace", func(o *Object) {
 			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"rbd","pool":"rbd","image":"x","path":"/etc/shadow","ana_group":1}`)
 		}, "local to one machine"},
+		// Each gateway reaches the cluster through its own file and user: a record naming
+		// them (a file on the gateway's machine) is not this code's.
+		{"ceph_conf on an rbd namespace", func(o *Object) {
+			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"rbd","pool":"rbd","image":"x","ceph_conf":"/etc/shadow","ana_group":1}`)
+		}, "unknown field"},
+		{"client on an rbd namespace", func(o *Object) {
+			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"rbd","pool":"rbd","image":"x","client":"other","ana_group":1}`)
+		}, "unknown field"},
 		{"host without subsystem", func(o *Object) { o.Omap["host/"+hostX] = []byte(`{}`) }, "want host/"},
 		{"host with inline secret", func(o *Object) {
 			o.Omap["host/"+sub2+"/"+hostX] = []byte(`{"dhchap_key":"DHHC-1:00:x:"}`)
@@ -125,6 +133,14 @@ func TestSetSubsystems(t *testing.T) {
 	s := sample()
 	subs := (&config.Config{Subsystems: s.Subsystems}).Clone().Subsystems
 	subs[0].CNTLIDMin, subs[0].CNTLIDMax = 1, 99
+	// A gateway's composed configuration names its own way to the cluster: not the group's.
+	subs[0].Namespaces[0].CephConf, subs[0].Namespaces[0].Client = "/etc/ceph/gw1.conf", "gw1"
+	if err := s.SetSubsystems(subs); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Subsystems[0].Namespaces[0]; n.CephConf != "" || n.Client != "" {
+		t.Errorf("the group's state keeps a gateway's ceph_conf %q and client %q", n.CephConf, n.Client)
+	}
 	subs[0].Namespaces = subs[0].Namespaces[1:] // namespace 1 goes, and its reservation
 	if err := s.SetSubsystems(subs); err != nil {
 		t.Fatal(err)
@@ -152,8 +168,18 @@ func TestSetSubsystems(t *testing.T) {
 func TestCompose(t *testing.T) {
 	s := sample()
 	local := &config.Config{Ports: []config.Port{{ID: 1, Transport: "rdma", Address: "10.0.0.2", Port: 4421}},
-		GatewayGroup: config.GatewayGroup{Name: "g", Pool: "p", ID: 2}}
+		GatewayGroup: config.GatewayGroup{Name: "g", Pool: "p", ID: 2, CephConf: "/etc/ceph/gw2.conf", Client: "gw2"}}
 	c := s.Compose(local, map[string]string{"1": "inaccessible", "2": "optimized"})
+	// The rbd namespace is opened through this gateway's own file and user; the memory one has neither.
+	if n := c.Subsystems[0].Namespaces[0]; n.CephConf != "/etc/ceph/gw2.conf" || n.Client != "gw2" {
+		t.Errorf("rbd namespace composed with ceph_conf %q, client %q; want the gateway's", n.CephConf, n.Client)
+	}
+	if n := c.Subsystems[0].Namespaces[1]; n.CephConf != "" || n.Client != "" {
+		t.Errorf("memory namespace composed with ceph_conf %q, client %q", n.CephConf, n.Client)
+	}
+	if n := s.Subsystems[0].Namespaces[0]; n.CephConf != "" {
+		t.Error("Compose changed the state")
+	}
 	if c.Subsystems[0].CNTLIDMin != 2041 || c.Subsystems[1].CNTLIDMax != 4080 {
 		t.Errorf("controller IDs %d..%d", c.Subsystems[0].CNTLIDMin, c.Subsystems[1].CNTLIDMax)
 	}

@@ -23,16 +23,16 @@ import (
 // groupLease is the gateways' lease: short, so that a failover takes seconds.
 const groupLease = 3 * time.Second
 
-// gatewayYAML is gateway id's file: its port, the group, its metrics and state directory; no
-// subsystems (the group's are served).
-func gatewayYAML(group string, id, service int, metrics, stateDir string) string {
+// gatewayYAML is gateway id's file: its port, the group, its way to the cluster (conf), its
+// metrics and state directory; no subsystems (the group's are served).
+func gatewayYAML(group string, id, service int, conf, metrics, stateDir string) string {
 	return fmt.Sprintf(`ports:
   - {id: %d, transport: rdma, address: %q, port: %d}
 gateway_group: {name: %q, pool: %q, id: %d, ceph_conf: %q, lease: %v}
 state_dir: %q
 metrics: {listen: %q}
 log: {level: debug}
-`, id, labAddr, service, group, cephPool, id, cephConf, groupLease, stateDir, metrics)
+`, id, labAddr, service, group, cephPool, id, conf, groupLease, stateDir, metrics)
 }
 
 // gwStatus is the part of `status --json` a gateway test reads.
@@ -147,10 +147,16 @@ func TestGatewayGroup(t *testing.T) {
 		t.Cleanup(func() { removeImage(t, img(n)) })
 	}
 	dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	// Each gateway reaches the cluster through its own file: B's is a copy elsewhere, and the
+	// images A adds are opened on B through it (the group's state names no ceph_conf).
+	confB := filepath.Join(dir, "ceph-b.conf")
+	if data, err := os.ReadFile(cephConf); err != nil || os.WriteFile(confB, data, 0o644) != nil {
+		t.Fatalf("copy %s for gateway 2: %v", cephConf, err)
+	}
 	a, _ := startTgt(t, spec, withBinary(bin), withDir(dirA),
-		withConfig(gatewayYAML(grp, 1, portRDMA, "127.0.0.1:9771", filepath.Join(dirA, "state"))))
+		withConfig(gatewayYAML(grp, 1, portRDMA, cephConf, "127.0.0.1:9771", filepath.Join(dirA, "state"))))
 	b, _ := startTgt(t, spec, withBinary(bin), withDir(dirB),
-		withConfig(gatewayYAML(grp, 2, mpPort2, "127.0.0.1:9772", filepath.Join(dirB, "state"))))
+		withConfig(gatewayYAML(grp, 2, mpPort2, confB, "127.0.0.1:9772", filepath.Join(dirB, "state"))))
 	if err := waitFor(15*time.Second, func() bool {
 		alive, _, _ := a.gwStatus(t).member(2)
 		return alive
