@@ -469,7 +469,7 @@ func (m *Manager) applyReservations(st *group.State) {
 }
 
 func fabricReservation(r group.Reservation) (fabric.ReservationState, error) {
-	st := fabric.ReservationState{Generation: r.Generation, Type: nvme.ResvType(r.Type), PTPL: r.PTPL}
+	st := fabric.ReservationState{Generation: r.Generation, Type: nvme.ResvType(r.Type), PTPL: r.PTPL, Seq: r.Seq}
 	if r.Holder != "" {
 		h, err := fabric.ParseHostID(r.Holder)
 		if err != nil {
@@ -484,16 +484,26 @@ func fabricReservation(r group.Reservation) (fabric.ReservationState, error) {
 		}
 		st.Registrants = append(st.Registrants, fabric.ReservationRegistrant{HostID: h, Key: reg.Key})
 	}
+	for _, n := range r.Notices {
+		h, err := fabric.ParseHostID(n.HostID)
+		if err != nil {
+			return st, err
+		}
+		st.Notices = append(st.Notices, fabric.ReservationNotice{HostID: h, Kind: n.Kind})
+	}
 	return st, nil
 }
 
 func groupReservation(st fabric.ReservationState) group.Reservation {
-	r := group.Reservation{Generation: st.Generation, Type: uint8(st.Type), PTPL: st.PTPL, Registrants: []group.Registrant{}}
+	r := group.Reservation{Generation: st.Generation, Type: uint8(st.Type), PTPL: st.PTPL, Registrants: []group.Registrant{}, Seq: st.Seq}
 	if st.Holder != (fabric.HostID{}) {
 		r.Holder = st.Holder.String()
 	}
 	for _, reg := range st.Registrants {
 		r.Registrants = append(r.Registrants, group.Registrant{HostID: reg.HostID.String(), Key: reg.Key})
+	}
+	for _, n := range st.Notices {
+		r.Notices = append(r.Notices, group.ResvNotice{HostID: n.HostID.String(), Kind: n.Kind})
 	}
 	return r
 }

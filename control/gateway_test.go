@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -409,5 +410,28 @@ func TestGatewayRefusesMemory(t *testing.T) {
 	}
 	if s := a.tgt.Subsystem(subA); s == nil || len(s.Namespaces()) != 1 {
 		t.Error("the memory namespace already in the group is no longer served")
+	}
+}
+
+// TestReservationRecord: a namespace's reservations go into the group's
+// record and come back the same, the notices a change owes hosts included.
+func TestReservationRecord(t *testing.T) {
+	h1, h2 := fabric.HostID{1, 2, 3}, fabric.HostID{0xff, 9}
+	for _, st := range []fabric.ReservationState{
+		{},
+		{Generation: 2, Registrants: []fabric.ReservationRegistrant{{HostID: h1, Key: 1}}, Seq: 1},
+		{Generation: 3, Type: nvme.ResvExclusiveAccess, Holder: h2, Registrants: []fabric.ReservationRegistrant{{HostID: h2, Key: 9}},
+			PTPL: true, Seq: 7, Notices: []fabric.ReservationNotice{{HostID: h1, Kind: nvme.ResvNotifyRegistrationPreempt}}},
+		{Generation: 3, Type: nvme.ResvWriteExclusiveAllRegs, Registrants: []fabric.ReservationRegistrant{{HostID: h1, Key: 1}, {HostID: h2, Key: 2}},
+			Seq: 8, Notices: []fabric.ReservationNotice{{HostID: h1, Kind: nvme.ResvNotifyReleased}, {HostID: h2, Kind: nvme.ResvNotifyPreempted}}},
+	} {
+		r := groupReservation(st)
+		if err := r.Check(); err != nil {
+			t.Errorf("%+v: record %+v: %v", st, r, err)
+		}
+		back, err := fabricReservation(r)
+		if err != nil || !reflect.DeepEqual(back, st) {
+			t.Errorf("%+v: back as %+v, %v", st, back, err)
+		}
 	}
 }

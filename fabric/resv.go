@@ -30,6 +30,9 @@ type resvState struct {
 	Holder HostID        // types 1-4; every registrant holds types 5 and 6
 	Regs   []resvReg     // in the order they registered
 	PTPL   bool          // Persist Through Power Loss
+	// seq is the shared state's change count this state is (resvshare.go);
+	// 0 for a target's own. Not persisted.
+	seq uint64
 }
 
 func (s *resvState) clone() *resvState {

@@ -33,6 +33,10 @@ type nsResv struct {
 	// shared state's version the namespace holds. Both under mu.
 	sharer  ReservationSharer
 	version uint64
+	// notify queues notifications on the subsystem's controllers: those a
+	// command through another target left in the shared state. Set when
+	// the namespace is made, never changed.
+	notify func([]resvNotice)
 }
 
 func (r *nsResv) load() *resvState {

@@ -19,6 +19,20 @@ type ReservationState struct {
 	Holder      HostID        // types 1-4; every registrant holds types 5 and 6
 	Registrants []ReservationRegistrant
 	PTPL        bool
+	// Seq counts the changes committed to the shared state; Notices are
+	// the Reservation Notification log entries the change numbered Seq
+	// owes to hosts. The target that ran the command queues them on its
+	// controllers; every other target queues them on its own when it
+	// applies a state of a higher Seq than it holds, so that a host hears
+	// of a preemption wherever it is connected.
+	Seq     uint64
+	Notices []ReservationNotice
+}
+
+// ReservationNotice is a Reservation Notification log entry a host is owed.
+type ReservationNotice struct {
+	HostID HostID
+	Kind   uint8 // nvme.ResvNotify*
 }
 
 // ReservationSharer shares a namespace's reservations with the other
@@ -47,7 +61,7 @@ func (ns *Namespace) SetReservationSharer(sh ReservationSharer) {
 }
 
 func (s *resvState) export() ReservationState {
-	st := ReservationState{Generation: s.Gen, Type: s.Type, Holder: s.Holder, PTPL: s.PTPL}
+	st := ReservationState{Generation: s.Gen, Type: s.Type, Holder: s.Holder, PTPL: s.PTPL, Seq: s.seq}
 	if s.Type.AllRegistrants() || s.Type == 0 {
 		st.Holder = HostID{}
 	}
@@ -59,9 +73,14 @@ func (s *resvState) export() ReservationState {
 
 // importResv checks st as restoreResv checks a state file.
 func importResv(st ReservationState) (*resvState, error) {
-	s := &resvState{Gen: st.Generation, Type: st.Type, PTPL: st.PTPL}
+	s := &resvState{Gen: st.Generation, Type: st.Type, PTPL: st.PTPL, seq: st.Seq}
 	if s.Type != 0 && !s.Type.Valid() {
 		return nil, fmt.Errorf("reservation type %d", st.Type)
+	}
+	for _, n := range st.Notices {
+		if !validNotice(n.Kind) {
+			return nil, fmt.Errorf("notification type %d", n.Kind)
+		}
 	}
 	for _, r := range st.Registrants {
 		if s.reg(r.HostID) != nil {
@@ -114,7 +133,11 @@ func (ns *Namespace) changeResv(run func(cur *resvState) resvResult) (resvResult
 		if res.next == nil {
 			return nil
 		}
+		res.next.seq = shared.Seq + 1
 		x := res.next.export()
+		for _, n := range res.notify {
+			x.Notices = append(x.Notices, ReservationNotice{n.host, n.kind})
+		}
 		return &x
 	})
 	switch {
@@ -144,18 +167,38 @@ func (ns *Namespace) ApplyReservation(version uint64, st ReservationState) error
 	if err != nil {
 		return err
 	}
+	var notices []resvNotice
 	ns.resv.mu.Lock()
-	defer ns.resv.mu.Unlock()
+	defer func() {
+		ns.resv.mu.Unlock()
+		if len(notices) > 0 && ns.resv.notify != nil {
+			ns.resv.notify(notices)
+		}
+	}()
 	if version <= ns.resv.version {
 		return nil
 	}
 	cur := ns.resv.load()
+	known := ns.resv.version > 0
 	ns.resv.version = version
-	if cur.Gen == next.Gen && cur.Type == next.Type && cur.Holder == next.Holder && cur.PTPL == next.PTPL && slices.Equal(cur.Regs, next.Regs) {
+	if known && next.seq > cur.seq {
+		// A change this target has not seen: the hosts it owes a
+		// notification to may be connected here (the target that ran it
+		// queued them on its own controllers). A namespace's first shared
+		// state is taken as it is: what it owes was owed before it was
+		// served here.
+		for _, n := range st.Notices {
+			notices = append(notices, resvNotice{n.HostID, n.Kind})
+		}
+	}
+	same := cur.Gen == next.Gen && cur.Type == next.Type && cur.Holder == next.Holder && cur.PTPL == next.PTPL && slices.Equal(cur.Regs, next.Regs)
+	if same && cur.seq == next.seq {
 		return nil
 	}
-	if err := ns.persistResv(cur, next); err != nil {
-		ns.log.Warn("shared reservation state not saved here", "nsid", ns.nsid, "err", err)
+	if !same {
+		if err := ns.persistResv(cur, next); err != nil {
+			ns.log.Warn("shared reservation state not saved here", "nsid", ns.nsid, "err", err)
+		}
 	}
 	ns.resv.state.Store(next)
 	return nil
@@ -163,3 +206,9 @@ func (ns *Namespace) ApplyReservation(version uint64, st ReservationState) error
 
 // ReservationState is the namespace's reservations now.
 func (ns *Namespace) ReservationState() ReservationState { return ns.resv.load().export() }
+
+// validNotice reports whether kind is a Reservation Notification log
+// entry type a change can owe a host.
+func validNotice(kind uint8) bool {
+	return kind >= nvme.ResvNotifyRegistrationPreempt && kind <= nvme.ResvNotifyPreempted
+}

@@ -82,6 +82,23 @@ func TestSharedReservations(t *testing.T) {
 	if st := r1.ns.ReservationState(); st.Type != nvme.ResvExclusiveAccess || len(st.Registrants) != 1 || st.Registrants[0].HostID != idB {
 		t.Fatalf("target 1's state %+v", st)
 	}
+	// A, connected to target 1 only, hears of its preemption through target 2, once: the
+	// notice travels in the shared state, and a state applied again (a later version of the
+	// group's, the same change) owes nothing more.
+	log, st := getLog(a.admin, nvme.LogReservationNotification, 64, 0)
+	if n := nvme.ParseResvNotification(log); !st.IsSuccess() || n.Type != nvme.ResvNotifyRegistrationPreempt || n.NSID != 1 || n.Count != 1 {
+		t.Errorf("A's notification through target 1 of a preemption through target 2: %v %+v", st, n)
+	}
+	sh.mu.Lock()
+	sh.version++ // another change of the group's, not of this namespace's reservations
+	sh.mu.Unlock()
+	sh.Publish(sh.version)
+	if log, _ := getLog(a.admin, nvme.LogReservationNotification, 64, 0); nvme.ParseResvNotification(log).Type != 0 {
+		t.Errorf("the notification was delivered again: %+v", nvme.ParseResvNotification(log))
+	}
+	if log, _ := getLog(b.admin, nvme.LogReservationNotification, 64, 0); nvme.ParseResvNotification(log).Type != 0 {
+		t.Errorf("B, the preempter, was notified: %+v", nvme.ParseResvNotification(log))
+	}
 	// A late, older state is ignored.
 	if err := r1.ns.ApplyReservation(1, ReservationState{}); err != nil {
 		t.Fatal(err)
@@ -105,5 +122,8 @@ func TestSharedReservations(t *testing.T) {
 	// A malformed shared state is refused whole.
 	if err := r1.ns.ApplyReservation(100, ReservationState{Type: nvme.ResvWriteExclusive, Holder: idA}); err == nil {
 		t.Error("a holder that is not registered was applied")
+	}
+	if err := r1.ns.ApplyReservation(100, ReservationState{Seq: 99, Notices: []ReservationNotice{{idA, 7}}}); err == nil {
+		t.Error("a notice of type 7 was applied")
 	}
 }

@@ -77,6 +77,18 @@ type Reservation struct {
 	Holder      string       `json:"holder,omitempty"` // types 1..4
 	Registrants []Registrant `json:"registrants"`
 	PTPL        bool         `json:"ptpl,omitempty"`
+	// Seq counts the changes to this record; Notices are the Reservation
+	// Notification log entries its last change owes hosts, which every
+	// gateway that did not run it queues on its own controllers.
+	Seq     uint64       `json:"seq,omitempty"`
+	Notices []ResvNotice `json:"notices,omitempty"`
+}
+
+// ResvNotice is a Reservation Notification log entry owed to a host: Kind 1
+// registration preempted, 2 reservation released, 3 reservation preempted.
+type ResvNotice struct {
+	HostID string `json:"host_id"`
+	Kind   uint8  `json:"kind"`
 }
 
 // Registrant is a registered host and its key.
@@ -97,6 +109,7 @@ func (s *State) Clone() *State {
 	c.Reservations = make(map[NSRef]Reservation, len(s.Reservations))
 	for k, r := range s.Reservations {
 		r.Registrants = slices.Clone(r.Registrants)
+		r.Notices = slices.Clone(r.Notices)
 		c.Reservations[k] = r
 	}
 	return &c
@@ -393,6 +406,14 @@ func (r Reservation) Check() error {
 			return fmt.Errorf("host %s registered twice", id)
 		}
 		seen[id] = true
+	}
+	for _, n := range r.Notices {
+		if _, err := canonicalHostID(n.HostID); err != nil {
+			return fmt.Errorf("notice: %w", err)
+		}
+		if n.Kind < 1 || n.Kind > 3 {
+			return fmt.Errorf("notice of kind %d", n.Kind)
+		}
 	}
 	switch {
 	case r.Type > 6:

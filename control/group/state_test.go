@@ -37,7 +37,8 @@ func sample() *State {
 	}
 	s.Listeners[1] = []Listener{{PortID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420}}
 	s.Listeners[2] = []Listener{{PortID: 1, Transport: "rdma", Address: "10.0.0.2", Port: 4421}}
-	s.Reservations[NSRef{sub1, 1}] = Reservation{Generation: 3, Type: 1, Holder: idX, Registrants: []Registrant{{idX, 5}, {idY, 6}}}
+	s.Reservations[NSRef{sub1, 1}] = Reservation{Generation: 3, Type: 1, Holder: idX, Registrants: []Registrant{{idX, 5}, {idY, 6}},
+		Seq: 4, Notices: []ResvNotice{{HostID: idY, Kind: 3}}}
 	return s
 }
 
@@ -112,6 +113,12 @@ func TestDecodeCorrupt(t *testing.T) {
 		}, "type 7"},
 		{"reservation upper-case host ID", func(o *Object) {
 			o.Omap["resv/"+sub1+"/1"] = []byte(`{"generation":0,"type":0,"registrants":[{"host_id":"` + strings.ToUpper(idX) + `","key":1}]}`)
+		}, "lower-case UUID"},
+		{"reservation notice of kind 4", func(o *Object) {
+			o.Omap["resv/"+sub1+"/1"] = []byte(`{"generation":0,"type":0,"registrants":[],"seq":2,"notices":[{"host_id":"` + idX + `","kind":4}]}`)
+		}, "kind 4"},
+		{"reservation notice to an upper-case host ID", func(o *Object) {
+			o.Omap["resv/"+sub1+"/1"] = []byte(`{"generation":0,"type":0,"registrants":[],"seq":2,"notices":[{"host_id":"` + strings.ToUpper(idX) + `","kind":1}]}`)
 		}, "lower-case UUID"},
 		{"reservation registered twice", func(o *Object) {
 			o.Omap["resv/"+sub1+"/1"] = []byte(`{"generation":0,"type":0,"registrants":[{"host_id":"` + idX + `","key":1},{"host_id":"` + idX + `","key":2}]}`)

@@ -235,13 +235,18 @@ func TestGatewayGroup(t *testing.T) {
 	if rep := y.report(t); rep.RType != 1 || rep.RegCtl != 1 || !strings.EqualFold(rep.RegCtlExt[0].HostID, hostIDHex(hx.ID)) {
 		t.Errorf("the report through gateway 2: %+v", rep)
 	}
-	a.ctl(t, "ns", "ana-group", sub2, "1", "1")
-	waitPathStates(t, "namespace back on gateway 1", []string{strings.TrimPrefix(x.ctrl, "/dev/")}, [3]map[uint32]string{{1: "optimized"}, nil, nil}, 10*time.Second)
-	x.ok(t, "resv-release", "--crkey=1", "--rtype=1", "--rrela=0")
-	a.ctl(t, "ns", "ana-group", sub2, "1", "2")
-	waitPathStates(t, "namespace on gateway 2 again", []string{ycs}, [3]map[uint32]string{{1: "optimized"}, nil, nil}, 10*time.Second)
+	// Y registers and preempts X through gateway 2; X, connected through gateway 1 only, is
+	// told (Registration Preempted in its log page 80h), and Y writes.
+	y.ok(t, "resv-register", "--nrkey=2", "--rrega=0")
+	y.ok(t, "resv-acquire", "--crkey=2", "--prkey=1", "--rtype=1", "--racqa=1")
+	if err := waitFor(10*time.Second, func() bool {
+		typ, nsid := x.notification(t)
+		return typ == 1 && nsid == 1
+	}); err != nil {
+		t.Errorf("X, connected through gateway 1, was not told of its preemption through gateway 2")
+	}
 	if r := y.write(t, dir); r.err != nil {
-		t.Errorf("Y's write through gateway 2 after X released through gateway 1: %v", r)
+		t.Errorf("Y's write through gateway 2 after preempting X: %v", r)
 	}
 
 	// Acceptance 7: a corrupt group object. Changes are refused with the reason, both gateways
