@@ -491,6 +491,13 @@ func fabricReservation(r group.Reservation) (fabric.ReservationState, error) {
 		}
 		st.Notices = append(st.Notices, fabric.ReservationNotice{HostID: h, Kind: n.Kind})
 	}
+	for _, a := range r.Aborted {
+		h, err := fabric.ParseHostID(a)
+		if err != nil {
+			return st, err
+		}
+		st.Aborted = append(st.Aborted, h)
+	}
 	return st, nil
 }
 
@@ -504,6 +511,9 @@ func groupReservation(st fabric.ReservationState) group.Reservation {
 	}
 	for _, n := range st.Notices {
 		r.Notices = append(r.Notices, group.ResvNotice{HostID: n.HostID.String(), Kind: n.Kind})
+	}
+	for _, h := range st.Aborted {
+		r.Aborted = append(r.Aborted, h.String())
 	}
 	return r
 }

@@ -421,7 +421,7 @@ func TestReservationRecord(t *testing.T) {
 		{},
 		{Generation: 2, Registrants: []fabric.ReservationRegistrant{{HostID: h1, Key: 1}}, Seq: 1},
 		{Generation: 3, Type: nvme.ResvExclusiveAccess, Holder: h2, Registrants: []fabric.ReservationRegistrant{{HostID: h2, Key: 9}},
-			PTPL: true, Seq: 7, Notices: []fabric.ReservationNotice{{HostID: h1, Kind: nvme.ResvNotifyRegistrationPreempt}}},
+			PTPL: true, Seq: 7, Notices: []fabric.ReservationNotice{{HostID: h1, Kind: nvme.ResvNotifyRegistrationPreempt}}, Aborted: []fabric.HostID{h1}},
 		{Generation: 3, Type: nvme.ResvWriteExclusiveAllRegs, Registrants: []fabric.ReservationRegistrant{{HostID: h1, Key: 1}, {HostID: h2, Key: 2}},
 			Seq: 8, Notices: []fabric.ReservationNotice{{HostID: h1, Kind: nvme.ResvNotifyReleased}, {HostID: h2, Kind: nvme.ResvNotifyPreempted}}},
 	} {

@@ -114,6 +114,7 @@ type resvResult struct {
 	status    nvme.Status
 	notify    []resvNotice
 	preempted []HostID
+	abort     bool // a Preempt and Abort: the preempted hosts' commands are waited for
 }
 
 func conflict() resvResult { return resvResult{status: nvme.StatusReservationConflict.WithDNR()} }

@@ -33,10 +33,12 @@ type nsResv struct {
 	// shared state's version the namespace holds. Both under mu.
 	sharer  ReservationSharer
 	version uint64
-	// notify queues notifications on the subsystem's controllers: those a
-	// command through another target left in the shared state. Set when
-	// the namespace is made, never changed.
+	// notify queues notifications on the subsystem's controllers, and
+	// wait waits for the commands of preempted hosts: what a command
+	// through another target left in the shared state. Set when the
+	// namespace is made, never changed.
 	notify func([]resvNotice)
+	wait   func([]HostID)
 }
 
 func (r *nsResv) load() *resvState {
@@ -128,7 +130,9 @@ func (ns *Namespace) resvCommand(r *Request) {
 			}
 			return res
 		case nvme.OpResvAcquire:
-			return cur.acquire(host, cmd.ResvAction(), cmd.ResvIEKEY(), cmd.ResvType(), k1, k2)
+			res := cur.acquire(host, cmd.ResvAction(), cmd.ResvIEKEY(), cmd.ResvType(), k1, k2)
+			res.abort = cmd.ResvAction() == nvme.ResvPreemptAndAbort
+			return res
 		default: // nvme.OpResvRelease
 			return cur.release(host, cmd.ResvAction(), cmd.ResvIEKEY(), cmd.ResvType(), k1)
 		}
@@ -145,7 +149,7 @@ func (ns *Namespace) resvCommand(r *Request) {
 
 	s := c.s
 	s.resvNotify(ns.nsid, res.notify)
-	if res.next != nil && cmd.Opcode() == nvme.OpResvAcquire && cmd.ResvAction() == nvme.ResvPreemptAndAbort {
+	if res.next != nil && res.abort {
 		s.waitHosts(res.preempted, preemptAbortWait)
 	}
 	r.complete(res.status)

@@ -27,6 +27,11 @@ type ReservationState struct {
 	// of a preemption wherever it is connected.
 	Seq     uint64
 	Notices []ReservationNotice
+	// Aborted are the hosts a Preempt and Abort (change Seq) took out:
+	// every target that applies the change waits, bounded, until none of
+	// their commands runs on it before it acknowledges the change, so
+	// that the command completes only once they ran out everywhere.
+	Aborted []HostID
 }
 
 // ReservationNotice is a Reservation Notification log entry a host is owed.
@@ -138,6 +143,9 @@ func (ns *Namespace) changeResv(run func(cur *resvState) resvResult) (resvResult
 		for _, n := range res.notify {
 			x.Notices = append(x.Notices, ReservationNotice{n.host, n.kind})
 		}
+		if res.abort {
+			x.Aborted = slices.Clone(res.preempted)
+		}
 		return &x
 	})
 	switch {
@@ -168,11 +176,17 @@ func (ns *Namespace) ApplyReservation(version uint64, st ReservationState) error
 		return err
 	}
 	var notices []resvNotice
+	var aborted []HostID
 	ns.resv.mu.Lock()
 	defer func() {
+		// After the new state is in place (new commands of the preempted
+		// hosts see it): notify, then wait for those already running.
 		ns.resv.mu.Unlock()
 		if len(notices) > 0 && ns.resv.notify != nil {
 			ns.resv.notify(notices)
+		}
+		if len(aborted) > 0 && ns.resv.wait != nil {
+			ns.resv.wait(aborted)
 		}
 	}()
 	if version <= ns.resv.version {
@@ -190,6 +204,7 @@ func (ns *Namespace) ApplyReservation(version uint64, st ReservationState) error
 		for _, n := range st.Notices {
 			notices = append(notices, resvNotice{n.HostID, n.Kind})
 		}
+		aborted = st.Aborted
 	}
 	same := cur.Gen == next.Gen && cur.Type == next.Type && cur.Holder == next.Holder && cur.PTPL == next.PTPL && slices.Equal(cur.Regs, next.Regs)
 	if same && cur.seq == next.seq {

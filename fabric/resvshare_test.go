@@ -3,7 +3,9 @@ package fabric
 import (
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -125,5 +127,60 @@ func TestSharedReservations(t *testing.T) {
 	}
 	if err := r1.ns.ApplyReservation(100, ReservationState{Seq: 99, Notices: []ReservationNotice{{idA, 7}}}); err == nil {
 		t.Error("a notice of type 7 was applied")
+	}
+}
+
+// TestSharedPreemptAbortWaits: a Preempt and Abort through one target
+// completes only once the preempted host's command in flight on another
+// target has finished, as it does for commands on its own target.
+func TestSharedPreemptAbortWaits(t *testing.T) {
+	mem, err := blockdev.NewMemory(4<<20, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedDevice{Device: mem, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	sh := &memSharer{}
+	r1 := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Reservations, nc.Device, nc.Workers = sh, gate, 1 })
+	r2 := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Reservations = sh })
+	sh.peers = []*Namespace{r1.ns, r2.ns}
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate.release) }) }
+	t.Cleanup(release) // before the rigs': a write held would hold their teardown
+	a := r1.connectHost(testHostNQN, idA)
+	b := r2.connectHost("nqn.2026-11.io.example:host2", idB)
+	ok := nvme.StatusSuccess
+	if st := a.register(nvme.ResvRegister, false, 0, 0, 1); st != ok {
+		t.Fatal(st)
+	}
+	if st := b.register(nvme.ResvRegister, false, 0, 0, 2); st != ok {
+		t.Fatal(st)
+	}
+	if st := a.acquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 1, 0); st != ok {
+		t.Fatal(st)
+	}
+	wrote := make(chan nvme.Status, 1)
+	go func() { wrote <- a.write() }()
+	<-gate.entered // A's write runs on target 1
+	preempted := make(chan nvme.Status, 1)
+	go func() { preempted <- b.acquire(nvme.ResvPreemptAndAbort, nvme.ResvWriteExclusive, 2, 1) }()
+	select {
+	case st := <-preempted:
+		t.Fatalf("the preempt and abort through target 2 completed (%v) while A's write still ran on target 1", st)
+	case <-time.After(300 * time.Millisecond):
+	}
+	release()
+	if st := <-wrote; st != ok {
+		t.Errorf("A's write, started before the preemption: %v", st)
+	}
+	select {
+	case st := <-preempted:
+		if st != ok {
+			t.Errorf("preempt and abort: %v", st)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the preempt and abort did not complete once A's write finished")
+	}
+	if st := a.write(); st != nvme.StatusReservationConflict.WithDNR() {
+		t.Errorf("A's write after the preemption: %v, want a conflict", st)
 	}
 }

@@ -82,6 +82,10 @@ type Reservation struct {
 	// gateway that did not run it queues on its own controllers.
 	Seq     uint64       `json:"seq,omitempty"`
 	Notices []ResvNotice `json:"notices,omitempty"`
+	// Aborted are the hosts a Preempt and Abort (the last change) took
+	// out: every gateway waits until none of their commands runs on it
+	// before it acknowledges the change.
+	Aborted []string `json:"aborted,omitempty"`
 }
 
 // ResvNotice is a Reservation Notification log entry owed to a host: Kind 1
@@ -110,6 +114,7 @@ func (s *State) Clone() *State {
 	for k, r := range s.Reservations {
 		r.Registrants = slices.Clone(r.Registrants)
 		r.Notices = slices.Clone(r.Notices)
+		r.Aborted = slices.Clone(r.Aborted)
 		c.Reservations[k] = r
 	}
 	return &c
@@ -406,6 +411,11 @@ func (r Reservation) Check() error {
 			return fmt.Errorf("host %s registered twice", id)
 		}
 		seen[id] = true
+	}
+	for _, h := range r.Aborted {
+		if _, err := canonicalHostID(h); err != nil {
+			return fmt.Errorf("aborted: %w", err)
+		}
 	}
 	for _, n := range r.Notices {
 		if _, err := canonicalHostID(n.HostID); err != nil {

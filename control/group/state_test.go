@@ -38,7 +38,7 @@ func sample() *State {
 	s.Listeners[1] = []Listener{{PortID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420}}
 	s.Listeners[2] = []Listener{{PortID: 1, Transport: "rdma", Address: "10.0.0.2", Port: 4421}}
 	s.Reservations[NSRef{sub1, 1}] = Reservation{Generation: 3, Type: 1, Holder: idX, Registrants: []Registrant{{idX, 5}, {idY, 6}},
-		Seq: 4, Notices: []ResvNotice{{HostID: idY, Kind: 3}}}
+		Seq: 4, Notices: []ResvNotice{{HostID: idY, Kind: 3}}, Aborted: []string{idY}}
 	return s
 }
 
@@ -120,6 +120,9 @@ func TestDecodeCorrupt(t *testing.T) {
 		{"reservation notice to an upper-case host ID", func(o *Object) {
 			o.Omap["resv/"+sub1+"/1"] = []byte(`{"generation":0,"type":0,"registrants":[],"seq":2,"notices":[{"host_id":"` + strings.ToUpper(idX) + `","kind":1}]}`)
 		}, "lower-case UUID"},
+		{"reservation aborting a malformed host ID", func(o *Object) {
+			o.Omap["resv/"+sub1+"/1"] = []byte(`{"generation":0,"type":0,"registrants":[],"seq":2,"aborted":["x"]}`)
+		}, "aborted"},
 		{"reservation registered twice", func(o *Object) {
 			o.Omap["resv/"+sub1+"/1"] = []byte(`{"generation":0,"type":0,"registrants":[{"host_id":"` + idX + `","key":1},{"host_id":"` + idX + `","key":2}]}`)
 		}, "twice"},
