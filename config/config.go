@@ -498,8 +498,13 @@ func (c *Config) ApplyDefaults() {
 				// A gateway's images are in its group's cluster, reached
 				// as the gateway reaches it (validateGroupImages).
 				conf, client := limits.RBDCephConf, limits.RBDClient
-				if g := c.GatewayGroup; g.Enabled() && g.CephConf != "" && g.Client != "" {
-					conf, client = g.CephConf, g.Client
+				if g := c.GatewayGroup; g.Enabled() {
+					if g.CephConf != "" {
+						conf = g.CephConf
+					}
+					if g.Client != "" {
+						client = g.Client
+					}
 				}
 				if n.CephConf == "" {
 					n.CephConf = conf

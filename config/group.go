@@ -126,7 +126,7 @@ func (c *Config) validateGroupImages(p *problems) {
 				continue
 			}
 			k := fmt.Sprintf("subsystems[%d].namespaces[%d]", i, j)
-			if n.CephConf != g.CephConf {
+			if filepath.Clean(n.CephConf) != filepath.Clean(g.CephConf) {
 				p.add(k+".ceph_conf", "%q: a gateway group's images are in its cluster, which each gateway reaches through its own gateway_group.ceph_conf (%q here): leave ceph_conf out", n.CephConf, g.CephConf)
 			}
 			if strings.TrimPrefix(n.Client, "client.") != strings.TrimPrefix(g.Client, "client.") {

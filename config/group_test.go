@@ -143,3 +143,25 @@ func TestGatewayRBDCluster(t *testing.T) {
 		t.Errorf("without a group: ceph_conf %q, client %q", n.CephConf, n.Client)
 	}
 }
+
+// A gateway with only one of its gateway_group ceph_conf and client set
+// takes that one and the other's default; the same path spelt otherwise is
+// the same file.
+func TestGatewayRBDClusterPartial(t *testing.T) {
+	c, err := loadYAML([]byte(strings.Replace(gatewayYAML, "id: 2", "id: 2, ceph_conf: /etc/ceph/gw.conf", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.GatewayGroup.Client = "" // as a configuration built in code, without Load's defaults
+	c.Subsystems = []Subsystem{{NQN: "nqn.2026-11.io.example:t", AllowAnyHost: true,
+		Namespaces: []Namespace{{NSID: 1, Backend: BackendRBD, Pool: "rbd", Image: "i"}}}}
+	c.ApplyDefaults()
+	if n := c.Subsystems[0].Namespaces[0]; n.CephConf != "/etc/ceph/gw.conf" || n.Client != limits.RBDClient {
+		t.Errorf("ceph_conf %q, client %q; want the gateway's file and the default user", n.CephConf, n.Client)
+	}
+	c.GatewayGroup.Client = limits.RBDClient
+	c.Subsystems[0].Namespaces[0].CephConf = "/etc/ceph//gw.conf"
+	if err := c.Validate(); err != nil {
+		t.Errorf("the gateway's file spelt with a double slash: %v", err)
+	}
+}

@@ -451,8 +451,24 @@ func (m *Manager) logStateErr(err error) {
 	}
 }
 
-// applyReservations gives the live namespaces the group's reservations.
+// applyReservations gives the live namespaces the group's reservations; a
+// namespace of the group with no record has none (its record went with
+// the namespace, which may be back under the same NSID: what this gateway
+// held of it is no longer anyone's).
 func (m *Manager) applyReservations(st *group.State) {
+	for _, sub := range st.Subsystems {
+		for _, n := range sub.Namespaces {
+			ref := group.NSRef{NQN: sub.NQN, NSID: n.NSID}
+			if _, ok := st.Reservations[ref]; ok {
+				continue
+			}
+			if ns := m.liveNamespace(ref.NQN, ref.NSID); ns != nil {
+				if err := ns.ApplyReservation(st.Version, fabric.ReservationState{}); err != nil {
+					m.log.Error("shared reservation state not applied", "subnqn", ref.NQN, "nsid", ref.NSID, "err", err)
+				}
+			}
+		}
+	}
 	for ref, r := range st.Reservations {
 		ns := m.liveNamespace(ref.NQN, ref.NSID)
 		if ns == nil {

@@ -223,6 +223,16 @@ func TestGatewayGroup(t *testing.T) {
 	if got := nsB.ReservationState(); got.Type != want.Type || got.Holder != host {
 		t.Fatalf("B's reservation after A's published: %+v", got)
 	}
+	// A state in which the namespace has no record (it was removed and added again between two
+	// of B's reads) leaves B holding nothing of it.
+	gone := b.m.gw.latest().Clone()
+	delete(gone.Reservations, group.NSRef{NQN: subA, NSID: 2})
+	gone.Version += 1000
+	b.m.applyReservations(gone)
+	if got := nsB.ReservationState(); got.Type != 0 || len(got.Registrants) != 0 {
+		t.Errorf("B's reservation after a state with no record of the namespace: %+v", got)
+	}
+	a.m.applyReservations(gone)
 
 	// B dies (no clean stop). A lease later, A fences it and takes group 2.
 	b.m.closeGateway()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -128,11 +129,21 @@ func (ns *Namespace) changeResv(run func(cur *resvState) resvResult) (resvResult
 	}
 	var res resvResult
 	var ierr error
+	// What the shared state owes this target's hosts from changes through
+	// other targets it has not applied yet: this commit goes on top of
+	// them, and their own publication here will then be too old to apply.
+	var notices []resvNotice
+	var aborted []HostID
+	known := ns.resv.version > 0
 	version, err := sh.Commit(ns.subnqn, ns.nsid, func(shared ReservationState) *ReservationState {
 		c, err := importResv(shared)
 		if err != nil {
 			ierr = err
 			return nil
+		}
+		notices, aborted = nil, nil
+		if known {
+			notices, aborted = owed(cur, shared)
 		}
 		res = run(c)
 		if res.next == nil {
@@ -163,7 +174,54 @@ func (ns *Namespace) changeResv(run func(cur *resvState) resvResult) (resvResult
 	}
 	ns.resv.state.Store(res.next)
 	ns.resv.version = max(ns.resv.version, version)
-	return res, func() { sh.Publish(version) }, nil
+	return res, func() {
+		ns.deliver(notices, aborted)
+		sh.Publish(version)
+	}, nil
+}
+
+// sharedAbortWait bounds how long a target waits for the commands of the
+// hosts another target's Preempt and Abort took out: a little less than
+// that target waits for the acknowledgement (limits.GroupNotifyTimeout),
+// past which waiting protects nothing.
+const sharedAbortWait = limits.GroupNotifyTimeout * 4 / 5
+
+// owed is what the shared state st owes this target's hosts, cur being the
+// state the target holds: if st's last change is one it has not seen (its
+// count differs: a record made anew restarts it), that change's notices,
+// and the hosts whose commands to wait for. When more changes than one
+// came between (or the count restarted), the earlier ones' notices are
+// lost, but every host registered in cur and not in st is waited for: any
+// of them may have been preempted and aborted.
+func owed(cur *resvState, st ReservationState) ([]resvNotice, []HostID) {
+	if st.Seq == cur.seq {
+		return nil, nil
+	}
+	var notices []resvNotice
+	for _, n := range st.Notices {
+		notices = append(notices, resvNotice{n.HostID, n.Kind})
+	}
+	aborted := slices.Clone(st.Aborted)
+	if st.Seq != cur.seq+1 {
+		for _, r := range cur.Regs {
+			gone := !slices.ContainsFunc(st.Registrants, func(x ReservationRegistrant) bool { return x.HostID == r.Host })
+			if gone && !slices.Contains(aborted, r.Host) {
+				aborted = append(aborted, r.Host)
+			}
+		}
+	}
+	return notices, aborted
+}
+
+// deliver queues notices on this target's controllers and then waits for
+// the commands of the aborted hosts. ns.resv.mu is not held.
+func (ns *Namespace) deliver(notices []resvNotice, aborted []HostID) {
+	if len(notices) > 0 && ns.resv.notify != nil {
+		ns.resv.notify(notices)
+	}
+	if len(aborted) > 0 && ns.resv.wait != nil {
+		ns.resv.wait(aborted)
+	}
 }
 
 // ApplyReservation makes the namespace's reservations st, the shared state
@@ -182,12 +240,7 @@ func (ns *Namespace) ApplyReservation(version uint64, st ReservationState) error
 		// After the new state is in place (new commands of the preempted
 		// hosts see it): notify, then wait for those already running.
 		ns.resv.mu.Unlock()
-		if len(notices) > 0 && ns.resv.notify != nil {
-			ns.resv.notify(notices)
-		}
-		if len(aborted) > 0 && ns.resv.wait != nil {
-			ns.resv.wait(aborted)
-		}
+		ns.deliver(notices, aborted)
 	}()
 	if version <= ns.resv.version {
 		return nil
@@ -195,16 +248,13 @@ func (ns *Namespace) ApplyReservation(version uint64, st ReservationState) error
 	cur := ns.resv.load()
 	known := ns.resv.version > 0
 	ns.resv.version = version
-	if known && next.seq > cur.seq {
+	if known {
 		// A change this target has not seen: the hosts it owes a
 		// notification to may be connected here (the target that ran it
 		// queued them on its own controllers). A namespace's first shared
 		// state is taken as it is: what it owes was owed before it was
 		// served here.
-		for _, n := range st.Notices {
-			notices = append(notices, resvNotice{n.HostID, n.Kind})
-		}
-		aborted = st.Aborted
+		notices, aborted = owed(cur, st)
 	}
 	same := cur.Gen == next.Gen && cur.Type == next.Type && cur.Holder == next.Holder && cur.PTPL == next.PTPL && slices.Equal(cur.Regs, next.Regs)
 	if same && cur.seq == next.seq {

@@ -20,6 +20,9 @@ type memSharer struct {
 	// commit that lost to another target's.
 	stale   *ReservationState
 	commits int
+	// quiet drops the publications: the other targets miss the changes
+	// until a later one reaches them.
+	quiet bool
 }
 
 func (m *memSharer) Commit(subnqn string, nsid nvme.NSID, next func(ReservationState) *ReservationState) (uint64, error) {
@@ -41,8 +44,11 @@ func (m *memSharer) Commit(subnqn string, nsid nvme.NSID, next func(ReservationS
 
 func (m *memSharer) Publish(version uint64) {
 	m.mu.Lock()
-	st := m.state
+	st, quiet := m.state, m.quiet
 	m.mu.Unlock()
+	if quiet {
+		return
+	}
 	for _, ns := range m.peers {
 		ns.ApplyReservation(version, st)
 	}
@@ -182,5 +188,84 @@ func TestSharedPreemptAbortWaits(t *testing.T) {
 	}
 	if st := a.write(); st != nvme.StatusReservationConflict.WithDNR() {
 		t.Errorf("A's write after the preemption: %v, want a conflict", st)
+	}
+}
+
+func (m *memSharer) setQuiet(q bool) {
+	m.mu.Lock()
+	m.quiet = q
+	m.mu.Unlock()
+}
+
+// TestSharedMissedChanges: what a change through another target owes this
+// one's hosts is not lost when this target misses its publication. A
+// command here that commits on top of the missed change delivers its
+// notices; a state that skips changes (two while this target missed both)
+// waits for every host that left the registrants, any of which may have
+// been preempted and aborted.
+func TestSharedMissedChanges(t *testing.T) {
+	mem, err := blockdev.NewMemory(4<<20, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedDevice{Device: mem, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	sh := &memSharer{}
+	r1 := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Reservations = sh })
+	r2 := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Reservations, nc.Device, nc.Workers = sh, gate, 1 })
+	sh.peers = []*Namespace{r1.ns, r2.ns}
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate.release) }) }
+	t.Cleanup(release)
+	idC := [16]byte{0xcc, 3}
+	a := r2.connectHost(testHostNQN, idA)
+	b := r1.connectHost("nqn.2026-11.io.example:host2", idB)
+	c := r2.connectHost("nqn.2026-11.io.example:host3", idC)
+	ok := nvme.StatusSuccess
+	must := func(what string, st nvme.Status) {
+		t.Helper()
+		if st != ok {
+			t.Fatalf("%s: %v", what, st)
+		}
+	}
+	must("A registers", a.register(nvme.ResvRegister, false, 0, 0, 1))
+	must("B registers", b.register(nvme.ResvRegister, false, 0, 0, 2))
+
+	// Target 2 misses B's preemption of A; C's registration through target 2 commits on top of it.
+	sh.setQuiet(true)
+	must("B preempts A through target 1", b.acquire(nvme.ResvPreempt, nvme.ResvWriteExclusive, 2, 1))
+	sh.setQuiet(false)
+	must("C registers through target 2", c.register(nvme.ResvRegister, false, 0, 0, 3))
+	log, st := getLog(a.admin, nvme.LogReservationNotification, 64, 0)
+	if n := nvme.ParseResvNotification(log); !st.IsSuccess() || n.Type != nvme.ResvNotifyRegistrationPreempt {
+		t.Errorf("A, on target 2, after a commit there on top of its missed preemption: %v %+v", st, n)
+	}
+
+	// A registers again and writes through target 2 (held there); target 2 misses two changes: B
+	// preempts and aborts A, then replaces its own key. The state after both names no abort.
+	must("A registers again", a.register(nvme.ResvRegister, false, 0, 0, 4))
+	wrote := make(chan nvme.Status, 1)
+	go func() { wrote <- a.write() }()
+	<-gate.entered
+	sh.setQuiet(true)
+	v := sh.version
+	must("B preempts and aborts A", b.acquire(nvme.ResvPreemptAndAbort, nvme.ResvWriteExclusive, 2, 4))
+	must("B replaces its key", b.register(nvme.ResvReplace, false, 0, 2, 5))
+	sh.setQuiet(false)
+	if sh.version != v+2 || len(sh.state.Aborted) != 0 {
+		t.Fatalf("the shared state went from version %d to %d, aborting %v; want two changes, the last aborting none", v, sh.version, sh.state.Aborted)
+	}
+	applied := make(chan struct{})
+	go func() { sh.Publish(sh.version); close(applied) }()
+	select {
+	case <-applied:
+		t.Error("target 2 applied a state two changes on without waiting for A's write, which the first aborted")
+	case <-time.After(300 * time.Millisecond):
+	}
+	release()
+	<-wrote
+	select {
+	case <-applied:
+	case <-time.After(10 * time.Second):
+		t.Fatal("target 2 still waits after A's write finished")
 	}
 }
