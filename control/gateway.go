@@ -83,7 +83,9 @@ type gateway struct {
 	stateErr error        // the last read's failure, nil after a good one
 	tracker  *group.Tracker
 	lastBeat time.Time // the last heartbeat written
-	beatErr  error
+	// beatAddrs are the client addresses the last heartbeat wrote.
+	beatAddrs []string
+	beatErr   error
 	fenced   bool   // this gateway was blocklisted
 	logged   string // the state error last logged
 
@@ -93,6 +95,10 @@ type gateway struct {
 	stop    chan struct{}
 	done    chan struct{}
 	unwatch func()
+	// beatNow asks the heartbeat goroutine, once looping is set, for a
+	// heartbeat now; it closes the channel sent when it is written.
+	beatNow chan chan struct{}
+	looping atomic.Bool
 }
 
 func (g *gateway) ctx() (context.Context, context.CancelFunc) {
@@ -111,7 +117,8 @@ func newGateway(cfg *config.Config, o GroupOptions) (*gateway, error) {
 	inc := make([]byte, 8)
 	rand.Read(inc)
 	g := &gateway{store: o.Store, cfg: cfg.GatewayGroup, opts: o, now: o.Now, incarnation: hex.EncodeToString(inc),
-		tracker: group.NewTracker(cfg.GatewayGroup.Lease), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		tracker: group.NewTracker(cfg.GatewayGroup.Lease), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		beatNow: make(chan chan struct{})}
 	if g.now == nil {
 		g.now = time.Now
 	}
@@ -158,6 +165,9 @@ func (g *gateway) heartbeat() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.beatErr = err
+	if err == nil {
+		g.beatAddrs = rec.Addrs
+	}
 	if errors.Is(err, group.ErrBlocklisted) && !g.fenced {
 		g.fenced = true
 		if g.opts.Fenced != nil {
@@ -178,6 +188,32 @@ func (g *gateway) heartbeat() {
 		}
 	}
 	g.tracker.Observe(now, leases)
+}
+
+// recordAddrs has the lease record the gateway's RADOS clients' addresses
+// now if they changed since the last heartbeat (a namespace opened a new
+// cluster connection), before what opened it is served: a gateway that
+// dies at once is then fenced with every client that could write, not
+// only those of its last periodic heartbeat. A failure is the heartbeat's
+// (reported in status; the next one tries again).
+func (g *gateway) recordAddrs() {
+	now := g.addrs()
+	g.mu.Lock()
+	same := slices.Equal(now, g.beatAddrs)
+	g.mu.Unlock()
+	if same {
+		return
+	}
+	if !g.looping.Load() {
+		g.heartbeat() // joining: nothing else heartbeats yet
+		return
+	}
+	done := make(chan struct{})
+	select {
+	case g.beatNow <- done:
+		<-done
+	case <-g.stop:
+	}
 }
 
 // view is this gateway's view of the group now. g.mu is held.
@@ -350,6 +386,7 @@ func (m *Manager) gatewayLoop() {
 	defer close(g.done)
 	leases := make(chan struct{}, 1)
 	beats := make(chan struct{})
+	g.looping.Store(true)
 	go func() {
 		defer close(beats)
 		beat := time.NewTicker(g.cfg.Lease / 4)
@@ -358,6 +395,9 @@ func (m *Manager) gatewayLoop() {
 			select {
 			case <-g.stop:
 				return
+			case done := <-g.beatNow:
+				g.heartbeat()
+				close(done)
 			case <-beat.C:
 				g.heartbeat()
 				g.fence(m.log.Warn)
@@ -624,6 +664,7 @@ func (m *Manager) gatewayUpdate(edit func(*config.Config) error, opts changeOpts
 		if err := prepare(steps); err != nil {
 			return Result{}, err
 		}
+		g.recordAddrs()
 		set, rm := group.Diff(cur, newState)
 		shared := len(set) > 0 || len(rm) > 0
 		if shared {

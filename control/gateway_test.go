@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,9 @@ type gwNode struct {
 	// barriers counts the OSD-map barriers run after a blocklist that had
 	// fenced "b"; barrierEarly those run before it.
 	barriers, barrierEarly atomic.Int32
+	// extra are client addresses the gateway reports beside its store's
+	// (GroupOptions.Addrs: its rbd namespaces' connections).
+	extra atomic.Pointer[[]string]
 }
 
 const gwLease = 2 * time.Second
@@ -97,6 +101,12 @@ func startGateway(t *testing.T, cl *group.Cluster, clock *fakeClock, id int, cli
 	n.m, err = New(n.tgt, cfg, Options{
 		Transport: func(string) (fabric.Transport, error) { return lt, nil },
 		Group: &GroupOptions{Store: n.store, Now: clock.Now, MemoryNamespaces: true, Fenced: func(error) { n.fenced.Store(true) },
+			Addrs: func() []string {
+				if p := n.extra.Load(); p != nil {
+					return *p
+				}
+				return nil
+			},
 			Barrier: func() error {
 				if cl.Blocklisted("b") {
 					n.barriers.Add(1)
@@ -442,6 +452,41 @@ func TestReservationRecord(t *testing.T) {
 		back, err := fabricReservation(r)
 		if err != nil || !reflect.DeepEqual(back, st) {
 			t.Errorf("%+v: back as %+v, %v", st, back, err)
+		}
+	}
+}
+
+// TestGatewayLeaseAddrsBeforeServing: a change that gives the gateway a new
+// RADOS client (an rbd namespace's connection) has its lease record the
+// client's address before the change is served, not at the next periodic
+// heartbeat: a gateway that died in between would be fenced without it.
+func TestGatewayLeaseAddrsBeforeServing(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, "a")
+	h := a.m.Handler()
+	leased := func() []string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		recs, err := a.store.Leases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := group.DecodeLease(recs[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Addrs
+	}
+	for i, addr := range []string{"v2:10.0.0.9:0/101", "v2:10.0.0.9:0/102", "v2:10.0.0.9:0/103"} {
+		// The namespace's open gives the gateway a client of this address.
+		a.extra.Store(&[]string{addr})
+		body := fmt.Sprintf(`{"nqn":"%s-%d","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB"}]}`, subA, i)
+		if rec := do(t, h, "POST", "/v1/subsystems", body); rec.Code != http.StatusCreated {
+			t.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+		if got := leased(); !slices.Contains(got, addr) {
+			t.Errorf("change %d: the lease records %v once the change is served, want %s in it", i, got, addr)
 		}
 	}
 }

@@ -260,6 +260,9 @@ func (m *Manager) apply(steps []step) ([]string, error) {
 	if err := prepare(steps); err != nil {
 		return nil, err
 	}
+	if m.gw != nil {
+		m.gw.recordAddrs()
+	}
 	return m.run(steps)
 }
 
