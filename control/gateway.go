@@ -86,8 +86,8 @@ type gateway struct {
 	// beatAddrs are the client addresses the last heartbeat wrote.
 	beatAddrs []string
 	beatErr   error
-	fenced   bool   // this gateway was blocklisted
-	logged   string // the state error last logged
+	fenced    bool   // this gateway was blocklisted
+	logged    string // the state error last logged
 
 	conflicts, failovers, stateErrors atomic.Uint64
 
@@ -194,26 +194,42 @@ func (g *gateway) heartbeat() {
 // now if they changed since the last heartbeat (a namespace opened a new
 // cluster connection), before what opened it is served: a gateway that
 // dies at once is then fenced with every client that could write, not
-// only those of its last periodic heartbeat. A failure is the heartbeat's
-// (reported in status; the next one tries again).
-func (g *gateway) recordAddrs() {
+// only those of its last periodic heartbeat. An error (the lease could
+// not be written, the gateway is stopping) means they are not recorded:
+// the change must not be served.
+func (g *gateway) recordAddrs() error {
 	now := g.addrs()
+	recorded := func() bool { // g.mu held
+		for _, a := range now {
+			if !slices.Contains(g.beatAddrs, a) {
+				return false
+			}
+		}
+		return true
+	}
 	g.mu.Lock()
-	same := slices.Equal(now, g.beatAddrs)
+	done := recorded()
 	g.mu.Unlock()
-	if same {
-		return
+	if done {
+		return nil
 	}
 	if !g.looping.Load() {
 		g.heartbeat() // joining: nothing else heartbeats yet
-		return
+	} else {
+		done := make(chan struct{})
+		select {
+		case g.beatNow <- done:
+			<-done
+		case <-g.stop:
+			return errors.New("the gateway is stopping")
+		}
 	}
-	done := make(chan struct{})
-	select {
-	case g.beatNow <- done:
-		<-done
-	case <-g.stop:
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !recorded() {
+		return fmt.Errorf("its lease does not record its new cluster clients %v: %v", now, g.beatErr)
 	}
+	return nil
 }
 
 // view is this gateway's view of the group now. g.mu is held.
@@ -372,6 +388,8 @@ func (m *Manager) gatewayNew(cfg *config.Config, o GroupOptions) error {
 	// The others learn of this gateway's listeners now rather than at
 	// their next read.
 	go g.notify(joined.Version, group.KindConfig)
+	// From here a forced heartbeat (recordAddrs) goes through the loop's.
+	g.looping.Store(true)
 	go m.gatewayLoop()
 	return nil
 }
@@ -386,7 +404,6 @@ func (m *Manager) gatewayLoop() {
 	defer close(g.done)
 	leases := make(chan struct{}, 1)
 	beats := make(chan struct{})
-	g.looping.Store(true)
 	go func() {
 		defer close(beats)
 		beat := time.NewTicker(g.cfg.Lease / 4)
@@ -494,18 +511,28 @@ func (m *Manager) logStateErr(err error) {
 // applyReservations gives the live namespaces the group's reservations; a
 // namespace of the group with no record has none (its record went with
 // the namespace, which may be back under the same NSID: what this gateway
-// held of it is no longer anyone's).
+// held of it is no longer anyone's). The namespaces apply side by side:
+// each may wait (bounded) for the commands of hosts a Preempt and Abort
+// took out, and the notifier waits for all of them at once.
 func (m *Manager) applyReservations(st *group.State) {
+	type apply struct {
+		ref group.NSRef
+		ns  *fabric.Namespace
+		rs  fabric.ReservationState
+	}
+	var todo []apply
 	for _, sub := range st.Subsystems {
 		for _, n := range sub.Namespaces {
 			ref := group.NSRef{NQN: sub.NQN, NSID: n.NSID}
 			if _, ok := st.Reservations[ref]; ok {
 				continue
 			}
-			if ns := m.liveNamespace(ref.NQN, ref.NSID); ns != nil {
-				if err := ns.ApplyReservation(st.Version, fabric.ReservationState{}); err != nil {
-					m.log.Error("shared reservation state not applied", "subnqn", ref.NQN, "nsid", ref.NSID, "err", err)
-				}
+			ns := m.liveNamespace(ref.NQN, ref.NSID)
+			if ns == nil {
+				continue
+			}
+			if cur := ns.ReservationState(); cur.Type != 0 || len(cur.Registrants) > 0 || cur.Seq != 0 {
+				todo = append(todo, apply{ref, ns, fabric.ReservationState{}})
 			}
 		}
 	}
@@ -515,13 +542,23 @@ func (m *Manager) applyReservations(st *group.State) {
 			continue
 		}
 		rs, err := fabricReservation(r)
-		if err == nil {
-			err = ns.ApplyReservation(st.Version, rs)
-		}
 		if err != nil {
 			m.log.Error("shared reservation state not applied", "subnqn", ref.NQN, "nsid", ref.NSID, "err", err)
+			continue
 		}
+		todo = append(todo, apply{ref, ns, rs})
 	}
+	var wg sync.WaitGroup
+	for _, a := range todo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.ns.ApplyReservation(st.Version, a.rs); err != nil {
+				m.log.Error("shared reservation state not applied", "subnqn", a.ref.NQN, "nsid", a.ref.NSID, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func fabricReservation(r group.Reservation) (fabric.ReservationState, error) {
@@ -664,7 +701,10 @@ func (m *Manager) gatewayUpdate(edit func(*config.Config) error, opts changeOpts
 		if err := prepare(steps); err != nil {
 			return Result{}, err
 		}
-		g.recordAddrs()
+		if err := g.recordAddrs(); err != nil {
+			abort(steps)
+			return Result{}, fmt.Errorf("%w: %w", ErrGroup, err)
+		}
 		set, rm := group.Diff(cur, newState)
 		shared := len(set) > 0 || len(rm) > 0
 		if shared {

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -44,6 +45,15 @@ type switchStore struct {
 	gate    chan struct{}
 	armed   atomic.Bool
 	noAddrs atomic.Bool
+	// beatFails makes the lease's writes fail (the cluster unreachable).
+	beatFails atomic.Bool
+}
+
+func (s *switchStore) Heartbeat(ctx context.Context, id int, rec []byte) error {
+	if s.beatFails.Load() {
+		return errors.New("injected: the lease cannot be written")
+	}
+	return s.MemStore.Heartbeat(ctx, id, rec)
 }
 
 func (s *switchStore) Read(ctx context.Context) (group.Object, error) {
@@ -489,4 +499,17 @@ func TestGatewayLeaseAddrsBeforeServing(t *testing.T) {
 			t.Errorf("change %d: the lease records %v once the change is served, want %s in it", i, got, addr)
 		}
 	}
+	// A new client whose address cannot be written to the lease: the change is refused, and
+	// nothing of it is served or in the group's state.
+	a.store.beatFails.Store(true)
+	a.extra.Store(&[]string{"v2:10.0.0.9:0/104"})
+	ver := cl.Object().Version
+	body := `{"nqn":"` + subA + `-x","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB"}]}`
+	if rec := do(t, h, "POST", "/v1/subsystems", body); rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "lease") {
+		t.Errorf("a change whose new client the lease cannot record: %d %s, want 503 naming the lease", rec.Code, rec.Body)
+	}
+	if a.tgt.Subsystem(subA+"-x") != nil || cl.Object().Version != ver {
+		t.Error("the refused change is served or in the group's state")
+	}
+	a.store.beatFails.Store(false)
 }

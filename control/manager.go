@@ -261,7 +261,10 @@ func (m *Manager) apply(steps []step) ([]string, error) {
 		return nil, err
 	}
 	if m.gw != nil {
-		m.gw.recordAddrs()
+		if err := m.gw.recordAddrs(); err != nil {
+			abort(steps)
+			return nil, fmt.Errorf("%w: %w", ErrGroup, err)
+		}
 	}
 	return m.run(steps)
 }

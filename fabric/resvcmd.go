@@ -139,7 +139,7 @@ func (ns *Namespace) resvCommand(r *Request) {
 	}
 
 	ns.resv.mu.Lock()
-	res, published, err := ns.changeResv(run)
+	res, published, err := ns.changeResv(host, run)
 	if err != nil {
 		r.q.log.Error("reservation state not saved: the command fails", "nsid", ns.nsid, "err", err)
 		res = resvResult{status: nvme.StatusInternalError}
@@ -377,9 +377,9 @@ func (ns *Namespace) restoreResv() error {
 
 // setPTPL sets Persist Through Power Loss (Set Features 83h), writing or
 // removing the state file.
-func (ns *Namespace) setPTPL(on bool) error {
+func (ns *Namespace) setPTPL(self HostID, on bool) error {
 	ns.resv.mu.Lock()
-	_, published, err := ns.changeResv(func(cur *resvState) resvResult {
+	_, published, err := ns.changeResv(self, func(cur *resvState) resvResult {
 		if cur.PTPL == on {
 			return resvResult{}
 		}
@@ -431,7 +431,7 @@ func setPTPL(r *Request, on bool) nvme.Status {
 	}
 	go func() {
 		st := nvme.StatusSuccess
-		if err := ns.setPTPL(on); err != nil {
+		if err := ns.setPTPL(HostID(c.hostID), on); err != nil {
 			c.log.Error("reservation state not saved", "nsid", ns.nsid, "err", err)
 			st = nvme.StatusInternalError
 		}

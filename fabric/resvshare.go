@@ -108,11 +108,11 @@ func importResv(st ReservationState) (*resvState, error) {
 	return s, nil
 }
 
-// changeResv runs a command's rule run on the namespace's state, shared or
-// not, and publishes the result here: what the command did, a function
-// that waits for the other targets (call it after unlocking), and a local
-// failure. ns.resv.mu is held.
-func (ns *Namespace) changeResv(run func(cur *resvState) resvResult) (resvResult, func(), error) {
+// changeResv runs a command of host self on the namespace's state (rule
+// run), shared or not, and publishes the result here: what the command
+// did, a function that waits for the other targets (call it after
+// unlocking), and a local failure. ns.resv.mu is held.
+func (ns *Namespace) changeResv(self HostID, run func(cur *resvState) resvResult) (resvResult, func(), error) {
 	nothing := func() {}
 	cur := ns.resv.load()
 	sh := ns.resv.sharer
@@ -144,6 +144,9 @@ func (ns *Namespace) changeResv(run func(cur *resvState) resvResult) (resvResult
 		notices, aborted = nil, nil
 		if known {
 			notices, aborted = owed(cur, shared)
+			// The issuing host's command runs here: it is none of the
+			// commands to wait for, and would wait for itself.
+			aborted = slices.DeleteFunc(aborted, func(h HostID) bool { return h == self })
 		}
 		res = run(c)
 		if res.next == nil {
@@ -192,7 +195,8 @@ const sharedAbortWait = limits.GroupNotifyTimeout * 4 / 5
 // and the hosts whose commands to wait for. When more changes than one
 // came between (or the count restarted), the earlier ones' notices are
 // lost, but every host registered in cur and not in st is waited for: any
-// of them may have been preempted and aborted.
+// of them may have been preempted and aborted — when st holds a
+// reservation: with none, their commands are let in anyway.
 func owed(cur *resvState, st ReservationState) ([]resvNotice, []HostID) {
 	if st.Seq == cur.seq {
 		return nil, nil
@@ -202,7 +206,7 @@ func owed(cur *resvState, st ReservationState) ([]resvNotice, []HostID) {
 		notices = append(notices, resvNotice{n.HostID, n.Kind})
 	}
 	aborted := slices.Clone(st.Aborted)
-	if st.Seq != cur.seq+1 {
+	if st.Seq != cur.seq+1 && st.Type != 0 {
 		for _, r := range cur.Regs {
 			gone := !slices.ContainsFunc(st.Registrants, func(x ReservationRegistrant) bool { return x.HostID == r.Host })
 			if gone && !slices.Contains(aborted, r.Host) {
@@ -252,8 +256,9 @@ func (ns *Namespace) ApplyReservation(version uint64, st ReservationState) error
 		// A change this target has not seen: the hosts it owes a
 		// notification to may be connected here (the target that ran it
 		// queued them on its own controllers). A namespace's first shared
-		// state is taken as it is: what it owes was owed before it was
-		// served here.
+		// state (or the empty one a gateway applies while the group has
+		// no record of it) is taken as it is: what it owes was owed
+		// before it was served here.
 		notices, aborted = owed(cur, st)
 	}
 	same := cur.Gen == next.Gen && cur.Type == next.Type && cur.Holder == next.Holder && cur.PTPL == next.PTPL && slices.Equal(cur.Regs, next.Regs)

@@ -240,9 +240,11 @@ func TestSharedMissedChanges(t *testing.T) {
 		t.Errorf("A, on target 2, after a commit there on top of its missed preemption: %v %+v", st, n)
 	}
 
-	// A registers again and writes through target 2 (held there); target 2 misses two changes: B
-	// preempts and aborts A, then replaces its own key. The state after both names no abort.
+	// A registers again, takes write exclusive and writes through target 2 (held there); target 2
+	// misses two changes: B preempts and aborts A, taking the reservation over, then replaces
+	// its own key. The state after both names no abort.
 	must("A registers again", a.register(nvme.ResvRegister, false, 0, 0, 4))
+	must("A takes write exclusive", a.acquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 4, 0))
 	wrote := make(chan nvme.Status, 1)
 	go func() { wrote <- a.write() }()
 	<-gate.entered
@@ -267,5 +269,17 @@ func TestSharedMissedChanges(t *testing.T) {
 	case <-applied:
 	case <-time.After(10 * time.Second):
 		t.Fatal("target 2 still waits after A's write finished")
+	}
+
+	// A's own command through target 2, on top of a preemption and abort of A that target 2
+	// missed, does not wait for A's commands: it is one of them.
+	must("A registers again", a.register(nvme.ResvRegister, false, 0, 0, 6))
+	sh.setQuiet(true)
+	must("B preempts and aborts A", b.acquire(nvme.ResvPreemptAndAbort, nvme.ResvWriteExclusive, 5, 6))
+	sh.setQuiet(false)
+	start := time.Now()
+	must("A registers once more through target 2", a.register(nvme.ResvRegister, false, 0, 0, 7))
+	if d := time.Since(start); d >= sharedAbortWait/2 {
+		t.Errorf("A's register through target 2 took %v: it waited for its own command", d)
 	}
 }
