@@ -57,9 +57,9 @@ static int nt_post_send(struct ibv_qp *qp, nt_send_wr *w, int n, int *bad) {
 	return n;
 }
 
-static int nt_post_recv(struct ibv_qp *qp, nt_recv_wr *w, int n, int *bad) {
-	struct ibv_recv_wr wr[NT_MAX_BATCH];
-	struct ibv_recv_wr *badwr = NULL;
+// nt_recv_chain builds the receive work-request chain of w[0..n) in wr,
+// which has room for NT_MAX_BATCH, and returns how many it holds.
+static inline int nt_recv_chain(struct ibv_recv_wr *wr, nt_recv_wr *w, int n) {
 	if (n > NT_MAX_BATCH) n = NT_MAX_BATCH;
 	for (int i = 0; i < n; i++) {
 		wr[i].wr_id = w[i].wr_id;
@@ -67,24 +67,30 @@ static int nt_post_recv(struct ibv_qp *qp, nt_recv_wr *w, int n, int *bad) {
 		wr[i].sg_list = (struct ibv_sge *)w[i].sge;
 		wr[i].num_sge = w[i].num_sge;
 	}
-	int rc = ibv_post_recv(qp, wr, &badwr);
+	return n;
+}
+
+// nt_recv_result turns a post's return into the shim's: n posted, or a
+// negative errno with *bad the index of the first work request not posted.
+static inline int nt_recv_result(int rc, struct ibv_recv_wr *wr, struct ibv_recv_wr *badwr, int n, int *bad) {
 	if (rc) { *bad = badwr ? (int)(badwr - wr) : 0; return rc > 0 ? -rc : rc; }
 	return n;
+}
+
+static int nt_post_recv(struct ibv_qp *qp, nt_recv_wr *w, int n, int *bad) {
+	struct ibv_recv_wr wr[NT_MAX_BATCH];
+	struct ibv_recv_wr *badwr = NULL;
+	n = nt_recv_chain(wr, w, n);
+	int rc = ibv_post_recv(qp, wr, &badwr); // before badwr is read
+	return nt_recv_result(rc, wr, badwr, n, bad);
 }
 
 static int nt_post_srq_recv(struct ibv_srq *srq, nt_recv_wr *w, int n, int *bad) {
 	struct ibv_recv_wr wr[NT_MAX_BATCH];
 	struct ibv_recv_wr *badwr = NULL;
-	if (n > NT_MAX_BATCH) n = NT_MAX_BATCH;
-	for (int i = 0; i < n; i++) {
-		wr[i].wr_id = w[i].wr_id;
-		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
-		wr[i].sg_list = (struct ibv_sge *)w[i].sge;
-		wr[i].num_sge = w[i].num_sge;
-	}
-	int rc = ibv_post_srq_recv(srq, wr, &badwr);
-	if (rc) { *bad = badwr ? (int)(badwr - wr) : 0; return rc > 0 ? -rc : rc; }
-	return n;
+	n = nt_recv_chain(wr, w, n);
+	int rc = ibv_post_srq_recv(srq, wr, &badwr); // before badwr is read
+	return nt_recv_result(rc, wr, badwr, n, bad);
 }
 
 // nt_post_batch posts the shared receive queue's receives first (a buffer a
