@@ -209,7 +209,9 @@ type fakeCore struct {
 	failed, destroyed int
 }
 
-func (c *fakeCore) Parse(r *fabric.Request) nvme.Status {
+// parseRW sets what a test core's Parse sets: a write's or read's
+// direction and length from its SGL, nothing for the rest.
+func parseRW(r *fabric.Request) {
 	r.Dir, r.DataLen, r.Data = fabric.DirNone, 0, nil
 	switch r.Cmd.Opcode() {
 	case nvme.OpWrite:
@@ -217,6 +219,10 @@ func (c *fakeCore) Parse(r *fabric.Request) nvme.Status {
 	case nvme.OpRead:
 		r.Dir, r.DataLen = fabric.DirCtrlToHost, r.Cmd.SGL1().Length()
 	}
+}
+
+func (c *fakeCore) Parse(r *fabric.Request) nvme.Status {
+	parseRW(r)
 	return c.parseStatus
 }
 

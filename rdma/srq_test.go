@@ -506,13 +506,7 @@ func TestLayoutRegion(t *testing.T) {
 type quietCore struct{ q *queue }
 
 func (c *quietCore) Parse(r *fabric.Request) nvme.Status {
-	r.Dir, r.DataLen, r.Data = fabric.DirNone, 0, nil
-	switch r.Cmd.Opcode() {
-	case nvme.OpWrite:
-		r.Dir, r.DataLen = fabric.DirHostToCtrl, r.Cmd.SGL1().Length()
-	case nvme.OpRead:
-		r.Dir, r.DataLen = fabric.DirCtrlToHost, r.Cmd.SGL1().Length()
-	}
+	parseRW(r)
 	return nvme.StatusSuccess
 }
 func (c *quietCore) Execute(r *fabric.Request) { c.Fail(r, nvme.StatusSuccess) }
