@@ -136,22 +136,40 @@ func TestSharedReservations(t *testing.T) {
 	}
 }
 
-// TestSharedPreemptAbortWaits: a Preempt and Abort through one target
-// completes only once the preempted host's command in flight on another
-// target has finished, as it does for commands on its own target.
-func TestSharedPreemptAbortWaits(t *testing.T) {
+// gatedPair is two targets sharing one namespace's reservations, the
+// namespace of rigs[gated] behind a device that holds writes until release
+// (called at the end of the test at the latest, before the rigs' teardown,
+// which a held write would hold).
+func gatedPair(t *testing.T, gated int) (*memSharer, [2]*rig, *gatedDevice, func()) {
+	t.Helper()
 	mem, err := blockdev.NewMemory(4<<20, 512)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gate := &gatedDevice{Device: mem, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	sh := &memSharer{}
-	r1 := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Reservations, nc.Device, nc.Workers = sh, gate, 1 })
-	r2 := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Reservations = sh })
-	sh.peers = []*Namespace{r1.ns, r2.ns}
+	var rigs [2]*rig
+	for i := range rigs {
+		rigs[i] = newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) {
+			nc.Reservations = sh
+			if i == gated {
+				nc.Device, nc.Workers = gate, 1
+			}
+		})
+	}
+	sh.peers = []*Namespace{rigs[0].ns, rigs[1].ns}
 	var once sync.Once
 	release := func() { once.Do(func() { close(gate.release) }) }
-	t.Cleanup(release) // before the rigs': a write held would hold their teardown
+	t.Cleanup(release)
+	return sh, rigs, gate, release
+}
+
+// TestSharedPreemptAbortWaits: a Preempt and Abort through one target
+// completes only once the preempted host's command in flight on another
+// target has finished, as it does for commands on its own target.
+func TestSharedPreemptAbortWaits(t *testing.T) {
+	_, rigs, gate, release := gatedPair(t, 0)
+	r1, r2 := rigs[0], rigs[1]
 	a := r1.connectHost(testHostNQN, idA)
 	b := r2.connectHost("nqn.2026-11.io.example:host2", idB)
 	ok := nvme.StatusSuccess
@@ -204,18 +222,8 @@ func (m *memSharer) setQuiet(q bool) {
 // waits for every host that left the registrants, any of which may have
 // been preempted and aborted.
 func TestSharedMissedChanges(t *testing.T) {
-	mem, err := blockdev.NewMemory(4<<20, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := &gatedDevice{Device: mem, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	sh := &memSharer{}
-	r1 := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Reservations = sh })
-	r2 := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Reservations, nc.Device, nc.Workers = sh, gate, 1 })
-	sh.peers = []*Namespace{r1.ns, r2.ns}
-	var once sync.Once
-	release := func() { once.Do(func() { close(gate.release) }) }
-	t.Cleanup(release)
+	sh, rigs, gate, release := gatedPair(t, 1)
+	r1, r2 := rigs[0], rigs[1]
 	idC := [16]byte{0xcc, 3}
 	a := r2.connectHost(testHostNQN, idA)
 	b := r1.connectHost("nqn.2026-11.io.example:host2", idB)
