@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,5 +156,70 @@ func TestRBDGatewayStore(t *testing.T) {
 	}
 	if _, err := b.Leases(ctx); err != nil {
 		t.Errorf("the other client was fenced too: %v", err)
+	}
+}
+
+// TestRBDStoreVersionRace: the version a read of the state returns is the
+// state object's, whatever else the client does meanwhile. Heartbeats
+// (the leases object) and notifications run beside the state's reads and
+// writes on the same client; a read that took another object's version
+// would make the compare-and-swap of the next change lose (or win) against
+// nobody. One client alone writes the state here, so every conflict is
+// false.
+func TestRBDStoreVersionRace(t *testing.T) {
+	conf := os.Getenv("NVMEOF_TGT_TEST_CEPH_CONF")
+	if conf == "" {
+		t.Skip("no cluster: set NVMEOF_TGT_TEST_CEPH_CONF (tests/lab/ceph-up.sh)")
+	}
+	ctx := context.Background()
+	g := config.GatewayGroup{Name: fmt.Sprintf("race%d", time.Now().UnixNano()%1e9), Pool: "rbd", ID: 1, CephConf: conf, Client: "admin", Lease: 3 * time.Second}
+	t.Cleanup(func() {
+		for _, o := range []string{rados.StateObject(g.Name), rados.LeasesObject(g.Name)} {
+			exec.Command("rados", "-c", conf, "-p", "rbd", "rm", o).Run()
+		}
+	})
+	st, err := rados.Open(g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.(interface{ Close() }).Close() })
+	// The leases object moves far ahead of the state's version.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			st.Heartbeat(ctx, 1, []byte(fmt.Sprintf(`{"incarnation":"a","seq":%d,"addrs":[]}`, i)))
+			st.Leases(ctx)
+		}
+	}()
+	conflicts := 0
+	for i := range 200 {
+		cur, err := group.Read(ctx, st)
+		if err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatal(err)
+		}
+		next := cur.Clone()
+		next.Listeners[1] = []group.Listener{{PortID: 1, Transport: "rdma", Address: "10.0.0.1", Port: 4420 + i}}
+		if err := group.Commit(ctx, st, cur, next); errors.Is(err, group.ErrConflict) {
+			conflicts++
+		} else if err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if conflicts > 0 {
+		t.Errorf("%d of 200 changes lost a compare-and-swap with no other writer: a read took another object's version", conflicts)
 	}
 }

@@ -26,14 +26,18 @@ const Supported = true
 
 // Store is a group.Store in a RADOS pool: its own librados client.
 type Store struct {
-	conn   *rados.Conn
-	ioctx  *rados.IOContext
-	state  string
-	leases string
-	log    *slog.Logger
+	conn *rados.Conn
+	// An I/O context per concern: GetLastVersion is the version of an
+	// ioctx's last operation, so the state's (whose version the
+	// compare-and-swap guards) has one of its own, which nothing else
+	// uses; the leases' heartbeats and the watch and notify have theirs.
+	ioctx, leaseIO, notifyIO *rados.IOContext
+	state                    string
+	leases                   string
+	log                      *slog.Logger
 
-	// mu serializes the operations whose version GetLastVersion reads:
-	// it is the ioctx's last operation's.
+	// mu serializes the state's operations on ioctx, whose version
+	// GetLastVersion reads.
 	mu sync.Mutex
 
 	wmu     sync.Mutex
@@ -65,18 +69,20 @@ func Open(g config.GatewayGroup, log *slog.Logger) (group.Store, error) {
 		conn.Shutdown()
 		return nil, fmt.Errorf("gateway group %s: connect to the cluster of %s as client.%s: %w", g.Name, g.CephConf, user, err)
 	}
-	ioctx, err := conn.OpenIOContext(g.Pool)
-	if err != nil {
-		conn.Shutdown()
-		if notFound(err) {
-			return nil, fmt.Errorf("gateway group %s: pool %q: no such pool", g.Name, g.Pool)
+	s := &Store{conn: conn, state: StateObject(g.Name), leases: LeasesObject(g.Name), log: log, stop: make(chan struct{})}
+	for _, io := range []**rados.IOContext{&s.ioctx, &s.leaseIO, &s.notifyIO} {
+		if *io, err = conn.OpenIOContext(g.Pool); err != nil {
+			s.Close()
+			if notFound(err) {
+				return nil, fmt.Errorf("gateway group %s: pool %q: no such pool", g.Name, g.Pool)
+			}
+			return nil, fmt.Errorf("gateway group %s: pool %q: %w", g.Name, g.Pool, err)
 		}
-		return nil, fmt.Errorf("gateway group %s: pool %q: %w", g.Name, g.Pool, err)
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{conn: conn, ioctx: ioctx, state: StateObject(g.Name), leases: LeasesObject(g.Name), log: log, stop: make(chan struct{})}, nil
+	return s, nil
 }
 
 // errno is a librados error's code, 0 if it has none; an operation's is
@@ -201,7 +207,7 @@ func (s *Store) Write(ctx context.Context, ver uint64, data []byte, set map[stri
 }
 
 func (s *Store) Notify(ctx context.Context, payload []byte, timeout time.Duration) (int, int, error) {
-	acks, timeouts, err := s.ioctx.NotifyWithTimeout(s.state, payload, timeout)
+	acks, timeouts, err := s.notifyIO.NotifyWithTimeout(s.state, payload, timeout)
 	if errno(err) == int(syscall.ETIMEDOUT) {
 		err = nil // some watcher did not answer in time: timeouts says which
 	}
@@ -266,7 +272,7 @@ func (s *Store) watch() error {
 	// shorter one than librados' pings (objecter_tick_interval, 5 s)
 	// would drop live watches. A dead gateway's watch stays that long,
 	// and notifications wait for it up to their own timeout meanwhile.
-	w, err := s.ioctx.Watch(s.state)
+	w, err := s.notifyIO.Watch(s.state)
 	if err != nil {
 		return err
 	}
@@ -300,11 +306,11 @@ func (s *Store) rewatch() error {
 }
 
 func (s *Store) Heartbeat(ctx context.Context, id int, record []byte) error {
-	return wrap(s.ioctx.SetOmap(s.leases, map[string][]byte{strconv.Itoa(id): record}))
+	return wrap(s.leaseIO.SetOmap(s.leases, map[string][]byte{strconv.Itoa(id): record}))
 }
 
 func (s *Store) Leases(ctx context.Context) (map[int][]byte, error) {
-	kv, err := s.ioctx.GetAllOmapValues(s.leases, "", "", 256)
+	kv, err := s.leaseIO.GetAllOmapValues(s.leases, "", "", 256)
 	if err != nil {
 		if notFound(err) {
 			return map[int][]byte{}, nil
@@ -359,6 +365,10 @@ func (s *Store) Addrs() []string {
 
 // Close disconnects.
 func (s *Store) Close() {
-	s.ioctx.Destroy()
+	for _, io := range []*rados.IOContext{s.ioctx, s.leaseIO, s.notifyIO} {
+		if io != nil {
+			io.Destroy()
+		}
+	}
 	s.conn.Shutdown()
 }
