@@ -78,11 +78,15 @@ type gateway struct {
 	incarnation string
 	seq         uint64
 
-	mu       sync.Mutex
-	state    *group.State // the last state read that decoded
-	stateErr error        // the last read's failure, nil after a good one
-	tracker  *group.Tracker
-	lastBeat time.Time // the last heartbeat written
+	mu    sync.Mutex
+	state *group.State // the state followed: the newest read or committed
+	// epochs counts the objects (epochs) followed, and adoptions the
+	// states: a read that another state was adopted during cannot move
+	// the gateway to another epoch (it may be the old one, returning late).
+	epochs, adoptions uint64
+	stateErr          error // the last read's failure, nil after a good one
+	tracker           *group.Tracker
+	lastBeat          time.Time // the last heartbeat written
 	// beatAddrs are the client addresses the last heartbeat wrote.
 	beatAddrs []string
 	beatErr   error
@@ -132,7 +136,7 @@ func newGateway(cfg *config.Config, o GroupOptions) (*gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway group %s: %w", g.cfg.Name, err)
 	}
-	g.state = st
+	g.state, g.epochs = st, 1
 	g.heartbeat()
 	if g.beatErr != nil {
 		return nil, fmt.Errorf("gateway group %s: %w", g.cfg.Name, g.beatErr)
@@ -312,7 +316,13 @@ func (g *gateway) latest() *group.State {
 }
 
 // read reads the group's state, keeping the last good one and the error.
-func (g *gateway) read() (*group.State, error) {
+// It returns the state read and its version as the namespaces' shared
+// reservations take it (resvVersion), 0 for a state older than the one
+// followed.
+func (g *gateway) read() (*group.State, uint64, error) {
+	g.mu.Lock()
+	gen := g.adoptions
+	g.mu.Unlock()
 	ctx, cancel := g.ctx()
 	defer cancel()
 	st, err := group.Read(ctx, g.store)
@@ -323,13 +333,39 @@ func (g *gateway) read() (*group.State, error) {
 			g.stateErrors.Add(1)
 		}
 		g.stateErr = err
-		return nil, err
+		return nil, 0, err
 	}
 	g.stateErr = nil
-	if st.Version >= g.state.Version {
-		g.state = st
+	g.adopt(st, gen)
+	return st, g.resvVersion(st), nil
+}
+
+// adopt follows st if it is newer than the state followed: a later
+// version of the same object, or another object (removed and made anew:
+// its versions start again) read when no other state was adopted since
+// gen. A commit's state passes the adoptions now: it is the newest.
+// g.mu is held.
+func (g *gateway) adopt(st *group.State, gen uint64) {
+	switch {
+	case st.Epoch == g.state.Epoch && st.Version >= g.state.Version:
+	case st.Epoch != g.state.Epoch && gen == g.adoptions:
+		g.epochs++
+	default:
+		return
 	}
-	return st, nil
+	g.state = st
+	g.adoptions++
+}
+
+// resvVersion is st's version as the namespaces' shared reservations
+// order them, across the objects followed: a new object's versions come
+// after every one of the objects before (each version of an epoch below
+// 2^40), 0 for a state not of the epoch followed. g.mu is held.
+func (g *gateway) resvVersion(st *group.State) uint64 {
+	if st.Epoch != g.state.Epoch {
+		return 0
+	}
+	return g.epochs<<40 | st.Version
 }
 
 // compose is what this gateway serves of st.
@@ -374,7 +410,7 @@ func (m *Manager) gatewayNew(cfg *config.Config, o GroupOptions) error {
 	if _, err := m.apply(steps); err != nil {
 		return err
 	}
-	m.applyReservations(g.state)
+	m.applyReservations(g.state, g.resvVersion(g.state))
 	// The state joined, read before the watch starts: from then on a
 	// notice's read (onNotice) may replace g.state under g.mu.
 	joined := g.state
@@ -447,8 +483,8 @@ func (m *Manager) gatewayLoop() {
 // for it before its command completes); the rest by the loop.
 func (m *Manager) onNotice(n group.Notice) {
 	if !n.Self {
-		if st, err := m.gw.read(); err == nil {
-			m.applyReservations(st)
+		if st, ver, err := m.gw.read(); err == nil && ver != 0 {
+			m.applyReservations(st, ver)
 		}
 	}
 	n.Ack()
@@ -464,7 +500,7 @@ func (m *Manager) onNotice(n group.Notice) {
 func (m *Manager) sync(reread bool) {
 	g := m.gw
 	if reread {
-		if _, err := g.read(); err != nil {
+		if _, _, err := g.read(); err != nil {
 			m.logStateErr(err)
 		}
 	}
@@ -472,7 +508,9 @@ func (m *Manager) sync(reread bool) {
 	// The newest state known, taken under m.mu: a change through this
 	// gateway committed after the read above is in it, and is never undone
 	// by an older read that returned late.
-	st := g.latest()
+	g.mu.Lock()
+	st, ver := g.state, g.resvVersion(g.state)
+	g.mu.Unlock()
 	target := m.compose(m.local, st)
 	if reflect.DeepEqual(target, m.running) {
 		m.mu.Unlock()
@@ -493,7 +531,7 @@ func (m *Manager) sync(reread bool) {
 	if err != nil {
 		m.log.Error("gateway group state not applied: serving what was", "group", g.cfg.Name, "version", st.Version, "err", err)
 	}
-	m.applyReservations(st)
+	m.applyReservations(st, ver)
 }
 
 // logStateErr logs a state that cannot be read, once per distinct error.
@@ -508,13 +546,14 @@ func (m *Manager) logStateErr(err error) {
 	}
 }
 
-// applyReservations gives the live namespaces the group's reservations; a
+// applyReservations gives the live namespaces the group's reservations,
+// st being at version (resvVersion); a
 // namespace of the group with no record has none (its record went with
 // the namespace, which may be back under the same NSID: what this gateway
 // held of it is no longer anyone's). The namespaces apply side by side:
 // each may wait (bounded) for the commands of hosts a Preempt and Abort
 // took out, and the notifier waits for all of them at once.
-func (m *Manager) applyReservations(st *group.State) {
+func (m *Manager) applyReservations(st *group.State, version uint64) {
 	type apply struct {
 		ref group.NSRef
 		ns  *fabric.Namespace
@@ -553,7 +592,7 @@ func (m *Manager) applyReservations(st *group.State) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := a.ns.ApplyReservation(st.Version, a.rs); err != nil {
+			if err := a.ns.ApplyReservation(version, a.rs); err != nil {
 				m.log.Error("shared reservation state not applied", "subnqn", a.ref.NQN, "nsid", a.ref.NSID, "err", err)
 			}
 		}()
@@ -642,7 +681,10 @@ func (s resvSharer) Commit(subnqn string, nsid nvme.NSID, next func(fabric.Reser
 	if err != nil {
 		return 0, fmt.Errorf("gateway group %s: %w", g.cfg.Name, err)
 	}
-	return st.Version, nil
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.adopt(st, g.adoptions) // committed: the newest there is
+	return g.resvVersion(st), nil
 }
 
 func (s resvSharer) Publish(version uint64) {
@@ -662,7 +704,7 @@ func (m *Manager) gatewayUpdate(edit func(*config.Config) error, opts changeOpts
 	g := m.gw
 	lo, hi := g.cfg.CNTLIDRange()
 	for try := 0; try < limits.GroupRetries; try++ {
-		cur, err := g.read()
+		cur, _, err := g.read()
 		if err != nil {
 			return Result{}, fmt.Errorf("%w: %w", ErrGroup, err)
 		}
@@ -721,9 +763,7 @@ func (m *Manager) gatewayUpdate(edit func(*config.Config) error, opts changeOpts
 				return Result{}, fmt.Errorf("%w: %w", ErrGroup, err)
 			}
 			g.mu.Lock()
-			if newState.Version > g.state.Version {
-				g.state = newState
-			}
+			g.adopt(newState, g.adoptions) // committed: the newest there is
 			g.mu.Unlock()
 		}
 		applied, err := m.run(steps)

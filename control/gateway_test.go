@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,6 +134,13 @@ func startGateway(t *testing.T, cl *group.Cluster, clock *fakeClock, id int, cli
 	return n
 }
 
+// resvVersionOf is st's version as n's namespaces' reservations take it.
+func resvVersionOf(n *gwNode, st *group.State) uint64 {
+	n.m.gw.mu.Lock()
+	defer n.m.gw.mu.Unlock()
+	return n.m.gw.resvVersion(st)
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -248,11 +256,11 @@ func TestGatewayGroup(t *testing.T) {
 	gone := b.m.gw.latest().Clone()
 	delete(gone.Reservations, group.NSRef{NQN: subA, NSID: 2})
 	gone.Version += 1000
-	b.m.applyReservations(gone)
+	b.m.applyReservations(gone, resvVersionOf(b, gone))
 	if got := nsB.ReservationState(); got.Type != 0 || len(got.Registrants) != 0 {
 		t.Errorf("B's reservation after a state with no record of the namespace: %+v", got)
 	}
-	a.m.applyReservations(gone)
+	a.m.applyReservations(gone, resvVersionOf(a, gone))
 
 	// B dies (no clean stop). A lease later, A fences it and takes group 2.
 	b.m.closeGateway()
@@ -512,4 +520,67 @@ func TestGatewayLeaseAddrsBeforeServing(t *testing.T) {
 		t.Error("the refused change is served or in the group's state")
 	}
 	a.store.beatFails.Store(false)
+}
+
+// TestGatewayStateRecreated: the state object removed and made anew (the
+// README's repair) starts its versions again; the gateways follow the new
+// object whatever its version, their own changes on it included, and a
+// reservation change on it holds on every gateway, though each namespace
+// held a higher version of the old object's.
+func TestGatewayStateRecreated(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, "a")
+	b := startGateway(t, cl, clock, 2, "b")
+	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
+	h := a.m.Handler()
+	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subA+`","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB"}]}`); rec.Code != http.StatusCreated {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	waitUntil(t, "B serves the namespace", func() bool { return b.m.liveNamespace(subA, 1) != nil })
+	// The old object's versions climb, and so do the namespace's reservation versions.
+	host := fabric.HostID{1, 2, 3}
+	for i := range 6 {
+		ver, err := resvSharer{a.m}.Commit(subA, 1, func(cur fabric.ReservationState) *fabric.ReservationState {
+			return &fabric.ReservationState{Generation: uint32(i + 1), Registrants: []fabric.ReservationRegistrant{{HostID: host, Key: uint64(i + 1)}}}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resvSharer{a.m}.Publish(ver)
+	}
+	old := a.m.Group().Version
+	// Removed and made anew by a change through B, with A's manager busy meanwhile: A's
+	// loop may read the missing object, but applies the newest state it knows.
+	a.m.mu.Lock()
+	cl.Remove()
+	body := `{"nqn":"` + subA + `","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB","ana_group":1}]}`
+	rec := do(t, b.m.Handler(), "POST", "/v1/subsystems", body)
+	a.m.mu.Unlock()
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("re-create through B: %d %s", rec.Code, rec.Body)
+	}
+	if rec := do(t, b.m.Handler(), "POST", "/v1/subsystems", `{"nqn":"`+subB+`","allow_any_host":true}`); rec.Code != http.StatusCreated {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if v, _ := strconv.ParseUint(string(cl.Object().Omap["version"]), 10, 64); v >= old {
+		t.Fatalf("the new object's version %d is not below the old %d: the test shows nothing", v, old)
+	}
+	for _, n := range []*gwNode{a, b} {
+		waitUntil(t, "each gateway serves the new object", func() bool { n.m.sync(true); return n.tgt.Subsystem(subB) != nil })
+	}
+	// A reservation on the new object, through B, holds on A.
+	want := fabric.ReservationState{Generation: 1, Type: nvme.ResvWriteExclusive, Holder: host, Registrants: []fabric.ReservationRegistrant{{HostID: host, Key: 9}}}
+	ver, err := resvSharer{b.m}.Commit(subA, 1, func(fabric.ReservationState) *fabric.ReservationState { return &want })
+	if err != nil {
+		t.Fatal(err)
+	}
+	resvSharer{b.m}.Publish(ver)
+	if got := a.m.liveNamespace(subA, 1).ReservationState(); got.Type != want.Type || got.Holder != host {
+		t.Errorf("A's reservation after B's on the new object: %+v", got)
+	}
+	a.m.sync(true)
+	if a.tgt.Subsystem(subB) == nil {
+		t.Error("A's next read undid the new object's change")
+	}
 }

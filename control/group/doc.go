@@ -8,6 +8,7 @@
 // the format's header (Header) and its omap holds one key per thing:
 //
 //	version                      the state's version, decimal: one more at each change
+//	epoch                        the object's, random, written when it is created
 //	subsystem/<nqn>              a subsystem (JSON)
 //	namespace/<nqn>/<nsid>       one of its namespaces
 //	host/<nqn>/<host nqn>        a host allowed to it, with its key files' paths, never a secret

@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -42,6 +43,12 @@ var (
 type State struct {
 	// Version is one more at each change; 0 before the first.
 	Version uint64
+	// Epoch names the object: random, written when it is created and
+	// never changed. An object removed and made anew (the repair of a
+	// corrupt one) starts its versions again under a new epoch, which a
+	// gateway follows whatever its version. "" for none (no object, or
+	// one written before epochs).
+	Epoch string
 	// Subsystems, by NQN, with their namespaces (by NSID) and hosts (by
 	// NQN). Their controller-ID ranges are each gateway's own: unset here.
 	Subsystems []config.Subsystem
@@ -164,6 +171,7 @@ type hostRecord struct {
 // Key prefixes.
 const (
 	keyVersion   = "version"
+	keyEpoch     = "epoch"
 	keySubsystem = "subsystem/"
 	keyNamespace = "namespace/"
 	keyHost      = "host/"
@@ -182,6 +190,9 @@ func mustJSON(v any) []byte {
 // Omap is the state as the object's omap keys.
 func (s *State) Omap() map[string][]byte {
 	m := map[string][]byte{keyVersion: []byte(strconv.FormatUint(s.Version, 10))}
+	if s.Epoch != "" {
+		m[keyEpoch] = []byte(s.Epoch)
+	}
 	for _, sub := range s.Subsystems {
 		m[keySubsystem+sub.NQN] = mustJSON(subsystemRecord{AllowAnyHost: sub.AllowAnyHost, Serial: sub.Serial, Model: sub.Model,
 			Ports: sub.Ports, DHCHAPHashes: sub.DHCHAPHashes, DHCHAPDHGroups: sub.DHCHAPDHGroups})
@@ -253,6 +264,11 @@ func Decode(o Object) (*State, error) {
 		val := o.Omap[k]
 		switch {
 		case k == keyVersion, strings.HasPrefix(k, keySubsystem):
+		case k == keyEpoch:
+			if err := checkEpoch(string(val)); err != nil {
+				return nil, badKey(k, err)
+			}
+			s.Epoch = string(val)
 		case strings.HasPrefix(k, keyNamespace):
 			sub, nsid, err := nsOf(k, keyNamespace, subs)
 			if err != nil {
@@ -442,6 +458,23 @@ func (r Reservation) Check() error {
 		if !seen[id] {
 			return fmt.Errorf("the holder %s is not registered", id)
 		}
+	}
+	return nil
+}
+
+// epochLen is an epoch's length: 16 random bytes in lower-case hex.
+const epochLen = 32
+
+// NewEpoch is a new object's epoch.
+func NewEpoch() string {
+	b := make([]byte, epochLen/2)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func checkEpoch(e string) error {
+	if b, err := hex.DecodeString(e); err != nil || len(b) != epochLen/2 || strings.ToLower(e) != e {
+		return fmt.Errorf("%q is not an epoch (%d lower-case hex digits)", prefix([]byte(e)), epochLen)
 	}
 	return nil
 }

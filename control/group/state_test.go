@@ -27,6 +27,7 @@ const (
 func sample() *State {
 	s := Empty()
 	s.Version = 7
+	s.Epoch = "00112233445566778899aabbccddeeff"
 	s.Subsystems = []config.Subsystem{
 		{NQN: sub1, AllowAnyHost: true, Serial: "abc", Model: "nvmeof-tgt", Namespaces: []config.Namespace{
 			{NSID: 1, Backend: "rbd", Pool: "rbd", Image: "i1", BlockSize: 512, ANAGroup: 1},
@@ -72,6 +73,9 @@ func TestDecodeCorrupt(t *testing.T) {
 		{"version not a number", func(o *Object) { o.Omap["version"] = []byte("x7") }, `key "version"`},
 		{"version with a sign", func(o *Object) { o.Omap["version"] = []byte("+7") }, `key "version"`},
 		{"unknown key", func(o *Object) { o.Omap["what"] = []byte("{}") }, "not a key of the group's state"},
+		{"epoch not hex", func(o *Object) { o.Omap["epoch"] = []byte("zz") }, "not an epoch"},
+		{"epoch upper-case", func(o *Object) { o.Omap["epoch"] = []byte(strings.ToUpper("00112233445566778899aabbccddeeff")) }, "not an epoch"},
+		{"epoch too long", func(o *Object) { o.Omap["epoch"] = []byte(NewEpoch() + "00") }, "not an epoch"},
 		{"bad JSON", func(o *Object) { o.Omap["subsystem/"+sub1] = []byte("{") }, "subsystem/" + sub1},
 		{"unknown field", func(o *Object) { o.Omap["subsystem/"+sub1] = []byte(`{"serial":"a","model":"b","x":1}`) }, "unknown field"},
 		{"two values", func(o *Object) { o.Omap["subsystem/"+sub1] = []byte(`{"serial":"a","model":"b"}{}`) }, "more than one"},
@@ -221,6 +225,11 @@ func TestDiffCommit(t *testing.T) {
 	if err != nil || got.Version != 1 || len(got.Subsystems) != 2 {
 		t.Fatalf("after the first commit: %+v %v", got, err)
 	}
+	// The object's epoch: new when it was created, kept by every change after.
+	if checkEpoch(got.Epoch) != nil {
+		t.Fatalf("the new object's epoch %q", got.Epoch)
+	}
+	epoch := got.Epoch
 	// A change made on a stale read loses.
 	stale := got.Clone()
 	n2 := got.Clone()
@@ -236,6 +245,9 @@ func TestDiffCommit(t *testing.T) {
 	final, _ := Read(ctx, st)
 	if final.Version != 2 || len(final.Subsystems) != 1 || len(final.Listeners) != 2 {
 		t.Fatalf("the stale commit changed something: %+v", final)
+	}
+	if final.Epoch != epoch {
+		t.Errorf("a change moved the epoch from %s to %s", epoch, final.Epoch)
 	}
 	// Only the keys that changed are written.
 	same := final.Clone()

@@ -107,6 +107,13 @@ func (c *Cluster) Put(o Object) {
 	c.obj = Object{Data: slices.Clone(o.Data), Omap: maps.Clone(o.Omap), Version: c.obj.Version + 1}
 }
 
+// Remove removes the state object, as `rados rm` would.
+func (c *Cluster) Remove() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.obj = Object{}
+}
+
 // Object is the state object now.
 func (c *Cluster) Object() Object {
 	c.mu.Lock()

@@ -17,10 +17,16 @@ func Read(ctx context.Context, st Store) (*State, error) {
 }
 
 // Commit writes next, a change of cur (as Read returned it), as version
-// cur.Version+1, if the object is still what cur was read from:
+// cur.Version+1, in cur's epoch (a new one when it creates the object),
+// if the object is still what cur was read from:
 // ErrConflict otherwise, and nothing is written.
 func Commit(ctx context.Context, st Store, cur, next *State) error {
 	next.Version = cur.Version + 1
+	// The object's epoch: new with the object, the same ever after.
+	next.Epoch = cur.Epoch
+	if cur.object == 0 {
+		next.Epoch = NewEpoch()
+	}
 	set, rm := Diff(cur, next)
 	if err := st.Write(ctx, cur.object, []byte(Header), set, rm); err != nil {
 		if errors.Is(err, ErrConflict) {
