@@ -92,6 +92,12 @@ type gateway struct {
 	beatErr   error
 	fenced    bool   // this gateway was blocklisted
 	logged    string // the state error last logged
+	// unread is why the group's state could not be read (or applied)
+	// since another gateway announced a change, or since the cluster was
+	// last reached: the namespaces' shared reservations may be behind,
+	// so their I/O is refused and every group reported inaccessible
+	// until a read succeeds. nil while it reads.
+	unread error
 
 	conflicts, failovers, stateErrors atomic.Uint64
 
@@ -239,7 +245,7 @@ func (g *gateway) recordAddrs() error {
 // view is this gateway's view of the group now. g.mu is held.
 func (g *gateway) view(st *group.State) group.View {
 	now := g.now()
-	v := group.View{Self: g.cfg.ID, SelfOK: !g.fenced && !g.lastBeat.IsZero() && now.Sub(g.lastBeat) < g.cfg.Lease,
+	v := group.View{Self: g.cfg.ID, SelfOK: !g.fenced && g.unread == nil && !g.lastBeat.IsZero() && now.Sub(g.lastBeat) < g.cfg.Lease,
 		Alive: map[int]bool{}, Fenced: map[int]bool{}}
 	members := map[int]bool{g.cfg.ID: true}
 	for _, id := range g.tracker.Members() {
@@ -410,7 +416,9 @@ func (m *Manager) gatewayNew(cfg *config.Config, o GroupOptions) error {
 	if _, err := m.apply(steps); err != nil {
 		return err
 	}
-	m.applyReservations(g.state, g.resvVersion(g.state))
+	if err := m.applyReservations(g.state, g.resvVersion(g.state)); err != nil {
+		return fmt.Errorf("gateway group %s: %w", g.cfg.Name, err)
+	}
 	// The state joined, read before the watch starts: from then on a
 	// notice's read (onNotice) may replace g.state under g.mu.
 	joined := g.state
@@ -480,18 +488,83 @@ func (m *Manager) gatewayLoop() {
 
 // onNotice is the watch's callback: another gateway changed the state.
 // Reservations are applied before the acknowledgement (the notifier waits
-// for it before its command completes); the rest by the loop.
+// for it before its command completes); the rest by the loop. A change
+// that cannot be read or applied is not acknowledged: the namespaces'
+// I/O is refused instead (unreadState) until a read succeeds.
 func (m *Manager) onNotice(n group.Notice) {
-	if !n.Self {
-		if st, ver, err := m.gw.read(); err == nil && ver != 0 {
-			m.applyReservations(st, ver)
-		}
+	defer m.gw.kickLoop()
+	if n.Self {
+		n.Ack()
+		return
 	}
+	st, ver, err := m.gw.read()
+	if err == nil && ver != 0 {
+		err = m.applyReservations(st, ver)
+	}
+	if err != nil {
+		m.unreadState(err)
+		return
+	}
+	m.readState()
 	n.Ack()
+}
+
+func (g *gateway) kickLoop() {
 	select {
-	case m.gw.kick <- struct{}{}:
+	case g.kick <- struct{}{}:
 	default:
 	}
+}
+
+// unreadState refuses I/O on every namespace of the group (a path error:
+// hosts use another path) and reports every group inaccessible, because
+// the group's state cannot be read: a reservation taken through another
+// gateway may be missing here.
+func (m *Manager) unreadState(err error) {
+	g := m.gw
+	g.mu.Lock()
+	first := g.unread == nil
+	g.unread = err
+	st := g.state
+	g.mu.Unlock()
+	m.setSharedUnknown(st, true)
+	if first {
+		m.log.Error("gateway group state unread: refusing I/O on its namespaces until it reads", "group", g.cfg.Name, "err", err)
+	}
+	g.kickLoop()
+}
+
+// readState serves I/O again once the state was read and applied.
+func (m *Manager) readState() {
+	g := m.gw
+	g.mu.Lock()
+	was := g.unread != nil
+	g.unread = nil
+	st := g.state
+	g.mu.Unlock()
+	if was {
+		m.setSharedUnknown(st, false)
+		m.log.Info("gateway group state read again: serving I/O on its namespaces", "group", g.cfg.Name, "version", st.Version)
+		g.kickLoop()
+	}
+}
+
+// setSharedUnknown marks the live namespaces of the group.
+func (m *Manager) setSharedUnknown(st *group.State, unknown bool) {
+	for _, sub := range st.Subsystems {
+		for _, n := range sub.Namespaces {
+			if ns := m.liveNamespace(sub.NQN, n.NSID); ns != nil {
+				ns.SetSharedStateUnknown(unknown)
+			}
+		}
+	}
+}
+
+// unreadNow reports whether the group's state is unread now.
+func (g *gateway) unreadNow() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.unread != nil
 }
 
 // sync serves the group's state as it is now: read again (reread), or the
@@ -499,9 +572,23 @@ func (m *Manager) onNotice(n group.Notice) {
 // be read or applied leaves what is served as it was.
 func (m *Manager) sync(reread bool) {
 	g := m.gw
+	read := false
 	if reread {
-		if _, _, err := g.read(); err != nil {
+		_, _, err := g.read()
+		switch {
+		case err == nil:
+			read = true
+		case errors.Is(err, group.ErrCorrupt):
+			// Nobody can change a state that does not decode (a change
+			// reads it first): what this gateway holds is still the
+			// group's, unless another gateway announced a change it
+			// cannot read (onNotice).
 			m.logStateErr(err)
+		default:
+			// Unreachable: another gateway may have changed a
+			// reservation, and its notice cannot arrive either.
+			m.logStateErr(err)
+			m.unreadState(err)
 		}
 	}
 	m.mu.Lock()
@@ -512,16 +599,14 @@ func (m *Manager) sync(reread bool) {
 	st, ver := g.state, g.resvVersion(g.state)
 	g.mu.Unlock()
 	target := m.compose(m.local, st)
-	if reflect.DeepEqual(target, m.running) {
-		m.mu.Unlock()
-		return
-	}
-	err := target.Validate()
+	var err error
 	var applied []string
-	if err == nil {
-		var steps []step
-		if steps, _, err = m.plan(m.running, target, changeOpts{force: true}); err == nil {
-			applied, err = m.apply(steps)
+	if !reflect.DeepEqual(target, m.running) {
+		if err = target.Validate(); err == nil {
+			var steps []step
+			if steps, _, err = m.plan(m.running, target, changeOpts{force: true}); err == nil {
+				applied, err = m.apply(steps)
+			}
 		}
 	}
 	m.mu.Unlock()
@@ -531,7 +616,11 @@ func (m *Manager) sync(reread bool) {
 	if err != nil {
 		m.log.Error("gateway group state not applied: serving what was", "group", g.cfg.Name, "version", st.Version, "err", err)
 	}
-	m.applyReservations(st, ver)
+	if err := m.applyReservations(st, ver); err != nil {
+		m.unreadState(err)
+	} else if read {
+		m.readState()
+	}
 }
 
 // logStateErr logs a state that cannot be read, once per distinct error.
@@ -553,13 +642,14 @@ func (m *Manager) logStateErr(err error) {
 // held of it is no longer anyone's). The namespaces apply side by side:
 // each may wait (bounded) for the commands of hosts a Preempt and Abort
 // took out, and the notifier waits for all of them at once.
-func (m *Manager) applyReservations(st *group.State, version uint64) {
+func (m *Manager) applyReservations(st *group.State, version uint64) error {
 	type apply struct {
 		ref group.NSRef
 		ns  *fabric.Namespace
 		rs  fabric.ReservationState
 	}
 	var todo []apply
+	var errs []error
 	for _, sub := range st.Subsystems {
 		for _, n := range sub.Namespaces {
 			ref := group.NSRef{NQN: sub.NQN, NSID: n.NSID}
@@ -582,22 +672,29 @@ func (m *Manager) applyReservations(st *group.State, version uint64) {
 		}
 		rs, err := fabricReservation(r)
 		if err != nil {
-			m.log.Error("shared reservation state not applied", "subnqn", ref.NQN, "nsid", ref.NSID, "err", err)
+			errs = append(errs, fmt.Errorf("subsystem %s namespace %d: %w", ref.NQN, ref.NSID, err))
 			continue
 		}
 		todo = append(todo, apply{ref, ns, rs})
 	}
 	var wg sync.WaitGroup
+	var mu sync.Mutex
 	for _, a := range todo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := a.ns.ApplyReservation(version, a.rs); err != nil {
-				m.log.Error("shared reservation state not applied", "subnqn", a.ref.NQN, "nsid", a.ref.NSID, "err", err)
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("subsystem %s namespace %d: %w", a.ref.NQN, a.ref.NSID, err))
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("shared reservation state not applied: %w", errors.Join(errs...))
+	}
+	return nil
 }
 
 func fabricReservation(r group.Reservation) (fabric.ReservationState, error) {
@@ -890,6 +987,10 @@ type GroupStatus struct {
 	// Error is why the group's state cannot be read now (this gateway
 	// then serves what it served and refuses changes).
 	Error string `json:"error,omitempty"`
+	// Unread is why this gateway refuses I/O on the group's namespaces
+	// and reports its groups inaccessible: the state could not be read
+	// since a change was announced, or the cluster cannot be reached.
+	Unread string `json:"unread,omitempty"`
 	// Fenced: another gateway blocklisted this one.
 	Fenced  bool           `json:"fenced,omitempty"`
 	Members []MemberStatus `json:"members"`
@@ -931,6 +1032,9 @@ func (m *Manager) Group() *GroupStatus {
 		Owners: map[string]int{}, Failovers: g.failovers.Load(), Conflicts: g.conflicts.Load(), StateErrors: g.stateErrors.Load()}
 	if g.stateErr != nil {
 		gs.Error = g.stateErr.Error()
+	}
+	if g.unread != nil {
+		gs.Unread = g.unread.Error()
 	}
 	for grp, owner := range v.Owners() {
 		gs.Owners[strconv.FormatUint(uint64(grp), 10)] = owner

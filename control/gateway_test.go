@@ -48,6 +48,8 @@ type switchStore struct {
 	noAddrs atomic.Bool
 	// beatFails makes the lease's writes fail (the cluster unreachable).
 	beatFails atomic.Bool
+	// readFails makes the state's reads fail.
+	readFails atomic.Bool
 }
 
 func (s *switchStore) Heartbeat(ctx context.Context, id int, rec []byte) error {
@@ -58,6 +60,9 @@ func (s *switchStore) Heartbeat(ctx context.Context, id int, rec []byte) error {
 }
 
 func (s *switchStore) Read(ctx context.Context) (group.Object, error) {
+	if s.readFails.Load() {
+		return group.Object{}, errors.New("injected: the state cannot be read")
+	}
 	o, err := s.MemStore.Read(ctx)
 	if s.armed.CompareAndSwap(true, false) {
 		<-s.gate
@@ -582,5 +587,58 @@ func TestGatewayStateRecreated(t *testing.T) {
 	a.m.sync(true)
 	if a.tgt.Subsystem(subB) == nil {
 		t.Error("A's next read undid the new object's change")
+	}
+}
+
+// TestGatewayNoticeUnread: a gateway that cannot read the change another
+// announces does not acknowledge it (the issuer would complete the command
+// as seen everywhere), and refuses I/O on the group's namespaces, a path
+// error the host retries on another path, with its ports reporting its
+// groups inaccessible, until it reads the state again.
+func TestGatewayNoticeUnread(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, "a")
+	b := startGateway(t, cl, clock, 2, "b")
+	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
+	body := `{"nqn":"` + subA + `","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB","ana_group":2}]}`
+	if rec := do(t, a.m.Handler(), "POST", "/v1/subsystems", body); rec.Code != http.StatusCreated {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	waitUntil(t, "B serves group 2", func() bool { return b.m.liveNamespace(subA, 1) != nil && b.anaState(2) == nvme.ANAOptimized })
+	nsB := b.m.liveNamespace(subA, 1)
+
+	b.store.readFails.Store(true)
+	host := fabric.HostID{1, 2, 3}
+	want := fabric.ReservationState{Generation: 1, Type: nvme.ResvWriteExclusive, Holder: host, Registrants: []fabric.ReservationRegistrant{{HostID: host, Key: 9}}}
+	ver, err := resvSharer{a.m}.Commit(subA, 1, func(fabric.ReservationState) *fabric.ReservationState { return &want })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missed, err := a.m.gw.notify(ver, group.KindReservation); err != nil || missed != 1 {
+		t.Errorf("the change B could not read: %d unacknowledged (%v), want B's", missed, err)
+	}
+	if !nsB.SharedStateUnknown() {
+		t.Error("B serves I/O on a namespace whose reservations it could not read")
+	}
+	waitUntil(t, "B reports its group inaccessible", func() bool { return b.anaState(2) == nvme.ANAInaccessible })
+	if gs := b.m.Group(); !strings.Contains(gs.Unread, "injected") {
+		t.Errorf("B's status does not say why it refuses I/O: %+v", gs)
+	}
+
+	b.store.readFails.Store(false)
+	b.m.sync(true)
+	if nsB.SharedStateUnknown() {
+		t.Error("B still refuses I/O once it read the state")
+	}
+	if got := nsB.ReservationState(); got.Type != want.Type || got.Holder != host {
+		t.Errorf("B's reservation once it read the state: %+v", got)
+	}
+	waitUntil(t, "B reports its group optimized again", func() bool { return b.anaState(2) == nvme.ANAOptimized })
+	if missed, err := a.m.gw.notify(ver, group.KindReservation); err != nil || missed != 0 {
+		t.Errorf("a change B can read: %d unacknowledged (%v)", missed, err)
+	}
+	if gs := b.m.Group(); gs.Unread != "" {
+		t.Errorf("B's status: %+v", gs)
 	}
 }

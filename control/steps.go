@@ -70,9 +70,13 @@ func (m *Manager) attach(s *fabric.Subsystem, nc config.Namespace, b backend) er
 	if m.gw != nil {
 		fc.Reservations = resvSharer{m}
 	}
-	if _, err := s.AddNamespace(fc); err != nil {
+	ns, err := s.AddNamespace(fc)
+	if err != nil {
 		b.release()
 		return err
+	}
+	if m.gw != nil && m.gw.unreadNow() {
+		ns.SetSharedStateUnknown(true) // as the group's others are (unreadState)
 	}
 	rs := findSubsystem(m.running, s.NQN())
 	rs.Namespaces = append(rs.Namespaces, nc)

@@ -185,8 +185,13 @@ func (c *Controller) anaLog(groupsOnly bool) []byte {
 }
 
 // ioPathStatus is what an I/O command to ns through c's port gets from ANA:
-// success, or the Path Related status of an inaccessible group. Lock-free.
+// success, or the Path Related status of an inaccessible group; an
+// inaccessible one too while the namespace's shared state is unknown
+// (SetSharedStateUnknown). Lock-free.
 func (c *Controller) ioPathStatus(ns *Namespace) nvme.Status {
+	if ns.sharedUnknown.Load() {
+		return nvme.StatusANAInaccessible
+	}
 	if t := c.port.ana.Load(); t == nil {
 		return nvme.StatusSuccess // every group optimized
 	}

@@ -46,6 +46,10 @@ type Namespace struct {
 	// ResizeNamespace.
 	nblocks  atomic.Uint64
 	anaGroup atomic.Uint32 // read on every I/O, changed by SetNamespaceANAGroup
+	// sharedUnknown is set while the namespace's shared state (the
+	// reservations other targets of a gateway group hold) cannot be
+	// read: read on every I/O (ioPathStatus).
+	sharedUnknown atomic.Bool
 	// work runs the blocking backend calls; nil runs them inline (memory).
 	work       *nsWorkers
 	queuer     blockdev.Queuer     // the backend, when it can queue I/O on an IOContext
@@ -68,6 +72,17 @@ type Namespace struct {
 
 // NSID is the namespace ID.
 func (ns *Namespace) NSID() nvme.NSID { return ns.nsid }
+
+// SetSharedStateUnknown says whether the namespace's shared state (the
+// reservations the other targets that serve it hold) cannot be read now.
+// While it cannot, this target cannot tell whether a host's command
+// conflicts with a reservation taken elsewhere, so every I/O command to it
+// fails with ANA Inaccessible, a path error the host retries on another
+// path.
+func (ns *Namespace) SetSharedStateUnknown(unknown bool) { ns.sharedUnknown.Store(unknown) }
+
+// SharedStateUnknown reports what SetSharedStateUnknown set.
+func (ns *Namespace) SharedStateUnknown() bool { return ns.sharedUnknown.Load() }
 
 // Stats is a snapshot of the namespace's counters.
 func (ns *Namespace) Stats() NamespaceStats { return ns.stats.snapshot() }

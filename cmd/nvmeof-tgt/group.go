@@ -64,6 +64,9 @@ func printGroup(w io.Writer, g *control.GroupStatus) {
 	if g.Error != "" {
 		fmt.Fprintf(w, "state unreadable (serving what was, changes refused): %s\n", g.Error)
 	}
+	if g.Unread != "" {
+		fmt.Fprintf(w, "state unread since a change (I/O refused, every group reported inaccessible): %s\n", g.Unread)
+	}
 	if g.Fenced {
 		fmt.Fprintln(w, "this gateway was fenced by another: restart it")
 	}

@@ -13,6 +13,7 @@ import (
 type groupCollector struct {
 	status                                    func() *control.GroupStatus
 	version, ok, fenced, members, alive       *prometheus.Desc
+	unread                                    *prometheus.Desc
 	failovers, conflicts, stateErrs, leaseAge *prometheus.Desc
 	owner                                     *prometheus.Desc
 }
@@ -25,6 +26,7 @@ func newGroupCollector(status func() *control.GroupStatus) *groupCollector {
 		version:   d("version", "The version of the group's state this gateway last read."),
 		ok:        d("state_ok", "1 while the group's state reads and decodes, 0 while it does not (the gateway serves what it served and refuses changes)."),
 		fenced:    d("fenced", "1 once another gateway blocklisted this one."),
+		unread:    d("state_unread", "1 while this gateway refuses I/O on the group's namespaces and reports its groups inaccessible: it could not read a change another gateway announced, or cannot reach the cluster."),
 		members:   d("members", "Gateways known in the group."),
 		alive:     d("members_alive", "Gateways holding their lease, as this one sees them."),
 		failovers: d("failovers_total", "Dead gateways this one fenced and took the ANA group of."),
@@ -36,7 +38,7 @@ func newGroupCollector(status func() *control.GroupStatus) *groupCollector {
 }
 
 func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.version, c.ok, c.fenced, c.members, c.alive, c.failovers, c.conflicts, c.stateErrs, c.leaseAge, c.owner} {
+	for _, d := range []*prometheus.Desc{c.version, c.ok, c.unread, c.fenced, c.members, c.alive, c.failovers, c.conflicts, c.stateErrs, c.leaseAge, c.owner} {
 		ch <- d
 	}
 }
@@ -61,6 +63,7 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.version, float64(g.Version))
 	gauge(c.ok, b(g.Error == ""))
 	gauge(c.fenced, b(g.Fenced))
+	gauge(c.unread, b(g.Unread != ""))
 	gauge(c.members, float64(len(g.Members)))
 	alive := 0
 	for _, m := range g.Members {
