@@ -92,6 +92,9 @@ type gateway struct {
 	beatErr   error
 	fenced    bool   // this gateway was blocklisted
 	logged    string // the state error last logged
+	// degraded is what of the group's state this gateway could not apply
+	// at its last try, by subsystem NQN, with why (empty: none).
+	degraded map[string]string
 	// unread is why the group's state could not be read (or applied)
 	// since another gateway announced a change, or since the cluster was
 	// last reached: the namespaces' shared reservations may be behind,
@@ -599,28 +602,96 @@ func (m *Manager) sync(reread bool) {
 	st, ver := g.state, g.resvVersion(g.state)
 	g.mu.Unlock()
 	target := m.compose(m.local, st)
-	var err error
 	var applied []string
+	degraded := map[string]string{}
 	if !reflect.DeepEqual(target, m.running) {
-		if err = target.Validate(); err == nil {
-			var steps []step
-			if steps, _, err = m.plan(m.running, target, changeOpts{force: true}); err == nil {
-				applied, err = m.apply(steps)
-			}
+		var err error
+		if applied, err = m.applyGroupState(target); err != nil {
+			// Something of it cannot be served here (a key file this
+			// machine lacks, an image it cannot open): that must not stop
+			// the gateway following the rest, the ANA states above all (a
+			// takeover, a failback).
+			var more []string
+			more, degraded = m.applyEach(target)
+			applied = append(applied, more...)
 		}
 	}
 	m.mu.Unlock()
 	if len(applied) > 0 {
 		m.log.Info("gateway group state applied", "group", g.cfg.Name, "version", st.Version, "applied", applied)
 	}
-	if err != nil {
-		m.log.Error("gateway group state not applied: serving what was", "group", g.cfg.Name, "version", st.Version, "err", err)
+	g.mu.Lock()
+	changed := !maps.Equal(g.degraded, degraded)
+	g.degraded = degraded
+	g.mu.Unlock()
+	if changed {
+		for _, what := range slices.Sorted(maps.Keys(degraded)) {
+			m.log.Error("gateway group state not applied here: serving the rest", "group", g.cfg.Name, "version", st.Version,
+				"subsystem", what, "err", degraded[what])
+		}
 	}
 	if err := m.applyReservations(st, ver); err != nil {
 		m.unreadState(err)
 	} else if read {
 		m.readState()
 	}
+}
+
+// applyGroupState applies target whole. m.mu is held.
+func (m *Manager) applyGroupState(target *config.Config) ([]string, error) {
+	if err := target.Validate(); err != nil {
+		return nil, err
+	}
+	steps, _, err := m.plan(m.running, target, changeOpts{force: true})
+	if err != nil {
+		return nil, err
+	}
+	return m.apply(steps)
+}
+
+// portsAndANA names, among what applyEach could not apply, what is not a
+// subsystem's: the ports, their ANA states and the referrals.
+const portsAndANA = "(ports, ANA states, referrals)"
+
+// applyEach applies what it can of target, which cannot be applied whole:
+// first everything but the subsystems (the ports' ANA states: a takeover
+// goes through whatever else fails), then each subsystem on its own. It
+// returns what it applied and what it could not, by subsystem NQN (or
+// portsAndANA), with why. m.mu is held.
+func (m *Manager) applyEach(target *config.Config) (applied []string, degraded map[string]string) {
+	degraded = map[string]string{}
+	try := func(next *config.Config) error {
+		a, err := m.applyGroupState(next)
+		applied = append(applied, a...)
+		return err
+	}
+	base := target.Clone()
+	base.Subsystems = m.running.Clone().Subsystems
+	if err := try(base); err != nil {
+		degraded[portsAndANA] = err.Error()
+	}
+	nqns := map[string]bool{}
+	for _, s := range target.Subsystems {
+		nqns[s.NQN] = true
+	}
+	for _, s := range m.running.Subsystems {
+		nqns[s.NQN] = true
+	}
+	for _, nqn := range slices.Sorted(maps.Keys(nqns)) {
+		want := findSubsystem(target, nqn)
+		if have := findSubsystem(m.running, nqn); (want == nil && have == nil) || (want != nil && have != nil && reflect.DeepEqual(*want, *have)) {
+			continue
+		}
+		next := m.running.Clone()
+		next.Subsystems = slices.DeleteFunc(next.Subsystems, func(s config.Subsystem) bool { return s.NQN == nqn })
+		if want != nil {
+			next.Subsystems = append(next.Subsystems, *want)
+		}
+		if err := try(next); err != nil {
+			degraded[nqn] = err.Error()
+		}
+	}
+	return applied, degraded
 }
 
 // logStateErr logs a state that cannot be read, once per distinct error.
@@ -894,6 +965,11 @@ func (m *Manager) gatewayUpdate(edit func(*config.Config) error, opts changeOpts
 func (m *Manager) derivedKept(base, next *config.Config, lo, hi int) error {
 	for i := range next.Subsystems {
 		s := &next.Subsystems[i]
+		if bs := findSubsystem(base, s.NQN); len(s.Ports) > 0 && (bs == nil || !slices.Equal(bs.Ports, s.Ports)) {
+			// Port IDs are each gateway's own (its file's): a subsystem
+			// on port 1 would not be served by a gateway whose port is 2.
+			return fmt.Errorf("subsystem %s: ports: in a gateway group a subsystem is served on every gateway's ports (each gateway numbers its own)", s.NQN)
+		}
 		switch {
 		case s.CNTLIDMin == 0 && s.CNTLIDMax == 0:
 			s.CNTLIDMin, s.CNTLIDMax = lo, hi
@@ -991,6 +1067,9 @@ type GroupStatus struct {
 	// and reports its groups inaccessible: the state could not be read
 	// since a change was announced, or the cluster cannot be reached.
 	Unread string `json:"unread,omitempty"`
+	// Degraded is what of the group's state this gateway cannot serve
+	// (by subsystem NQN), with why: it serves the rest.
+	Degraded map[string]string `json:"degraded,omitempty"`
 	// Fenced: another gateway blocklisted this one.
 	Fenced  bool           `json:"fenced,omitempty"`
 	Members []MemberStatus `json:"members"`
@@ -1035,6 +1114,9 @@ func (m *Manager) Group() *GroupStatus {
 	}
 	if g.unread != nil {
 		gs.Unread = g.unread.Error()
+	}
+	if len(g.degraded) > 0 {
+		gs.Degraded = maps.Clone(g.degraded)
 	}
 	for grp, owner := range v.Owners() {
 		gs.Owners[strconv.FormatUint(uint64(grp), 10)] = owner

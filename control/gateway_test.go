@@ -103,7 +103,13 @@ const gwLease = 2 * time.Second
 
 func startGateway(t *testing.T, cl *group.Cluster, clock *fakeClock, id int, client string) *gwNode {
 	t.Helper()
-	yaml := fmt.Sprintf("ports: [{transport: loop, address: 127.0.0.%d}]\ngateway_group: {name: g, pool: p, id: %d, lease: %v}\n", id, id, gwLease)
+	return startGatewayPort(t, cl, clock, id, client, 1)
+}
+
+// startGatewayPort is startGateway with its port's ID.
+func startGatewayPort(t *testing.T, cl *group.Cluster, clock *fakeClock, id int, client string, portID int) *gwNode {
+	t.Helper()
+	yaml := fmt.Sprintf("ports: [{id: %d, transport: loop, address: 127.0.0.%d}]\ngateway_group: {name: g, pool: p, id: %d, lease: %v}\n", portID, id, id, gwLease)
 	path := filepath.Join(t.TempDir(), "gw.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -640,5 +646,62 @@ func TestGatewayNoticeUnread(t *testing.T) {
 	}
 	if gs := b.m.Group(); gs.Unread != "" {
 		t.Errorf("B's status: %+v", gs)
+	}
+}
+
+// TestGatewayPeerCannotApply: a change one gateway cannot apply (a
+// subsystem on a port ID only the other has, written by another client of
+// the pool) leaves that subsystem unserved there and reported as such, and
+// the gateway goes on following every other change, and takes a dead
+// gateway's group over. The API refuses subsystem ports in a group: each
+// gateway numbers its own.
+func TestGatewayPeerCannotApply(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGatewayPort(t, cl, clock, 1, "a", 1)
+	b := startGatewayPort(t, cl, clock, 2, "b", 2)
+	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
+	h := a.m.Handler()
+	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subA+`","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB","ana_group":1}]}`); rec.Code != http.StatusCreated {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	waitUntil(t, "B serves it", func() bool { return b.tgt.Subsystem(subA) != nil })
+
+	// Through the API: refused, nothing written.
+	ver := cl.Object().Version
+	rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"nqn.2026-11.io.example:p","allow_any_host":true,"ports":[1]}`)
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "ports") {
+		t.Errorf("a subsystem with ports through a gateway: %d %s, want 400 naming ports", rec.Code, rec.Body)
+	}
+	if cl.Object().Version != ver {
+		t.Error("the refused change was written")
+	}
+	// Written by another client of the pool (an older gateway): B has no port 1.
+	const onPort1 = "nqn.2026-11.io.example:port1"
+	ctx := context.Background()
+	if _, err := group.Update(ctx, cl.Client("tool"), 3, func(s *group.State) (bool, error) {
+		s.Subsystems = append(s.Subsystems, config.Subsystem{NQN: onPort1, AllowAnyHost: true, Serial: "s", Model: "m", Ports: []int{1}})
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "A serves it", func() bool { a.m.sync(true); return a.tgt.Subsystem(onPort1) != nil })
+	b.m.sync(true)
+	if gs := b.m.Group(); !strings.Contains(gs.Degraded[onPort1], "port") {
+		t.Errorf("B does not report the subsystem it cannot serve: %+v", gs)
+	}
+	// Every later change is still followed by B.
+	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subB+`","allow_any_host":true}`); rec.Code != http.StatusCreated {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	waitUntil(t, "B serves the next change", func() bool { b.m.sync(true); return b.tgt.Subsystem(subB) != nil })
+	// A dies: B fences it and takes group 1 over, its configuration still short of one subsystem.
+	a.m.closeGateway()
+	waitUntil(t, "B takes group 1 over", func() bool {
+		clock.Add(100 * time.Millisecond)
+		return b.anaState(1) == nvme.ANAOptimized
+	})
+	if !cl.Blocklisted("a") {
+		t.Error("A was not fenced")
 	}
 }

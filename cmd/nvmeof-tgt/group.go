@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +67,9 @@ func printGroup(w io.Writer, g *control.GroupStatus) {
 	}
 	if g.Unread != "" {
 		fmt.Fprintf(w, "state unread since a change (I/O refused, every group reported inaccessible): %s\n", g.Unread)
+	}
+	for _, what := range slices.Sorted(maps.Keys(g.Degraded)) {
+		fmt.Fprintf(w, "not served here (the rest is): %s: %s\n", what, g.Degraded[what])
 	}
 	if g.Fenced {
 		fmt.Fprintln(w, "this gateway was fenced by another: restart it")

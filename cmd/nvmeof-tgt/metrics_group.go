@@ -13,7 +13,7 @@ import (
 type groupCollector struct {
 	status                                    func() *control.GroupStatus
 	version, ok, fenced, members, alive       *prometheus.Desc
-	unread                                    *prometheus.Desc
+	unread, degraded                          *prometheus.Desc
 	failovers, conflicts, stateErrs, leaseAge *prometheus.Desc
 	owner                                     *prometheus.Desc
 }
@@ -26,6 +26,7 @@ func newGroupCollector(status func() *control.GroupStatus) *groupCollector {
 		version:   d("version", "The version of the group's state this gateway last read."),
 		ok:        d("state_ok", "1 while the group's state reads and decodes, 0 while it does not (the gateway serves what it served and refuses changes)."),
 		fenced:    d("fenced", "1 once another gateway blocklisted this one."),
+		degraded:  d("degraded", "How many parts of the group's state (subsystems; or its ports and ANA states) this gateway could not apply at its last try: it serves the rest (status names them and why)."),
 		unread:    d("state_unread", "1 while this gateway refuses I/O on the group's namespaces and reports its groups inaccessible: it could not read a change another gateway announced, or cannot reach the cluster."),
 		members:   d("members", "Gateways known in the group."),
 		alive:     d("members_alive", "Gateways holding their lease, as this one sees them."),
@@ -38,7 +39,7 @@ func newGroupCollector(status func() *control.GroupStatus) *groupCollector {
 }
 
 func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.version, c.ok, c.unread, c.fenced, c.members, c.alive, c.failovers, c.conflicts, c.stateErrs, c.leaseAge, c.owner} {
+	for _, d := range []*prometheus.Desc{c.version, c.ok, c.unread, c.degraded, c.fenced, c.members, c.alive, c.failovers, c.conflicts, c.stateErrs, c.leaseAge, c.owner} {
 		ch <- d
 	}
 }
@@ -64,6 +65,7 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.ok, b(g.Error == ""))
 	gauge(c.fenced, b(g.Fenced))
 	gauge(c.unread, b(g.Unread != ""))
+	gauge(c.degraded, float64(len(g.Degraded)))
 	gauge(c.members, float64(len(g.Members)))
 	alive := 0
 	for _, m := range g.Members {
