@@ -259,6 +259,7 @@ var scalarDefaults = []struct {
 	{"gateway_group.ceph_conf", limits.RBDCephConf},
 	{"gateway_group.client", limits.RBDClient},
 	{"gateway_group.lease", limits.GroupLease},
+	{"gateway_group.key_dir", limits.GroupKeyDir},
 	{"log.level", "info"},
 	{"log.format", "text"},
 }

@@ -36,6 +36,12 @@ type GatewayGroup struct {
 	// as alive; past it another gateway takes its ANA group over and
 	// blocklists its clients. Default limits.GroupLease.
 	Lease time.Duration `mapstructure:"lease"`
+	// KeyDir is the directory under which this gateway reads the
+	// DH-HMAC-CHAP key files the group's hosts name: their paths come
+	// from the group's state, which anyone able to write the pool can
+	// write, and the gateway opens them as root. Default
+	// limits.GroupKeyDir.
+	KeyDir string `mapstructure:"key_dir"`
 }
 
 // Enabled reports whether the target is a gateway of a group.
@@ -88,6 +94,29 @@ func (g GatewayGroup) validate(p *problems) {
 	}
 	if d := g.Lease; d < limits.GroupLeaseMin || d > limits.GroupLeaseMax {
 		p.add(k+".lease", "%v: want %v..%v", d, limits.GroupLeaseMin, limits.GroupLeaseMax)
+	}
+	if !filepath.IsAbs(g.KeyDir) || filepath.Clean(g.KeyDir) == "/" {
+		p.add(k+".key_dir", "%q: want an absolute path to a directory of key files, not /", g.KeyDir)
+	}
+}
+
+// validateGroupKeys refuses, on a gateway, a host key file outside its
+// gateway_group.key_dir.
+func (c *Config) validateGroupKeys(p *problems) {
+	g := c.GatewayGroup
+	if !g.Enabled() {
+		return
+	}
+	dir := filepath.Clean(g.KeyDir) + "/"
+	for i, s := range c.Subsystems {
+		for j, h := range s.Hosts {
+			k := fmt.Sprintf("subsystems[%d].hosts[%d]", i, j)
+			for key, f := range map[string]string{"dhchap_key_file": h.DHCHAPKeyFile, "dhchap_ctrl_key_file": h.DHCHAPCtrlKeyFile} {
+				if f != "" && (filepath.Clean(f) != f || !strings.HasPrefix(f, dir)) {
+					p.add(k+"."+key, "%q: a gateway reads the group's key files under its gateway_group.key_dir (%s) only", f, g.KeyDir)
+				}
+			}
+		}
 	}
 }
 

@@ -18,7 +18,8 @@ func TestLoadGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := GatewayGroup{Name: "g1", Pool: "rbd", ID: 2, CephConf: limits.RBDCephConf, Client: limits.RBDClient, Lease: limits.GroupLease}
+	want := GatewayGroup{Name: "g1", Pool: "rbd", ID: 2, CephConf: limits.RBDCephConf, Client: limits.RBDClient, Lease: limits.GroupLease,
+		KeyDir: limits.GroupKeyDir}
 	if c.GatewayGroup != want {
 		t.Fatalf("gateway_group = %+v, want %+v", c.GatewayGroup, want)
 	}

@@ -64,6 +64,7 @@ func (c *Config) Validate() error {
 	}
 	c.GatewayGroup.validate(&p)
 	c.validateGroupImages(&p)
+	c.validateGroupKeys(&p)
 	c.RDMA.validate(&p)
 	c.Controller.validate(&p)
 	c.Metrics.validate(&p)

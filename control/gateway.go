@@ -90,8 +90,10 @@ type gateway struct {
 	// beatAddrs are the client addresses the last heartbeat wrote.
 	beatAddrs []string
 	beatErr   error
-	fenced    bool   // this gateway was blocklisted
+	fenced    bool   // this gateway was blocklisted (or its ID taken)
 	logged    string // the state error last logged
+	// fenceLogged is why each dead gateway cannot be fenced, as last logged.
+	fenceLogged map[int]string
 	// degraded is what of the group's state this gateway could not apply
 	// at its last try, by subsystem NQN, with why (empty: none).
 	degraded map[string]string
@@ -130,10 +132,28 @@ func newGateway(cfg *config.Config, o GroupOptions) (*gateway, error) {
 	inc := make([]byte, 8)
 	rand.Read(inc)
 	g := &gateway{store: o.Store, cfg: cfg.GatewayGroup, opts: o, now: o.Now, incarnation: hex.EncodeToString(inc),
-		tracker: group.NewTracker(cfg.GatewayGroup.Lease), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		tracker: group.NewTracker(cfg.GatewayGroup.Lease), fenceLogged: map[int]string{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		beatNow: make(chan chan struct{})}
 	if g.now == nil {
 		g.now = time.Now
+	}
+	// The ID's lease lock first: while another gateway holds it (one
+	// given the same ID, or this one's previous incarnation, until its
+	// lock lapses) this one must not join, nor write its listeners.
+	deadline := time.Now().Add(g.cfg.Lease + g.cfg.Lease/2)
+	for {
+		g.heartbeat()
+		if !errors.Is(g.beatErr, group.ErrIDTaken) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(g.cfg.Lease / 8)
+	}
+	if g.beatErr != nil {
+		if errors.Is(g.beatErr, group.ErrIDTaken) {
+			return nil, fmt.Errorf("gateway group %s: gateway %d: %w; it renewed its lease for %v: two gateways of a group were given one id",
+				g.cfg.Name, g.cfg.ID, g.beatErr, g.cfg.Lease+g.cfg.Lease/2)
+		}
+		return nil, fmt.Errorf("gateway group %s: %w", g.cfg.Name, g.beatErr)
 	}
 	ctx, cancel := g.ctx()
 	defer cancel()
@@ -146,7 +166,7 @@ func newGateway(cfg *config.Config, o GroupOptions) (*gateway, error) {
 		return nil, fmt.Errorf("gateway group %s: %w", g.cfg.Name, err)
 	}
 	g.state, g.epochs = st, 1
-	g.heartbeat()
+	g.heartbeat() // the others' leases, now that their listeners are known
 	if g.beatErr != nil {
 		return nil, fmt.Errorf("gateway group %s: %w", g.cfg.Name, g.beatErr)
 	}
@@ -163,16 +183,17 @@ func (g *gateway) addrs() []string {
 	return slices.Compact(a)
 }
 
-// heartbeat renews the lease and reads the others'.
+// heartbeat renews the lease (its lock, then its record) and reads the
+// others'.
 func (g *gateway) heartbeat() {
 	ctx, cancel := g.ctx()
 	defer cancel()
 	g.seq++
 	rec := group.LeaseRecord{Incarnation: g.incarnation, Seq: g.seq, Addrs: g.addrs()}
-	err := g.store.Heartbeat(ctx, g.cfg.ID, rec.Encode())
-	var recs map[int][]byte
+	err := g.store.Heartbeat(ctx, g.cfg.ID, g.incarnation, g.cfg.Lease, rec.Encode())
+	var leases map[int]group.Lease
 	if err == nil {
-		recs, err = g.store.Leases(ctx)
+		leases, err = g.store.Leases(ctx)
 	}
 	now := g.now()
 	g.mu.Lock()
@@ -181,26 +202,32 @@ func (g *gateway) heartbeat() {
 	if err == nil {
 		g.beatAddrs = rec.Addrs
 	}
-	if errors.Is(err, group.ErrBlocklisted) && !g.fenced {
+	// Blocklisted, or its ID taken once it had joined (it stalled past
+	// its lease and another gateway of that ID started): it can serve
+	// nothing any more.
+	if (errors.Is(err, group.ErrBlocklisted) || (errors.Is(err, group.ErrIDTaken) && g.state != nil)) && !g.fenced {
 		g.fenced = true
 		if g.opts.Fenced != nil {
 			go g.opts.Fenced(err)
 		}
 	}
-	if err != nil {
+	if err != nil || g.state == nil {
 		return
 	}
 	g.lastBeat = now
-	leases := map[int]group.LeaseRecord{}
-	for id, b := range recs {
-		if id == g.cfg.ID {
+	// The leases of the gateways the group knows (those with listeners,
+	// which each writes as it joins); anyone able to write the pool can
+	// write a lease record for any other number.
+	obs := map[int]group.Observed{}
+	for id, l := range leases {
+		if _, tracked := g.tracker.Record(id); id == g.cfg.ID || (g.state.Listeners[id] == nil && !tracked) {
 			continue
 		}
-		if r, err := group.DecodeLease(b); err == nil {
-			leases[id] = r
+		if r, err := group.DecodeLease(l.Record); err == nil {
+			obs[id] = group.Observed{Rec: r, Holder: l.Holder}
 		}
 	}
-	g.tracker.Observe(now, leases)
+	g.tracker.Observe(now, obs)
 }
 
 // recordAddrs has the lease record the gateway's RADOS clients' addresses
@@ -269,41 +296,90 @@ func (g *gateway) view(st *group.State) group.View {
 
 // fence blocklists the dead gateways this one takes over from, before it
 // reports their groups optimized: their writes in flight cannot land after
-// the hosts' retries through this gateway.
+// the hosts' retries through this gateway. It blocklists only addresses
+// of a record read while the dead gateway held its lease lock, and never
+// one of a live gateway's (this one's included): a record written by
+// anyone else able to write the pool names whatever it likes.
 func (g *gateway) fence(log func(msg string, args ...any)) {
 	g.mu.Lock()
 	ids := g.view(g.state).ToFence()
 	type target struct {
-		id    int
-		addrs []string
+		id               int
+		trusted, claimed []string
 	}
 	var todo []target
+	now := g.now()
+	live := map[string]bool{}
+	for _, a := range g.addrs() {
+		live[a] = true
+	}
+	for _, id := range g.tracker.Members() {
+		if g.tracker.Alive(id, now) {
+			for _, a := range g.tracker.Trusted(id) {
+				live[a] = true
+			}
+		}
+	}
 	for _, id := range ids {
 		r, _ := g.tracker.Record(id)
-		todo = append(todo, target{id, r.Addrs})
+		todo = append(todo, target{id, g.tracker.Trusted(id), r.Addrs})
 	}
 	g.mu.Unlock()
 	for _, t := range todo {
-		if len(t.addrs) == 0 {
-			// A blocklist of nothing fences nothing: a zombie could still write.
-			log("cannot fence a dead gateway: its lease records no client address; its ANA group stays inaccessible", "gateway", t.id)
+		addrs := slices.DeleteFunc(slices.Clone(t.trusted), func(a string) bool { return live[a] })
+		if len(t.trusted) == 0 {
+			// Its lease was never read while it held it (it died before
+			// this gateway saw it alive, or it recorded no address): the
+			// record's addresses are anyone's word. It is fenced already
+			// only if the cluster blocklists every one of them (a fence
+			// before this gateway started, or by hand).
+			ctx, cancel := g.ctx()
+			done, err := g.store.Blocklisted(ctx, t.claimed)
+			cancel()
+			if err == nil && done {
+				g.setFenced(t.id)
+				log("a dead gateway's clients are blocklisted already: its ANA group taken over", "gateway", t.id, "addrs", t.claimed)
+				continue
+			}
+			g.logFence(log, t.id, "cannot fence a dead gateway: no lease of it read while it held its lock names its clients (it died before this gateway saw it alive, or recorded none); its ANA group stays inaccessible until it returns, or until its clients are blocklisted by hand (ceph osd blocklist add ADDR)",
+				"claimed_addrs", t.claimed)
+			continue
+		}
+		if len(addrs) == 0 {
+			g.logFence(log, t.id, "cannot fence a dead gateway: every address its lease names is a live gateway's; its ANA group stays inaccessible", "addrs", t.trusted)
 			continue
 		}
 		ctx, cancel := g.ctx()
-		err := g.store.Blocklist(ctx, t.addrs)
+		err := g.store.Blocklist(ctx, addrs)
 		cancel()
 		if err == nil && g.opts.Barrier != nil {
 			err = g.opts.Barrier()
 		}
 		if err != nil {
-			log("cannot fence a dead gateway: its ANA group stays inaccessible", "gateway", t.id, "addrs", t.addrs, "err", err)
+			log("cannot fence a dead gateway: its ANA group stays inaccessible", "gateway", t.id, "addrs", addrs, "err", err)
 			continue
 		}
-		g.mu.Lock()
-		g.tracker.SetFenced(t.id)
-		g.mu.Unlock()
-		g.failovers.Add(1)
-		log("gateway's lease expired: its clients blocklisted, its ANA group taken over", "gateway", t.id, "addrs", t.addrs)
+		g.setFenced(t.id)
+		log("gateway's lease expired: its clients blocklisted, its ANA group taken over", "gateway", t.id, "addrs", addrs)
+	}
+}
+
+func (g *gateway) setFenced(id int) {
+	g.mu.Lock()
+	g.tracker.SetFenced(id)
+	delete(g.fenceLogged, id)
+	g.mu.Unlock()
+	g.failovers.Add(1)
+}
+
+// logFence logs why gateway id cannot be fenced, once until that changes.
+func (g *gateway) logFence(log func(msg string, args ...any), id int, msg string, args ...any) {
+	g.mu.Lock()
+	first := g.fenceLogged[id] != msg
+	g.fenceLogged[id] = msg
+	g.mu.Unlock()
+	if first {
+		log(msg, append([]any{"gateway", id}, args...)...)
 	}
 }
 
@@ -885,7 +961,11 @@ func (m *Manager) gatewayUpdate(edit func(*config.Config) error, opts changeOpts
 			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		next.ApplyDefaults()
-		if err := next.Validate(); err != nil {
+		// What this gateway could not serve of the state before the change
+		// and the change leaves alone stays as it is here: it must not
+		// stop a change of something else (applyEach).
+		skip := m.unservedUnchanged(base, next)
+		if err := m.asServed(next, skip).Validate(); err != nil {
 			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		if err := g.shareable(next, base); err != nil {
@@ -897,7 +977,7 @@ func (m *Manager) gatewayUpdate(edit func(*config.Config) error, opts changeOpts
 		}
 		newState.SetListeners(g.cfg.ID, next.Ports)
 		newLocal := m.localOf(next)
-		target := m.compose(newLocal, newState)
+		target := m.asServed(m.compose(newLocal, newState), skip)
 		localChanged := !reflect.DeepEqual(newLocal, m.local)
 		if localChanged && m.path != "" {
 			if _, err := m.unedited(); err != nil {
@@ -956,6 +1036,38 @@ func (m *Manager) gatewayUpdate(edit func(*config.Config) error, opts changeOpts
 		return res, err
 	}
 	return Result{}, &refusal{code: 409, err: fmt.Errorf("gateway group %s: %w", g.cfg.Name, group.ConflictError(limits.GroupRetries))}
+}
+
+// unservedUnchanged are the subsystems of base this gateway does not serve
+// as base has them (it could not apply them: applyEach) and next leaves as
+// they are. m.mu is held.
+func (m *Manager) unservedUnchanged(base, next *config.Config) map[string]bool {
+	skip := map[string]bool{}
+	for _, s := range base.Subsystems {
+		have, after := findSubsystem(m.running, s.NQN), findSubsystem(next, s.NQN)
+		if (have == nil || !reflect.DeepEqual(*have, s)) && after != nil && reflect.DeepEqual(*after, s) {
+			skip[s.NQN] = true
+		}
+	}
+	return skip
+}
+
+// asServed is c with the subsystems of skip as this gateway serves them
+// (m.running's, or none). m.mu is held.
+func (m *Manager) asServed(c *config.Config, skip map[string]bool) *config.Config {
+	if len(skip) == 0 {
+		return c
+	}
+	out := c.Clone()
+	out.Subsystems = nil
+	for _, s := range c.Subsystems {
+		if !skip[s.NQN] {
+			out.Subsystems = append(out.Subsystems, s)
+		} else if have := findSubsystem(m.running, s.NQN); have != nil {
+			out.Subsystems = append(out.Subsystems, *have)
+		}
+	}
+	return out
 }
 
 // derivedKept refuses a change of what the group decides (each
@@ -1048,7 +1160,11 @@ func (m *Manager) LeaveGroup() {
 	ctx, cancel := g.ctx()
 	defer cancel()
 	rec := group.LeaseRecord{Incarnation: g.incarnation, Seq: g.seq + 1, Addrs: g.addrs(), Stopped: true}
-	if err := g.store.Heartbeat(ctx, g.cfg.ID, rec.Encode()); err != nil {
+	// The lock is held a little longer, not released: the others believe a
+	// record only while its incarnation holds the lock, and read the
+	// leases every lease/4. A gateway of this ID that starts meanwhile
+	// waits for it to lapse.
+	if err := g.store.Heartbeat(ctx, g.cfg.ID, g.incarnation, g.cfg.Lease/2, rec.Encode()); err != nil {
 		m.log.Warn("gateway group: cannot release the lease; the others take over when it expires", "err", err)
 	}
 }
@@ -1090,6 +1206,10 @@ type MemberStatus struct {
 	Alive bool `json:"alive"`
 	// LeaseAge is how long ago its lease was last renewed, as seen here.
 	LeaseAge time.Duration `json:"lease_age_ns"`
+	// Unverified: no lease of it was read while it held its lease lock,
+	// so this gateway knows no client of it to blocklist (Addrs are then
+	// what its record claims).
+	Unverified bool `json:"unverified,omitempty"`
 	// Stopped: it left cleanly; Fenced: its clients are blocklisted.
 	Stopped   bool     `json:"stopped,omitempty"`
 	Fenced    bool     `json:"fenced,omitempty"`
@@ -1127,7 +1247,10 @@ func (m *Manager) Group() *GroupStatus {
 			ms.Alive, ms.LeaseAge, ms.Addrs, ms.Fenced = v.SelfOK, now.Sub(g.lastBeat), g.addrs(), g.fenced
 		} else {
 			r, _ := g.tracker.Record(id)
-			ms.Alive, ms.LeaseAge, ms.Stopped, ms.Addrs = v.Alive[id], g.tracker.Age(id, now), r.Stopped, r.Addrs
+			ms.Alive, ms.LeaseAge, ms.Stopped, ms.Addrs = v.Alive[id], g.tracker.Age(id, now), r.Stopped, g.tracker.Trusted(id)
+			if ms.Addrs == nil {
+				ms.Unverified, ms.Addrs = true, r.Addrs
+			}
 			ms.Fenced = v.Fenced[id] && !r.Stopped
 		}
 		for _, l := range g.state.Listeners[id] {

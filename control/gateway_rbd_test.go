@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -112,12 +113,39 @@ func TestRBDGatewayStore(t *testing.T) {
 		t.Errorf("%d notices marked as the notifier's own, want 1", selfSeen)
 	}
 
-	// Leases.
-	if err := a.Heartbeat(ctx, 1, []byte(`{"incarnation":"a","seq":1,"addrs":[]}`)); err != nil {
+	// Leases: a gateway ID's lock is its incarnation's, from its client;
+	// another client is refused it while it is held, and takes it once it
+	// lapses; the holder is the cluster's word.
+	rec := []byte(`{"incarnation":"a","seq":1,"addrs":[]}`)
+	if err := a.Heartbeat(ctx, 1, "a", 3*time.Second, rec); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := b.Leases(ctx); err != nil || string(l[1]) != `{"incarnation":"a","seq":1,"addrs":[]}` {
-		t.Fatalf("leases %v %v", l, err)
+	if err := a.Heartbeat(ctx, 1, "a", 3*time.Second, rec); err != nil {
+		t.Fatalf("renewal: %v", err)
+	}
+	l, err := b.Leases(ctx)
+	if err != nil || string(l[1].Record) != string(rec) || l[1].Holder == nil || l[1].Holder.Cookie != "a" || !slices.Contains(a.Addrs(), l[1].Holder.Addr) {
+		t.Fatalf("leases %+v %v; a's addresses %v", l, err, a.Addrs())
+	}
+	if err := b.Heartbeat(ctx, 1, "b", 3*time.Second, []byte(`{"incarnation":"b","seq":1,"addrs":[]}`)); !errors.Is(err, group.ErrIDTaken) || !strings.Contains(err.Error(), l[1].Holder.Addr) {
+		t.Fatalf("another client's heartbeat of a held ID: %v, want ErrIDTaken naming the holder", err)
+	}
+	if err := a.Heartbeat(ctx, 1, "a2", 3*time.Second, rec); !errors.Is(err, group.ErrIDTaken) {
+		t.Fatalf("another incarnation of the same client: %v, want ErrIDTaken", err)
+	}
+	time.Sleep(3500 * time.Millisecond)
+	if l, err := b.Leases(ctx); err != nil || l[1].Holder != nil {
+		t.Fatalf("a lapsed lock: %+v %v", l, err)
+	}
+	if err := b.Heartbeat(ctx, 1, "b", 3*time.Second, []byte(`{"incarnation":"b","seq":1,"addrs":[]}`)); err != nil {
+		t.Fatalf("a lapsed ID taken by another: %v", err)
+	}
+	// Keys written by anyone else in the leases object are not leases.
+	if out, err := exec.Command("rados", "-c", conf, "-p", "rbd", "setomapval", rados.LeasesObject(g.Name), "0001", "x").CombinedOutput(); err != nil {
+		t.Fatalf("rados setomapval: %v %s", err, out)
+	}
+	if l, err := a.Leases(ctx); err != nil || len(l) != 1 || l[1].Holder == nil || l[1].Holder.Cookie != "b" {
+		t.Fatalf("leases beside a stray key: %+v %v", l, err)
 	}
 
 	// `rados put` of garbage: the state no longer decodes, and says why.
@@ -140,12 +168,21 @@ func TestRBDGatewayStore(t *testing.T) {
 			exec.Command("ceph", "-c", conf, "osd", "blocklist", "rm", ad).Run()
 		}
 	})
+	if ok, err := b.Blocklisted(ctx, addrs); err != nil || ok {
+		t.Fatalf("blocklisted before the fence: %v %v", ok, err)
+	}
 	if err := b.Blocklist(ctx, addrs); err != nil {
 		t.Fatal(err)
 	}
+	if ok, err := b.Blocklisted(ctx, addrs); err != nil || !ok {
+		t.Fatalf("blocklisted after the fence: %v %v", ok, err)
+	}
+	if ok, err := b.Blocklisted(ctx, append(slices.Clone(addrs), "10.9.9.9:0/1")); err != nil || ok {
+		t.Fatalf("one address more, not blocklisted: %v %v", ok, err)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := a.Heartbeat(ctx, 1, []byte(`{"incarnation":"a","seq":2,"addrs":[]}`))
+		err := a.Heartbeat(ctx, 2, "a", 3*time.Second, []byte(`{"incarnation":"a","seq":2,"addrs":[]}`))
 		if errors.Is(err, group.ErrBlocklisted) {
 			break
 		}
@@ -195,7 +232,7 @@ func TestRBDStoreVersionRace(t *testing.T) {
 				return
 			default:
 			}
-			st.Heartbeat(ctx, 1, []byte(fmt.Sprintf(`{"incarnation":"a","seq":%d,"addrs":[]}`, i)))
+			st.Heartbeat(ctx, 1, "a", 3*time.Second, []byte(fmt.Sprintf(`{"incarnation":"a","seq":%d,"addrs":[]}`, i)))
 			st.Leases(ctx)
 		}
 	}()

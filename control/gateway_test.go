@@ -19,6 +19,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/control/group"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -52,11 +53,11 @@ type switchStore struct {
 	readFails atomic.Bool
 }
 
-func (s *switchStore) Heartbeat(ctx context.Context, id int, rec []byte) error {
+func (s *switchStore) Heartbeat(ctx context.Context, id int, inc string, hold time.Duration, rec []byte) error {
 	if s.beatFails.Load() {
 		return errors.New("injected: the lease cannot be written")
 	}
-	return s.MemStore.Heartbeat(ctx, id, rec)
+	return s.MemStore.Heartbeat(ctx, id, inc, hold, rec)
 }
 
 func (s *switchStore) Read(ctx context.Context) (group.Object, error) {
@@ -92,7 +93,7 @@ type gwNode struct {
 	store  *switchStore
 	fenced atomic.Bool
 	// barriers counts the OSD-map barriers run after a blocklist that had
-	// fenced "b"; barrierEarly those run before it.
+	// fenced B; barrierEarly those run before it.
 	barriers, barrierEarly atomic.Int32
 	// extra are client addresses the gateway reports beside its store's
 	// (GroupOptions.Addrs: its rbd namespaces' connections).
@@ -100,6 +101,16 @@ type gwNode struct {
 }
 
 const gwLease = 2 * time.Second
+
+// Gateways' client addresses in the in-memory cluster: A's and B's machines,
+// B's again after a restart, and a third machine's.
+const (
+	addrA  = "10.0.0.1:0/1"
+	addrA2 = "10.0.0.1:0/2"
+	addrB  = "10.0.0.2:0/1"
+	addrB2 = "10.0.0.2:0/2"
+	addrC  = "10.0.0.3:0/1"
+)
 
 func startGateway(t *testing.T, cl *group.Cluster, clock *fakeClock, id int, client string) *gwNode {
 	t.Helper()
@@ -118,6 +129,7 @@ func startGatewayPort(t *testing.T, cl *group.Cluster, clock *fakeClock, id int,
 	if err != nil {
 		t.Fatal(err)
 	}
+	cl.SetClock(clock.Now)
 	n := &gwNode{tgt: fabric.NewTarget(fabric.Options{}), store: &switchStore{MemStore: cl.Client(client)}}
 	lt := fabric.NewLoopTransport(fabric.TransportLimits{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4})
 	n.m, err = New(n.tgt, cfg, Options{
@@ -130,7 +142,7 @@ func startGatewayPort(t *testing.T, cl *group.Cluster, clock *fakeClock, id int,
 				return nil
 			},
 			Barrier: func() error {
-				if cl.Blocklisted("b") {
+				if cl.Blocklisted(addrB) {
 					n.barriers.Add(1)
 				} else {
 					n.barrierEarly.Add(1)
@@ -186,8 +198,8 @@ func (n *gwNode) alive(id int) bool {
 func TestGatewayGroup(t *testing.T) {
 	cl := group.NewCluster()
 	clock := &fakeClock{now: time.Unix(1e9, 0)}
-	a := startGateway(t, cl, clock, 1, "a")
-	b := startGateway(t, cl, clock, 2, "b")
+	a := startGateway(t, cl, clock, 1, addrA)
+	b := startGateway(t, cl, clock, 2, addrB)
 	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
 	waitUntil(t, "B sees A", func() bool { return b.alive(1) })
 	h := a.m.Handler()
@@ -281,7 +293,7 @@ func TestGatewayGroup(t *testing.T) {
 		clock.Add(100 * time.Millisecond)
 		return a.anaState(2) == nvme.ANAOptimized
 	})
-	if !cl.Blocklisted("b") {
+	if !cl.Blocklisted(addrB) {
 		t.Error("B's client was not blocklisted before A took its group")
 	}
 	if a.barriers.Load() == 0 || a.barrierEarly.Load() != 0 {
@@ -299,7 +311,7 @@ func TestGatewayGroup(t *testing.T) {
 	}
 
 	// B restarted (a new client): A gives group 2 back.
-	b2 := startGateway(t, cl, clock, 2, "b2")
+	b2 := startGateway(t, cl, clock, 2, addrB2)
 	waitUntil(t, "failback", func() bool {
 		return a.anaState(2) == nvme.ANAInaccessible && b2.anaState(2) == nvme.ANAOptimized && b2.anaState(1) == nvme.ANAInaccessible
 	})
@@ -357,8 +369,8 @@ func TestGatewayGroup(t *testing.T) {
 func TestGatewaySlowChange(t *testing.T) {
 	cl := group.NewCluster()
 	clock := &fakeClock{now: time.Unix(1e9, 0)}
-	a := startGateway(t, cl, clock, 1, "a")
-	b := startGateway(t, cl, clock, 2, "b")
+	a := startGateway(t, cl, clock, 1, addrA)
+	b := startGateway(t, cl, clock, 2, addrB)
 	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
 	b.m.mu.Lock() // B busy with a change
 	for range 30 {
@@ -366,8 +378,8 @@ func TestGatewaySlowChange(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	b.m.mu.Unlock()
-	if cl.Blocklisted("b") || !a.alive(2) {
-		t.Fatalf("B was taken for dead while busy: blocklisted %v, A's view %+v", cl.Blocklisted("b"), a.m.Group())
+	if cl.Blocklisted(addrB) || !a.alive(2) {
+		t.Fatalf("B was taken for dead while busy: blocklisted %v, A's view %+v", cl.Blocklisted(addrB), a.m.Group())
 	}
 }
 
@@ -377,7 +389,7 @@ func TestGatewaySlowChange(t *testing.T) {
 func TestGatewayStaleRead(t *testing.T) {
 	cl := group.NewCluster()
 	clock := &fakeClock{now: time.Unix(1e9, 0)}
-	a := startGateway(t, cl, clock, 1, "a")
+	a := startGateway(t, cl, clock, 1, addrA)
 	h := a.m.Handler()
 	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subA+`","allow_any_host":true}`); rec.Code != http.StatusCreated {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
@@ -397,30 +409,138 @@ func TestGatewayStaleRead(t *testing.T) {
 	}
 }
 
-// TestGatewayNoAddrsNoTakeover: a dead gateway whose lease recorded no
-// client address cannot be fenced (a blocklist of nothing fences nothing),
-// so its ANA group is not taken over: a zombie could still write.
+// TestGatewayNoAddrsNoTakeover: a dead gateway no lease of which this
+// gateway read while it held its lease lock (it died before this one
+// started, or it recorded no client address) cannot be fenced: its record's
+// addresses are anyone's word, and a blocklist of nothing fences nothing.
+// Its ANA group is not taken over, and status says so, until the cluster
+// blocklists every address the record names (by hand, or an earlier fence).
 func TestGatewayNoAddrsNoTakeover(t *testing.T) {
 	cl := group.NewCluster()
 	clock := &fakeClock{now: time.Unix(1e9, 0)}
-	a := startGateway(t, cl, clock, 1, "a")
-	b := startGateway(t, cl, clock, 2, "b")
-	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
-	b.store.noAddrs.Store(true)
-	b.m.gw.heartbeat()
-	b.m.closeGateway()
-	waitUntil(t, "A sees B dead", func() bool {
+	a := startGateway(t, cl, clock, 1, addrA)
+	ctx := context.Background()
+	// Gateway 3 joined and died before A started: its listeners and a
+	// record, its lock long lapsed.
+	if _, err := group.Update(ctx, cl.Client(addrC), 3, func(s *group.State) (bool, error) {
+		s.Listeners[3] = []group.Listener{{PortID: 1, Transport: "loop", Address: "127.0.0.3", Port: 4420}}
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cl.SetLease(3, group.LeaseRecord{Incarnation: "c1", Seq: 9, Addrs: []string{addrC}}.Encode(), nil, time.Time{})
+	if rec := do(t, a.m.Handler(), "POST", "/v1/subsystems", `{"nqn":"`+subA+`","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB","ana_group":3}]}`); rec.Code != http.StatusCreated {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	waitUntil(t, "A sees 3 dead", func() bool {
 		clock.Add(100 * time.Millisecond)
-		return !a.alive(2)
+		a.m.sync(true)
+		gs := a.m.Group()
+		return len(gs.Members) == 2 && !gs.Members[1].Alive
 	})
 	// As long again as that took: a takeover would have come by then.
 	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) && a.anaState(2) != nvme.ANAOptimized {
+	for time.Now().Before(deadline) && a.anaState(3) != nvme.ANAOptimized {
 		clock.Add(100 * time.Millisecond)
 		time.Sleep(10 * time.Millisecond)
 	}
-	if st := a.anaState(2); st != nvme.ANAInaccessible || a.m.Group().Failovers != 0 {
-		t.Errorf("A took B's group over with nothing fenced: group 2 %v, %d failovers", st, a.m.Group().Failovers)
+	if st := a.anaState(3); st != nvme.ANAInaccessible || a.m.Group().Failovers != 0 || cl.Blocklisted(addrC) {
+		t.Errorf("A took 3's group over on a record it could not trust: group 3 %v, %d failovers, blocklisted %v", st, a.m.Group().Failovers, cl.Blocklisted(addrC))
+	}
+	if ms := a.m.Group().Members[1]; !ms.Unverified {
+		t.Errorf("status does not say 3's addresses are unverified: %+v", ms)
+	}
+	// Blocklisted by hand: fenced, taken over.
+	if err := cl.Client(addrA2).Blocklist(ctx, []string{addrC}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "A takes 3's group over", func() bool {
+		clock.Add(100 * time.Millisecond)
+		return a.anaState(3) == nvme.ANAOptimized
+	})
+}
+
+// TestGatewayForgedLease: a lease record written by anyone able to write
+// the pool gets no live gateway blocklisted. A record is believed only while
+// its incarnation holds the gateway's lease lock from a client the record
+// names, with every address of that client's machine; even then a fence
+// leaves out every address of a live gateway.
+func TestGatewayForgedLease(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, addrA)
+	b := startGateway(t, cl, clock, 2, addrB)
+	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
+	ctx := context.Background()
+	if _, err := group.Update(ctx, cl.Client(addrC), 3, func(s *group.State) (bool, error) {
+		s.Listeners[3] = []group.Listener{{PortID: 1, Transport: "loop", Address: "127.0.0.3", Port: 4420}}
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a.m.sync(true)
+	// A gateway 3 run by the forger on B's machine, whose record names B's
+	// client too, renewed for a while and then dead.
+	forger := "10.0.0.2:0/99"
+	for i := range 5 {
+		cl.SetLease(3, group.LeaseRecord{Incarnation: "x", Seq: uint64(i), Addrs: []string{forger, addrB}}.Encode(), &group.Holder{Cookie: "x", Addr: forger}, clock.Now().Add(gwLease))
+		clock.Add(gwLease / 4)
+		time.Sleep(gwLease / 4)
+	}
+	// B's own record rewritten with A's address (B's lock, held by B, cannot
+	// be taken).
+	cl.SetLease(2, group.LeaseRecord{Incarnation: "forged", Seq: 1, Addrs: []string{addrA}}.Encode(), nil, time.Time{})
+	deadline := time.Now().Add(10 * time.Second)
+	for !cl.Blocklisted(forger) {
+		if time.Now().After(deadline) {
+			t.Fatalf("3 not fenced: A's view %+v", a.m.Group())
+		}
+		// No faster than the gateways' own heartbeats: they live.
+		clock.Add(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if cl.Blocklisted(addrB) || cl.Blocklisted(addrA) {
+		t.Errorf("a forged lease got a live gateway blocklisted: A %v, B %v", cl.Blocklisted(addrA), cl.Blocklisted(addrB))
+	}
+	for _, ms := range a.m.Group().Members {
+		if ms.ID == 2 && slices.Contains(ms.Addrs, addrA) {
+			t.Errorf("A took B's addresses from a record B's lock does not back: %+v", ms)
+		}
+	}
+	_ = b
+}
+
+// TestGatewayDuplicateID: a second gateway given an ID another live gateway
+// holds is refused, with why, and changes nothing; the first stays.
+func TestGatewayDuplicateID(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, addrA)
+	// A renews its lease while the second tries to join (its heartbeats,
+	// on the clock that does not move: its lock never lapses).
+	yaml := fmt.Sprintf("ports: [{id: 1, transport: loop, address: 127.0.0.9}]\ngateway_group: {name: g, pool: p, id: 1, lease: %v}\n", gwLease)
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listeners := cl.Object().Omap["listener/1/1"]
+	tgt := fabric.NewTarget(fabric.Options{})
+	defer tgt.Close()
+	lt := fabric.NewLoopTransport(fabric.TransportLimits{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4})
+	_, err = New(tgt, cfg, Options{Transport: func(string) (fabric.Transport, error) { return lt, nil },
+		Group: &GroupOptions{Store: cl.Client(addrA2), Now: clock.Now, MemoryNamespaces: true}})
+	if err == nil || !strings.Contains(err.Error(), "one id") {
+		t.Fatalf("a second gateway 1: %v, want refused as a duplicate id", err)
+	}
+	if got := cl.Object().Omap["listener/1/1"]; !slices.Equal(got, listeners) {
+		t.Errorf("the refused gateway wrote its listeners over the first's: %s", got)
+	}
+	if gs := a.m.Group(); gs.Fenced || !gs.Members[0].Alive {
+		t.Errorf("the first gateway 1: %+v", gs)
 	}
 }
 
@@ -431,7 +551,7 @@ func TestGatewayNoAddrsNoTakeover(t *testing.T) {
 func TestGatewayRefusesMemory(t *testing.T) {
 	cl := group.NewCluster()
 	clock := &fakeClock{now: time.Unix(1e9, 0)}
-	a := startGateway(t, cl, clock, 1, "a")
+	a := startGateway(t, cl, clock, 1, addrA)
 	h := a.m.Handler()
 	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subA+`","hosts":["nqn.2026-11.io.example:h0"],
 		"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB"}]}`); rec.Code != http.StatusCreated {
@@ -492,7 +612,7 @@ func TestReservationRecord(t *testing.T) {
 func TestGatewayLeaseAddrsBeforeServing(t *testing.T) {
 	cl := group.NewCluster()
 	clock := &fakeClock{now: time.Unix(1e9, 0)}
-	a := startGateway(t, cl, clock, 1, "a")
+	a := startGateway(t, cl, clock, 1, addrA)
 	h := a.m.Handler()
 	leased := func() []string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -501,13 +621,13 @@ func TestGatewayLeaseAddrsBeforeServing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := group.DecodeLease(recs[1])
+		r, err := group.DecodeLease(recs[1].Record)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r.Addrs
 	}
-	for i, addr := range []string{"v2:10.0.0.9:0/101", "v2:10.0.0.9:0/102", "v2:10.0.0.9:0/103"} {
+	for i, addr := range []string{"10.0.0.1:0/101", "10.0.0.1:0/102", "10.0.0.1:0/103"} {
 		// The namespace's open gives the gateway a client of this address.
 		a.extra.Store(&[]string{addr})
 		body := fmt.Sprintf(`{"nqn":"%s-%d","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB"}]}`, subA, i)
@@ -521,7 +641,7 @@ func TestGatewayLeaseAddrsBeforeServing(t *testing.T) {
 	// A new client whose address cannot be written to the lease: the change is refused, and
 	// nothing of it is served or in the group's state.
 	a.store.beatFails.Store(true)
-	a.extra.Store(&[]string{"v2:10.0.0.9:0/104"})
+	a.extra.Store(&[]string{"10.0.0.1:0/104"})
 	ver := cl.Object().Version
 	body := `{"nqn":"` + subA + `-x","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB"}]}`
 	if rec := do(t, h, "POST", "/v1/subsystems", body); rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "lease") {
@@ -541,8 +661,8 @@ func TestGatewayLeaseAddrsBeforeServing(t *testing.T) {
 func TestGatewayStateRecreated(t *testing.T) {
 	cl := group.NewCluster()
 	clock := &fakeClock{now: time.Unix(1e9, 0)}
-	a := startGateway(t, cl, clock, 1, "a")
-	b := startGateway(t, cl, clock, 2, "b")
+	a := startGateway(t, cl, clock, 1, addrA)
+	b := startGateway(t, cl, clock, 2, addrB)
 	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
 	h := a.m.Handler()
 	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subA+`","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB"}]}`); rec.Code != http.StatusCreated {
@@ -604,8 +724,8 @@ func TestGatewayStateRecreated(t *testing.T) {
 func TestGatewayNoticeUnread(t *testing.T) {
 	cl := group.NewCluster()
 	clock := &fakeClock{now: time.Unix(1e9, 0)}
-	a := startGateway(t, cl, clock, 1, "a")
-	b := startGateway(t, cl, clock, 2, "b")
+	a := startGateway(t, cl, clock, 1, addrA)
+	b := startGateway(t, cl, clock, 2, addrB)
 	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
 	body := `{"nqn":"` + subA + `","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB","ana_group":2}]}`
 	if rec := do(t, a.m.Handler(), "POST", "/v1/subsystems", body); rec.Code != http.StatusCreated {
@@ -658,8 +778,8 @@ func TestGatewayNoticeUnread(t *testing.T) {
 func TestGatewayPeerCannotApply(t *testing.T) {
 	cl := group.NewCluster()
 	clock := &fakeClock{now: time.Unix(1e9, 0)}
-	a := startGatewayPort(t, cl, clock, 1, "a", 1)
-	b := startGatewayPort(t, cl, clock, 2, "b", 2)
+	a := startGatewayPort(t, cl, clock, 1, addrA, 1)
+	b := startGatewayPort(t, cl, clock, 2, addrB, 2)
 	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
 	h := a.m.Handler()
 	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subA+`","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB","ana_group":1}]}`); rec.Code != http.StatusCreated {
@@ -679,7 +799,7 @@ func TestGatewayPeerCannotApply(t *testing.T) {
 	// Written by another client of the pool (an older gateway): B has no port 1.
 	const onPort1 = "nqn.2026-11.io.example:port1"
 	ctx := context.Background()
-	if _, err := group.Update(ctx, cl.Client("tool"), 3, func(s *group.State) (bool, error) {
+	if _, err := group.Update(ctx, cl.Client(addrC), 3, func(s *group.State) (bool, error) {
 		s.Subsystems = append(s.Subsystems, config.Subsystem{NQN: onPort1, AllowAnyHost: true, Serial: "s", Model: "m", Ports: []int{1}})
 		return true, nil
 	}); err != nil {
@@ -701,7 +821,60 @@ func TestGatewayPeerCannotApply(t *testing.T) {
 		clock.Add(100 * time.Millisecond)
 		return b.anaState(1) == nvme.ANAOptimized
 	})
-	if !cl.Blocklisted("a") {
+	if !cl.Blocklisted(addrA) {
 		t.Error("A was not fenced")
+	}
+}
+
+// TestGatewayKeyDir: a gateway reads the key files the group's state names
+// only under its own gateway_group.key_dir: whoever can write the pool
+// writes those paths, and the gateway opens them as root. Through the API a
+// path elsewhere is refused; written to the state by another client, the
+// subsystem is not served on this gateway, which says why, and serves the
+// rest.
+func TestGatewayKeyDir(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, addrA)
+	h := a.m.Handler()
+	keyDir := a.m.Running().GatewayGroup.KeyDir
+	if keyDir != limits.GroupKeyDir {
+		t.Fatalf("key_dir %q, want the default %q", keyDir, limits.GroupKeyDir)
+	}
+	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subA+`","hosts":["`+hst1+`"]}`); rec.Code != http.StatusCreated {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	ver := cl.Object().Version
+	for _, path := range []string{"/etc/shadow", keyDir + "/../../shadow", "/dev/zero", keyDir} {
+		body := fmt.Sprintf(`{"nqn":"%s","dhchap_key_file":%q}`, hst2, path)
+		rec := do(t, h, "POST", "/v1/subsystems/"+subA+"/hosts", body)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "key_dir") {
+			t.Errorf("a host key file %s: %d %s, want 400 naming key_dir", path, rec.Code, rec.Body)
+		}
+	}
+	if cl.Object().Version != ver {
+		t.Error("a refused key file was written to the group's state")
+	}
+	// Written by another client of the pool.
+	const other = "nqn.2026-11.io.example:keys"
+	if _, err := group.Update(context.Background(), cl.Client(addrC), 3, func(s *group.State) (bool, error) {
+		s.Subsystems = append(s.Subsystems, config.Subsystem{NQN: other, Serial: "s", Model: "m",
+			Hosts: []config.Host{{NQN: hst1, DHCHAPKeyFile: "/etc/shadow"}}})
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := do(t, h, "POST", "/v1/subsystems", `{"nqn":"`+subB+`","allow_any_host":true}`); rec.Code != http.StatusCreated {
+		t.Fatalf("a change beside it: %d %s", rec.Code, rec.Body)
+	}
+	a.m.sync(true)
+	if a.tgt.Subsystem(other) != nil {
+		t.Error("a subsystem naming a key file outside key_dir is served")
+	}
+	if a.tgt.Subsystem(subB) == nil {
+		t.Error("the rest is not served")
+	}
+	if gs := a.m.Group(); !strings.Contains(gs.Degraded[other], "key_dir") {
+		t.Errorf("status does not say why: %+v", gs.Degraded)
 	}
 }

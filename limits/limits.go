@@ -161,6 +161,24 @@ const (
 	// gateways to acknowledge it (a reservation waits for them before it
 	// completes).
 	GroupNotifyTimeout = 5 * time.Second
+	// GroupKeyDir is where a gateway accepts the key files the group's
+	// state names (gateway_group.key_dir): anyone able to write the pool
+	// writes those paths, and the gateway reads them as root.
+	GroupKeyDir = "/etc/nvmeof-tgt/keys"
+	// GroupLeaseBytes bounds a lease record, GroupLeaseAddrs the client
+	// addresses it may record (a gateway has one client for its group and
+	// one per cluster its rbd namespaces use, each with a v1 and a v2
+	// address at most).
+	GroupLeaseBytes = 4096
+	GroupLeaseAddrs = 16
+	// GroupStateKeys and GroupStateBytes bound the state object a gateway
+	// reads (its omap's keys, and their keys' and values' bytes in all):
+	// room for 256 subsystems of 1,024 namespaces each with their
+	// reservations and hosts, far below what would exhaust a gateway's
+	// memory. GroupStateValueBytes bounds one value.
+	GroupStateKeys       = 1 << 20
+	GroupStateBytes      = 256 << 20
+	GroupStateValueBytes = 64 << 10
 )
 
 // ValidBlockSize reports whether files and memory support the logical

@@ -14,6 +14,14 @@ import (
 // ago, as this observer saw it. A record first seen counts as just
 // changed, so that a gateway that starts takes nobody's group over before
 // a whole lease has passed.
+//
+// Anyone able to write the pool can write a lease record, so a record
+// counts only when read while its incarnation held the gateway's lease
+// lock from the client the record names (Observed.Held): the cluster's
+// word, not the record's. Only such a record renews a gateway, says it
+// stopped, or gives the addresses a fence blocklists. A gateway seen only
+// through records that do not count is a member (dead a lease later) whose
+// clients this observer cannot name.
 type Tracker struct {
 	lease time.Duration
 	peers map[int]*peer
@@ -22,9 +30,40 @@ type Tracker struct {
 type peer struct {
 	rec     LeaseRecord
 	changed time.Time
+	// held: rec was read while its incarnation held the lock; trusted
+	// are the addresses of the last record that was (nil: none was).
+	held    bool
+	trusted []string
 	// fenced is the incarnation this observer blocklisted: it never
 	// counts as alive again, whatever it writes.
 	fenced string
+}
+
+// Observed is a gateway's lease as one read found it.
+type Observed struct {
+	Rec LeaseRecord
+	// Holder is who holds the gateway's lease lock now (nil: nobody).
+	Holder *Holder
+}
+
+// Held reports whether the record counts: its incarnation holds the
+// lease lock, from a client whose address the record names, and every
+// address it names is of that client's machine.
+func (o Observed) Held() bool {
+	h := o.Holder
+	if h == nil || h.Cookie != o.Rec.Incarnation || !slices.Contains(o.Rec.Addrs, h.Addr) {
+		return false
+	}
+	host, err := AddrHost(h.Addr)
+	if err != nil {
+		return false
+	}
+	for _, a := range o.Rec.Addrs {
+		if ah, err := AddrHost(a); err != nil || ah != host {
+			return false
+		}
+	}
+	return true
 }
 
 // NewTracker tracks leases of the given length.
@@ -32,15 +71,25 @@ func NewTracker(lease time.Duration) *Tracker {
 	return &Tracker{lease: lease, peers: map[int]*peer{}}
 }
 
-// Observe takes the records as read at now.
-func (t *Tracker) Observe(now time.Time, recs map[int]LeaseRecord) {
-	for id, r := range recs {
+// Observe takes the leases as read at now.
+func (t *Tracker) Observe(now time.Time, recs map[int]Observed) {
+	for id, o := range recs {
 		p := t.peers[id]
+		held := o.Held()
 		switch {
 		case p == nil:
-			t.peers[id] = &peer{rec: r, changed: now}
-		case p.rec.Incarnation != r.Incarnation || p.rec.Seq != r.Seq || p.rec.Stopped != r.Stopped:
-			p.rec, p.changed = r, now
+			p = &peer{rec: o.Rec, changed: now}
+			t.peers[id] = p
+		case !held:
+		case p.rec.Incarnation != o.Rec.Incarnation || p.rec.Seq != o.Rec.Seq || p.rec.Stopped != o.Rec.Stopped || !p.held:
+			p.rec, p.changed = o.Rec, now
+		}
+		p.held = held
+		if held {
+			p.rec.Stopped = o.Rec.Stopped
+			p.trusted = slices.Clone(o.Rec.Addrs)
+		} else if p.trusted == nil {
+			p.rec.Stopped = false // never read so: not to be believed
 		}
 	}
 }
@@ -55,6 +104,15 @@ func (t *Tracker) Record(id int) (LeaseRecord, bool) {
 		return LeaseRecord{}, false
 	}
 	return p.rec, true
+}
+
+// Trusted are the addresses a fence of gateway id blocklists: those of its
+// last record that counted (nil if none did).
+func (t *Tracker) Trusted(id int) []string {
+	if p := t.peers[id]; p != nil {
+		return slices.Clone(p.trusted)
+	}
+	return nil
 }
 
 // Age is how long ago gateway id's record last changed, as seen here.

@@ -1,35 +1,53 @@
 package group
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 )
 
 func TestTracker(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	lease := 10 * time.Second
 	tr := NewTracker(lease)
-	rec := func(inc string, seq uint64) LeaseRecord {
-		return LeaseRecord{Incarnation: inc, Seq: seq, Addrs: []string{inc}}
+	// held is a record read while its incarnation holds the lock from its
+	// own client; forged one that does not count.
+	held := func(inc string, seq uint64) map[int]Observed {
+		a := "10.0.0.2:0/" + inc[1:]
+		return map[int]Observed{2: {Rec: LeaseRecord{Incarnation: inc, Seq: seq, Addrs: []string{a}}, Holder: &Holder{Cookie: inc, Addr: a}}}
 	}
-	tr.Observe(t0, map[int]LeaseRecord{2: rec("b1", 5)})
+	forged := func(r LeaseRecord, h *Holder) map[int]Observed { return map[int]Observed{2: {Rec: r, Holder: h}} }
+	tr.Observe(t0, held("b1", 5))
 	steps := []struct {
-		name   string
-		at     time.Duration
-		recs   map[int]LeaseRecord
-		fence  bool // SetFenced(2) before checking
-		alive  bool
-		fenced bool
+		name    string
+		at      time.Duration
+		recs    map[int]Observed
+		fence   bool // SetFenced(2) before checking
+		alive   bool
+		fenced  bool
+		trusted []string
 	}{
-		{"first seen counts as fresh", 9 * time.Second, nil, false, true, false},
-		{"a lease later, unchanged: dead", 10 * time.Second, nil, false, false, false},
-		{"a heartbeat: alive again", 11 * time.Second, map[int]LeaseRecord{2: rec("b1", 6)}, false, true, false},
-		{"expired again", 22 * time.Second, nil, false, false, false},
-		{"fenced", 22 * time.Second, nil, true, false, true},
-		{"the fenced incarnation writes: still dead", 23 * time.Second, map[int]LeaseRecord{2: rec("b1", 7)}, false, false, true},
-		{"restarted: a new incarnation, alive", 24 * time.Second, map[int]LeaseRecord{2: rec("b2", 0)}, false, true, false},
-		{"stopped cleanly: dead and fenced at once", 25 * time.Second, map[int]LeaseRecord{2: {Incarnation: "b2", Seq: 1, Stopped: true}}, false, false, true},
+		{"first seen counts as fresh", 9 * time.Second, nil, false, true, false, []string{"10.0.0.2:0/1"}},
+		{"a lease later, unchanged: dead", 10 * time.Second, nil, false, false, false, []string{"10.0.0.2:0/1"}},
+		{"a heartbeat: alive again", 11 * time.Second, held("b1", 6), false, true, false, []string{"10.0.0.2:0/1"}},
+		{"a record whose incarnation holds no lock renews nothing, names no address", 20 * time.Second,
+			forged(LeaseRecord{Incarnation: "b1", Seq: 99, Addrs: []string{"10.0.0.3:0/7"}}, nil), false, true, false, []string{"10.0.0.2:0/1"}},
+		{"another incarnation than the lock's: the same", 20 * time.Second,
+			forged(LeaseRecord{Incarnation: "x", Seq: 1, Addrs: []string{"10.0.0.2:0/1"}}, &Holder{Cookie: "b1", Addr: "10.0.0.2:0/1"}), false, true, false, []string{"10.0.0.2:0/1"}},
+		{"addresses of another machine than the lock holder's: the same", 20 * time.Second,
+			forged(LeaseRecord{Incarnation: "b1", Seq: 100, Addrs: []string{"10.0.0.2:0/1", "10.0.0.3:0/7"}}, &Holder{Cookie: "b1", Addr: "10.0.0.2:0/1"}), false, true, false, []string{"10.0.0.2:0/1"}},
+		{"a forged clean stop: not believed", 20 * time.Second,
+			forged(LeaseRecord{Incarnation: "b1", Seq: 101, Stopped: true, Addrs: []string{"10.0.0.9:0/1"}}, nil), false, true, false, []string{"10.0.0.2:0/1"}},
+		{"expired again", 22 * time.Second, nil, false, false, false, []string{"10.0.0.2:0/1"}},
+		{"fenced", 22 * time.Second, nil, true, false, true, []string{"10.0.0.2:0/1"}},
+		{"the fenced incarnation writes: still dead", 23 * time.Second, held("b1", 7), false, false, true, []string{"10.0.0.2:0/1"}},
+		{"restarted: a new incarnation, alive", 24 * time.Second, held("b2", 0), false, true, false, []string{"10.0.0.2:0/2"}},
+		{"stopped cleanly: dead and fenced at once", 25 * time.Second, forged(LeaseRecord{Incarnation: "b2", Seq: 1, Stopped: true, Addrs: []string{"10.0.0.2:0/2"}},
+			&Holder{Cookie: "b2", Addr: "10.0.0.2:0/2"}), false, false, true, []string{"10.0.0.2:0/2"}},
 	}
 	for _, s := range steps {
 		now := t0.Add(s.at)
@@ -42,9 +60,41 @@ func TestTracker(t *testing.T) {
 		if a, f := tr.Alive(2, now), tr.Fenced(2); a != s.alive || f != s.fenced {
 			t.Errorf("%s: alive %v fenced %v, want %v %v", s.name, a, f, s.alive, s.fenced)
 		}
+		if got := tr.Trusted(2); !reflect.DeepEqual(got, s.trusted) {
+			t.Errorf("%s: trusted addresses %v, want %v", s.name, got, s.trusted)
+		}
 	}
 	if m := tr.Members(); !reflect.DeepEqual(m, []int{2}) {
 		t.Errorf("members %v", m)
+	}
+	// A gateway first seen through a record that does not count: a member,
+	// dead a lease later, with no address to blocklist, stop or not.
+	tr2 := NewTracker(lease)
+	tr2.Observe(t0, map[int]Observed{3: {Rec: LeaseRecord{Incarnation: "c", Stopped: true, Addrs: []string{"10.0.0.3:0/1"}}}})
+	if tr2.Alive(3, t0.Add(lease)) || tr2.Fenced(3) || tr2.Trusted(3) != nil {
+		t.Errorf("a gateway never seen holding its lease: alive %v fenced %v trusted %v", tr2.Alive(3, t0.Add(lease)), tr2.Fenced(3), tr2.Trusted(3))
+	}
+}
+
+func TestDecodeLease(t *testing.T) {
+	many := make([]string, limits.GroupLeaseAddrs+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("10.0.0.1:0/%d", i)
+	}
+	for _, tt := range []struct {
+		name, rec, want string
+	}{
+		{"good", `{"incarnation":"a","seq":1,"addrs":["10.0.0.1:0/123","[fd00::1]:6800/9"]}`, ""},
+		{"no incarnation", `{"incarnation":"","seq":1,"addrs":[]}`, "incarnation"},
+		{"not an address", `{"incarnation":"a","seq":1,"addrs":["client.admin"]}`, "not a client address"},
+		{"a host name", `{"incarnation":"a","seq":1,"addrs":["ceph1:0/1"]}`, "not a client address"},
+		{"too many addresses", fmt.Sprintf(`{"incarnation":"a","seq":1,"addrs":%s}`, mustJSON(many)), "addresses, more than"},
+		{"too long", `{"incarnation":"a","seq":1,"addrs":[],"x":"` + strings.Repeat("x", limits.GroupLeaseBytes) + `"}`, "bytes, more than"},
+	} {
+		_, err := DecodeLease([]byte(tt.rec))
+		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
 	}
 }
 

@@ -230,6 +230,9 @@ func Decode(o Object) (*State, error) {
 	if o.Version == 0 {
 		return s, nil
 	}
+	if err := checkSize(o); err != nil {
+		return nil, err
+	}
 	if !bytes.Equal(o.Data, []byte(Header)) {
 		return nil, fmt.Errorf("%w: its data is not the header %q but %d bytes beginning %q", ErrCorrupt, strings.TrimSpace(Header), len(o.Data), prefix(o.Data))
 	}
@@ -346,6 +349,27 @@ func Decode(o Object) (*State, error) {
 		slices.SortFunc(ls, func(a, b Listener) int { return a.PortID - b.PortID })
 	}
 	return s, nil
+}
+
+// checkSize refuses a state object beyond what a gateway reads
+// (limits.GroupStateKeys, GroupStateBytes, GroupStateValueBytes): whoever
+// can write the pool could otherwise make every gateway's memory the
+// bound.
+func checkSize(o Object) error {
+	if len(o.Omap) > limits.GroupStateKeys {
+		return fmt.Errorf("%w: %d omap keys, more than %d", ErrCorrupt, len(o.Omap), limits.GroupStateKeys)
+	}
+	total := 0
+	for k, v := range o.Omap {
+		if len(v) > limits.GroupStateValueBytes {
+			return badKey(k, fmt.Errorf("a value of %d bytes, more than %d", len(v), limits.GroupStateValueBytes))
+		}
+		total += len(k) + len(v)
+	}
+	if total > limits.GroupStateBytes {
+		return fmt.Errorf("%w: %d bytes of omap, more than %d", ErrCorrupt, total, limits.GroupStateBytes)
+	}
+	return nil
 }
 
 func cmpU32(a, b uint32) int {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 )
 
 const (
@@ -73,6 +74,7 @@ func TestDecodeCorrupt(t *testing.T) {
 		{"version not a number", func(o *Object) { o.Omap["version"] = []byte("x7") }, `key "version"`},
 		{"version with a sign", func(o *Object) { o.Omap["version"] = []byte("+7") }, `key "version"`},
 		{"unknown key", func(o *Object) { o.Omap["what"] = []byte("{}") }, "not a key of the group's state"},
+		{"a value too long", func(o *Object) { o.Omap["subsystem/"+sub1] = make([]byte, limits.GroupStateValueBytes+1) }, "more than"},
 		{"epoch not hex", func(o *Object) { o.Omap["epoch"] = []byte("zz") }, "not an epoch"},
 		{"epoch upper-case", func(o *Object) { o.Omap["epoch"] = []byte(strings.ToUpper("00112233445566778899aabbccddeeff")) }, "not an epoch"},
 		{"epoch too long", func(o *Object) { o.Omap["epoch"] = []byte(NewEpoch() + "00") }, "not an epoch"},

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -44,16 +45,41 @@ type Store interface {
 	// Watch calls fn, on one goroutine, with every notification of the
 	// state object until stop.
 	Watch(fn func(Notice)) (stop func(), err error)
-	// Heartbeat writes gateway id's lease record.
-	Heartbeat(ctx context.Context, id int, record []byte) error
-	// Leases reads every gateway's lease record.
-	Leases(ctx context.Context) (map[int][]byte, error)
+	// Heartbeat takes or renews gateway id's lease lock for incarnation,
+	// to be held for hold from now, and then writes its lease record; if
+	// another client, or another incarnation, holds the lock, it writes
+	// nothing and returns ErrIDTaken.
+	Heartbeat(ctx context.Context, id int, incarnation string, hold time.Duration, record []byte) error
+	// Leases reads the lease records of gateways 1..limits.GroupGateways,
+	// each with who holds its lock now.
+	Leases(ctx context.Context) (map[int]Lease, error)
 	// Blocklist fences clients by address: the cluster refuses their
 	// operations from then on.
 	Blocklist(ctx context.Context, addrs []string) error
+	// Blocklisted reports whether every one of addrs is blocklisted.
+	Blocklisted(ctx context.Context, addrs []string) (bool, error)
 	// Addrs are this store's client's addresses, as Blocklist takes them.
 	Addrs() []string
 }
+
+// Lease is a gateway's lease as read.
+type Lease struct {
+	Record []byte
+	// Holder is who holds the gateway's lease lock now, as the cluster
+	// says; nil: nobody (it lapsed).
+	Holder *Holder
+}
+
+// Holder is the holder of a lease lock.
+type Holder struct {
+	// Cookie is the incarnation that took it; Addr its client's address.
+	Cookie, Addr string
+}
+
+// ErrIDTaken is a heartbeat refused because another gateway holds this
+// gateway ID's lease: two gateways were given one ID, or this one stalled
+// past its lease and another took the ID.
+var ErrIDTaken = errors.New("another gateway holds this gateway ID's lease")
 
 // ErrBlocklisted is an operation refused because this client was
 // blocklisted: another gateway fenced this one.
@@ -72,11 +98,20 @@ type Cluster struct {
 	mu        sync.Mutex
 	obj       Object
 	leases    map[int][]byte
+	locks     map[int]memLock
+	now       func() time.Time
 	blocklist map[string]bool
 	watchers  map[*memWatch]bool
 	// Fail, when set, fails every operation with it (an unreachable
 	// cluster).
 	Fail error
+}
+
+// memLock is a lease lock: who holds it, until when.
+type memLock struct {
+	owner  *MemStore
+	cookie string
+	until  time.Time
 }
 
 type memWatch struct {
@@ -93,7 +128,26 @@ type memNote struct {
 
 // NewCluster makes an empty in-memory cluster.
 func NewCluster() *Cluster {
-	return &Cluster{leases: map[int][]byte{}, blocklist: map[string]bool{}, watchers: map[*memWatch]bool{}}
+	return &Cluster{leases: map[int][]byte{}, locks: map[int]memLock{}, now: time.Now, blocklist: map[string]bool{}, watchers: map[*memWatch]bool{}}
+}
+
+// SetClock makes now the clock lease locks lapse by.
+func (c *Cluster) SetClock(now func() time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = now
+}
+
+// SetLease writes gateway id's lease record as anyone holding the pool's
+// keys could (a test's forgery), and, if holder is not nil, takes its lock
+// for holder until until, as a client that finds the lock free can.
+func (c *Cluster) SetLease(id int, record []byte, holder *Holder, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.leases[id] = slices.Clone(record)
+	if holder != nil {
+		c.locks[id] = memLock{owner: &MemStore{c: c, addr: holder.Addr}, cookie: holder.Cookie, until: until}
+	}
 }
 
 // Client makes a client of the cluster with address addr.
@@ -233,23 +287,51 @@ func (s *MemStore) Watch(fn func(Notice)) (func(), error) {
 	}, nil
 }
 
-func (s *MemStore) Heartbeat(ctx context.Context, id int, record []byte) error {
+func (s *MemStore) Heartbeat(ctx context.Context, id int, incarnation string, hold time.Duration, record []byte) error {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
 	if err := s.check(); err != nil {
 		return err
 	}
+	now := s.c.now()
+	if l, ok := s.c.locks[id]; ok && now.Before(l.until) && (l.owner.addr != s.addr || l.cookie != incarnation) {
+		return fmt.Errorf("%w: held by %s for %s", ErrIDTaken, l.owner.addr, l.cookie)
+	}
+	s.c.locks[id] = memLock{owner: s, cookie: incarnation, until: now.Add(hold)}
 	s.c.leases[id] = slices.Clone(record)
 	return nil
 }
 
-func (s *MemStore) Leases(ctx context.Context) (map[int][]byte, error) {
+func (s *MemStore) Leases(ctx context.Context) (map[int]Lease, error) {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	return maps.Clone(s.c.leases), nil
+	out := map[int]Lease{}
+	now := s.c.now()
+	for id, r := range s.c.leases {
+		l := Lease{Record: slices.Clone(r)}
+		if k, ok := s.c.locks[id]; ok && now.Before(k.until) {
+			l.Holder = &Holder{Cookie: k.cookie, Addr: k.owner.addr}
+		}
+		out[id] = l
+	}
+	return out, nil
+}
+
+func (s *MemStore) Blocklisted(ctx context.Context, addrs []string) (bool, error) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	for _, a := range addrs {
+		if !s.c.blocklist[a] {
+			return false, nil
+		}
+	}
+	return len(addrs) > 0, nil
 }
 
 func (s *MemStore) Blocklist(ctx context.Context, addrs []string) error {

@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 )
 
 // Read reads and decodes the group's state.
@@ -114,16 +118,41 @@ type LeaseRecord struct {
 // Encode is the record as the leases object holds it.
 func (r LeaseRecord) Encode() []byte { return mustJSON(r) }
 
-// DecodeLease reads a lease record.
+// DecodeLease reads a lease record. Anyone able to write the pool can
+// write one, so it is bounded: limits.GroupLeaseBytes in all, at most
+// limits.GroupLeaseAddrs addresses, each a client address as Blocklist
+// takes it.
 func DecodeLease(b []byte) (LeaseRecord, error) {
 	var r LeaseRecord
+	if len(b) > limits.GroupLeaseBytes {
+		return r, fmt.Errorf("lease record: %d bytes, more than %d", len(b), limits.GroupLeaseBytes)
+	}
 	if err := strictJSON(b, &r); err != nil {
 		return r, fmt.Errorf("lease record: %w", err)
 	}
-	if r.Incarnation == "" {
-		return r, errors.New("lease record: no incarnation")
+	if r.Incarnation == "" || len(r.Incarnation) > 64 {
+		return r, errors.New("lease record: no incarnation, or one of more than 64 bytes")
+	}
+	if len(r.Addrs) > limits.GroupLeaseAddrs {
+		return r, fmt.Errorf("lease record: %d addresses, more than %d", len(r.Addrs), limits.GroupLeaseAddrs)
+	}
+	for _, a := range r.Addrs {
+		if _, err := AddrHost(a); err != nil {
+			return r, fmt.Errorf("lease record: %w", err)
+		}
 	}
 	return r, nil
+}
+
+// AddrHost is the host part of a client address as Blocklist takes it,
+// "IP:PORT/NONCE" ("[IPv6]:PORT/NONCE"): the machine the client runs on.
+func AddrHost(a string) (string, error) {
+	hostPort, nonce, ok := strings.Cut(a, "/")
+	host, _, err := net.SplitHostPort(hostPort)
+	if !ok || err != nil || net.ParseIP(host) == nil || nonce == "" || strings.Trim(nonce, "0123456789") != "" || len(a) > 64 {
+		return "", fmt.Errorf("%q is not a client address (IP:PORT/NONCE)", prefix([]byte(a)))
+	}
+	return net.ParseIP(host).String(), nil
 }
 
 // marshal is json.Marshal for tests' fixtures.

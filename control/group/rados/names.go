@@ -22,6 +22,15 @@ func ParseAddrs(s string) []string {
 	return out
 }
 
+// ParseAddr is one address as rados_list_lockers gives it, without its
+// protocol: as ParseAddrs gives it.
+func ParseAddr(s string) string {
+	if a := ParseAddrs(s); len(a) > 0 {
+		return a[0]
+	}
+	return ""
+}
+
 // StateObject is the name of group name's state object; LeasesObject that
 // of its gateways' leases.
 func StateObject(name string) string { return "nvmeof-tgt." + name + ".state" }

@@ -3,6 +3,7 @@
 package rados
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -120,6 +121,7 @@ func (s *Store) Read(ctx context.Context) (group.Object, error) {
 	defer s.mu.Unlock()
 	o := group.Object{Omap: map[string][]byte{}}
 	after := ""
+	size := 0
 	for page := 0; ; page++ {
 		op := rados.CreateReadOp()
 		if page > 0 {
@@ -141,7 +143,7 @@ func (s *Store) Read(ctx context.Context) (group.Object, error) {
 			case page == 0 && notFound(err):
 				return group.Object{}, nil
 			case page > 0 && (errno(err) == int(syscall.ERANGE) || errno(err) == int(syscall.EOVERFLOW) || notFound(err)):
-				page, after, o = -1, "", group.Object{Omap: map[string][]byte{}}
+				page, after, o, size = -1, "", group.Object{Omap: map[string][]byte{}}, 0
 				continue
 			}
 			return group.Object{}, wrap(err)
@@ -164,6 +166,13 @@ func (s *Store) Read(ctx context.Context) (group.Object, error) {
 			}
 			if e == nil {
 				break
+			}
+			// Bounded as it comes: whoever can write the pool could
+			// otherwise make this gateway's memory the limit.
+			size += len(e.Key) + len(e.Value)
+			if len(o.Omap) >= limits.GroupStateKeys || size > limits.GroupStateBytes {
+				op.Release()
+				return group.Object{}, fmt.Errorf("%w: more than %d omap keys or %d bytes", group.ErrCorrupt, limits.GroupStateKeys, limits.GroupStateBytes)
 			}
 			o.Omap[e.Key] = e.Value
 			after = e.Key
@@ -305,25 +314,72 @@ func (s *Store) rewatch() error {
 	}
 }
 
-func (s *Store) Heartbeat(ctx context.Context, id int, record []byte) error {
+// lockName is gateway id's lease lock on the leases object.
+func lockName(id int) string { return "gw." + strconv.Itoa(id) }
+
+// lockRenew is LIBRADOS_LOCK_FLAG_RENEW: a lock this client holds for the
+// same cookie is renewed rather than refused.
+var lockRenew byte = 1
+
+// Heartbeat takes or renews gateway id's exclusive lock on the leases
+// object (cls_lock: the OSD records the holder's client and address, and
+// drops the lock once hold has passed without renewal), then writes the
+// record.
+func (s *Store) Heartbeat(ctx context.Context, id int, incarnation string, hold time.Duration, record []byte) error {
+	ret, err := s.leaseIO.LockExclusive(s.leases, lockName(id), incarnation, "nvmeof-tgt gateway lease", hold, &lockRenew)
+	switch {
+	case err != nil:
+		return fmt.Errorf("lease lock: %w", wrap(err))
+	case ret == -int(syscall.EBUSY) || ret == -int(syscall.EEXIST):
+		who := "another client"
+		if info, err := s.leaseIO.ListLockers(s.leases, lockName(id)); err == nil && info.NumLockers > 0 && len(info.Clients) > 0 && len(info.Addrs) > 0 && len(info.Cookies) > 0 {
+			who = fmt.Sprintf("%s at %s for incarnation %q", info.Clients[0], info.Addrs[0], info.Cookies[0])
+		}
+		return fmt.Errorf("%w: held by %s", group.ErrIDTaken, who)
+	}
 	return wrap(s.leaseIO.SetOmap(s.leases, map[string][]byte{strconv.Itoa(id): record}))
 }
 
-func (s *Store) Leases(ctx context.Context) (map[int][]byte, error) {
-	kv, err := s.leaseIO.GetAllOmapValues(s.leases, "", "", 256)
-	if err != nil {
+// Leases reads the records of gateways 1..limits.GroupGateways by name,
+// whatever else anyone wrote into the object's omap, and each one's lock
+// holder.
+func (s *Store) Leases(ctx context.Context) (map[int]group.Lease, error) {
+	keys := make([]string, limits.GroupGateways)
+	for i := range keys {
+		keys[i] = strconv.Itoa(i + 1)
+	}
+	op := rados.CreateReadOp()
+	defer op.Release()
+	step := op.GetOmapValuesByKeys(keys)
+	if err := op.Operate(s.leaseIO, s.leases, rados.OperationNoFlag); err != nil {
 		if notFound(err) {
-			return map[int][]byte{}, nil
+			return map[int]group.Lease{}, nil
 		}
 		return nil, wrap(err)
 	}
-	out := map[int][]byte{}
-	for k, v := range kv {
-		id, err := strconv.Atoi(k)
-		if err != nil || id < 1 || id > limits.GroupGateways {
-			continue // not a lease of ours
+	out := map[int]group.Lease{}
+	for {
+		kv, err := step.Next()
+		if err != nil {
+			return nil, err
 		}
-		out[id] = v
+		if kv == nil {
+			break
+		}
+		id, err := strconv.Atoi(kv.Key)
+		if err != nil || id < 1 || id > limits.GroupGateways {
+			continue
+		}
+		out[id] = group.Lease{Record: kv.Value}
+	}
+	for id, l := range out {
+		// An error (a holder that does not fit ListLockers' buffers,
+		// written to fail it) is no holder: the record does not count.
+		info, err := s.leaseIO.ListLockers(s.leases, lockName(id))
+		if err == nil && info.NumLockers == 1 && info.Exclusive && len(info.Cookies) == 1 && len(info.Addrs) == 1 {
+			l.Holder = &group.Holder{Cookie: info.Cookies[0], Addr: ParseAddr(info.Addrs[0])}
+			out[id] = l
+		}
 	}
 	return out, nil
 }
@@ -352,6 +408,40 @@ func (s *Store) Blocklist(ctx context.Context, addrs []string) error {
 		return fmt.Errorf("wait for the OSD map with the blocklist: %w", wrap(err))
 	}
 	return nil
+}
+
+// Blocklisted reports whether the OSD map blocklists every one of addrs
+// (`ceph osd blocklist ls`).
+func (s *Store) Blocklisted(ctx context.Context, addrs []string) (bool, error) {
+	if len(addrs) == 0 {
+		return false, nil
+	}
+	cmd, _ := json.Marshal(map[string]string{"prefix": "osd blocklist ls", "format": "json"})
+	out, status, err := s.conn.MonCommand(cmd)
+	if err != nil {
+		return false, fmt.Errorf("osd blocklist ls: %w (%s)", wrap(err), status)
+	}
+	// One JSON list of entries, then (pacific since 16.2.11) one of
+	// ranges, which a gateway never adds.
+	listed := map[string]bool{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var entries []struct {
+			Addr string `json:"addr"`
+		}
+		if err := dec.Decode(&entries); err != nil {
+			return false, fmt.Errorf("osd blocklist ls: %w", err)
+		}
+		for _, e := range entries {
+			listed[e.Addr] = true
+		}
+	}
+	for _, a := range addrs {
+		if !listed[a] {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // Addrs are the client's addresses, as `ceph osd blocklist add` takes them.
