@@ -34,6 +34,7 @@ func (b backend) release() {
 // openNamespace opens a namespace's backend and describes it to fabric.
 // Memory never blocks and runs inline, with no workers.
 func openNamespace(subnqn string, nc config.Namespace, log *slog.Logger) (backend, error) {
+	afterOpen()
 	o := blockdev.Options{Path: nc.Path, Size: int64(nc.Size), BlockSize: nc.BlockSize, ReadOnly: nc.ReadOnly, Buffered: nc.BufferedIO, Logger: log}
 	var (
 		dev     blockdev.Device
@@ -119,3 +120,7 @@ func (u fileUndo) run() {
 		os.Truncate(u.path, u.size)
 	}
 }
+
+// afterOpen, in tests, runs as a namespace's backend opens: where an rbd
+// namespace would open a new cluster connection.
+var afterOpen = func() {}

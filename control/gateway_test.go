@@ -96,8 +96,10 @@ type gwNode struct {
 	// fenced B; barrierEarly those run before it.
 	barriers, barrierEarly atomic.Int32
 	// extra are client addresses the gateway reports beside its store's
-	// (GroupOptions.Addrs: its rbd namespaces' connections).
-	extra atomic.Pointer[[]string]
+	// (GroupOptions.Addrs: its rbd namespaces' connections); extraFn, when
+	// set, gives them instead.
+	extra   atomic.Pointer[[]string]
+	extraFn atomic.Value // func() []string
 }
 
 const gwLease = 2 * time.Second
@@ -120,6 +122,13 @@ func startGateway(t *testing.T, cl *group.Cluster, clock *fakeClock, id int, cli
 // startGatewayPort is startGateway with its port's ID.
 func startGatewayPort(t *testing.T, cl *group.Cluster, clock *fakeClock, id int, client string, portID int) *gwNode {
 	t.Helper()
+	return startGatewayWith(t, cl, clock, id, client, portID, nil)
+}
+
+// startGatewayWith is startGatewayPort with setup run on the node before
+// it starts.
+func startGatewayWith(t *testing.T, cl *group.Cluster, clock *fakeClock, id int, client string, portID int, setup func(*gwNode)) *gwNode {
+	t.Helper()
 	yaml := fmt.Sprintf("ports: [{id: %d, transport: loop, address: 127.0.0.%d}]\ngateway_group: {name: g, pool: p, id: %d, lease: %v}\n", portID, id, id, gwLease)
 	path := filepath.Join(t.TempDir(), "gw.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -131,11 +140,17 @@ func startGatewayPort(t *testing.T, cl *group.Cluster, clock *fakeClock, id int,
 	}
 	cl.SetClock(clock.Now)
 	n := &gwNode{tgt: fabric.NewTarget(fabric.Options{}), store: &switchStore{MemStore: cl.Client(client)}}
+	if setup != nil {
+		setup(n)
+	}
 	lt := fabric.NewLoopTransport(fabric.TransportLimits{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4})
 	n.m, err = New(n.tgt, cfg, Options{
 		Transport: func(string) (fabric.Transport, error) { return lt, nil },
 		Group: &GroupOptions{Store: n.store, Now: clock.Now, MemoryNamespaces: true, Fenced: func(error) { n.fenced.Store(true) },
 			Addrs: func() []string {
+				if f, ok := n.extraFn.Load().(func() []string); ok {
+					return f()
+				}
 				if p := n.extra.Load(); p != nil {
 					return *p
 				}
@@ -876,5 +891,58 @@ func TestGatewayKeyDir(t *testing.T) {
 	}
 	if gs := a.m.Group(); !strings.Contains(gs.Degraded[other], "key_dir") {
 		t.Errorf("status does not say why: %+v", gs.Degraded)
+	}
+}
+
+// TestGatewayLeaseAddrsEveryPath: the cluster client a namespace's open
+// creates is in the gateway's lease before the namespace is served, at
+// start-up and when the gateway applies a change made through another
+// gateway, as through its own API (TestGatewayLeaseAddrsBeforeServing): a
+// gateway that stalled in between would be fenced without it, and the
+// client could still write after the takeover.
+func TestGatewayLeaseAddrsEveryPath(t *testing.T) {
+	var opened atomic.Bool
+	defer func(f func()) { afterOpen = f }(afterOpen)
+	afterOpen = func() { opened.Store(true) }
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	extra := func(n *gwNode, addr string) {
+		n.extraFn.Store(func() []string {
+			if opened.Load() {
+				return []string{addr}
+			}
+			return nil
+		})
+	}
+	leased := func(n *gwNode, id int) []string {
+		recs, err := n.store.Leases(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := group.DecodeLease(recs[id].Record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Addrs
+	}
+	a := startGatewayWith(t, cl, clock, 1, addrA, 1, func(n *gwNode) { extra(n, "10.0.0.1:0/500") })
+	b := startGatewayWith(t, cl, clock, 2, addrB, 2, func(n *gwNode) { extra(n, "10.0.0.2:0/500") })
+	waitUntil(t, "A sees B", func() bool { return a.alive(2) })
+	// Sync: a change through A, which B applies.
+	if rec := do(t, a.m.Handler(), "POST", "/v1/subsystems", `{"nqn":"`+subA+`","allow_any_host":true,"namespaces":[{"nsid":1,"backend":"memory","size":"1MiB"}]}`); rec.Code != http.StatusCreated {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	waitUntil(t, "B serves the namespace", func() bool { return b.m.liveNamespace(subA, 1) != nil })
+	if got := leased(b, 2); !slices.Contains(got, "10.0.0.2:0/500") {
+		t.Errorf("B serves a namespace whose new client its lease does not record: %v", got)
+	}
+	// Start-up: a gateway that joins a group with a namespace in it.
+	opened.Store(false)
+	c := startGatewayWith(t, cl, clock, 3, addrC, 3, func(n *gwNode) { extra(n, "10.0.0.3:0/500") })
+	if c.m.liveNamespace(subA, 1) == nil {
+		t.Fatal("the new gateway does not serve the group's namespace")
+	}
+	if got := leased(c, 3); !slices.Contains(got, "10.0.0.3:0/500") {
+		t.Errorf("a gateway served a namespace at start-up whose client its lease does not record: %v", got)
 	}
 }
