@@ -30,8 +30,9 @@ type ReservationState struct {
 	Notices []ReservationNotice
 	// Aborted are the hosts a Preempt and Abort (change Seq) took out:
 	// every target that applies the change waits, bounded, until none of
-	// their commands runs on it before it acknowledges the change, so
-	// that the command completes only once they ran out everywhere.
+	// their commands runs on it on this namespace before it acknowledges
+	// the change, so that the command completes only once they ran out
+	// everywhere.
 	Aborted []HostID
 }
 
