@@ -354,11 +354,12 @@ func (ns *Namespace) restoreResv() error {
 		if err != nil {
 			return bad("%v", err)
 		}
-		if s.reg(h) != nil {
-			return bad("host %s registered twice", h)
-		}
 		s.Regs = append(s.Regs, resvReg{h, r.Key})
 	}
+	if err := checkRegs(s.Regs); err != nil {
+		return bad("%v", err)
+	}
+	s.sealed()
 	switch {
 	case s.Type == 0 && f.Holder != "":
 		return bad("a holder with no reservation")

@@ -90,11 +90,12 @@ func importResv(st ReservationState) (*resvState, error) {
 		}
 	}
 	for _, r := range st.Registrants {
-		if s.reg(r.HostID) != nil {
-			return nil, fmt.Errorf("host %s registered twice", r.HostID)
-		}
 		s.Regs = append(s.Regs, resvReg{r.HostID, r.Key})
 	}
+	if err := checkRegs(s.Regs); err != nil {
+		return nil, err
+	}
+	s.sealed()
 	switch {
 	case s.Type == 0 && st.Holder != HostID{}:
 		return nil, fmt.Errorf("a holder with no reservation")
@@ -125,7 +126,7 @@ func (ns *Namespace) changeResv(self HostID, run func(cur *resvState) resvResult
 		if err := ns.persistResv(cur, res.next); err != nil {
 			return resvResult{}, nothing, err
 		}
-		ns.resv.state.Store(res.next)
+		ns.resv.state.Store(res.next.sealed())
 		return res, nothing, nil
 	}
 	var res resvResult
@@ -176,7 +177,7 @@ func (ns *Namespace) changeResv(self HostID, run func(cur *resvState) resvResult
 	if err := ns.persistResv(cur, res.next); err != nil {
 		ns.log.Warn("reservation state committed to the group but not saved here", "nsid", ns.nsid, "err", err)
 	}
-	ns.resv.state.Store(res.next)
+	ns.resv.state.Store(res.next.sealed())
 	ns.resv.version = max(ns.resv.version, version)
 	return res, func() {
 		ns.deliver(notices, aborted)

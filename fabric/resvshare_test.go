@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -345,5 +346,41 @@ func TestSharedPreemptAbortOtherNamespace(t *testing.T) {
 	}
 	if st := a.write(); st != nvme.StatusReservationConflict.WithDNR() {
 		t.Errorf("A's write on namespace 1 after the preemption: %v, want a conflict", st)
+	}
+}
+
+// TestResvRestoreCap: a state file or a shared state with more registrants
+// than limits.ResvRegistrants is refused, as a malformed one is.
+func TestResvRestoreCap(t *testing.T) {
+	over := fullResv()
+	over.Regs = append(over.Regs, resvReg{numHost(limits.ResvRegistrants + 1), 1})
+	r := newRig(t)
+	if err := r.ns.ApplyReservation(1, over.export()); err == nil {
+		t.Error("a shared state past the cap was applied")
+	}
+	if err := r.ns.ApplyReservation(1, fullResv().export()); err != nil {
+		t.Errorf("a shared state at the cap: %v", err)
+	}
+
+	dir := t.TempDir()
+	r2 := newRigOpts(t, Options{StateDir: dir})
+	ns := r2.ns
+	for _, c := range []struct {
+		name string
+		st   *resvState
+		ok   bool
+	}{{"at the cap", fullResv(), true}, {"past the cap", over, false}} {
+		st := c.st.clone()
+		st.PTPL = true
+		ns.resv.mu.Lock()
+		err := ns.persistResv(&resvState{}, st)
+		ns.resv.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = ns.restoreResv()
+		if (err == nil) != c.ok {
+			t.Errorf("a state file %s: %v", c.name, err)
+		}
 	}
 }
