@@ -48,20 +48,28 @@ type Queue struct {
 	// that the I/O path reads it with no lock; execMu orders its writers.
 	exec   atomic.Pointer[map[*Namespace]*execCount]
 	execMu sync.Mutex
+	// lastExec is the count execCounter found last: most queues' commands
+	// go to one namespace, found so with no hashing.
+	lastExec atomic.Pointer[execCount]
 }
 
 // execCount is one queue's count of commands executing on one namespace,
 // on a cache line of its own: queues run on different cores.
 type execCount struct {
-	n atomic.Int64
-	_ [56]byte
+	n  atomic.Int64
+	ns *Namespace
+	_  [48]byte
 }
 
 // execCounter is the queue's count of commands on ns; it is made on the
 // queue's first command on ns, so the I/O path allocates nothing after.
 func (q *Queue) execCounter(ns *Namespace) *execCount {
+	if c := q.lastExec.Load(); c != nil && c.ns == ns {
+		return c
+	}
 	if m := q.exec.Load(); m != nil {
 		if c := (*m)[ns]; c != nil {
+			q.lastExec.Store(c)
 			return c
 		}
 	}
@@ -83,9 +91,10 @@ func (q *Queue) execCounter(ns *Namespace) *execCount {
 			}
 		}
 	}
-	c := &execCount{}
+	c := &execCount{ns: ns}
 	m[ns] = c
 	q.exec.Store(&m)
+	q.lastExec.Store(c)
 	return c
 }
 
