@@ -116,7 +116,7 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 	ns.log = s.t.log
 	ns.resv.sharer = c.Reservations
 	ns.resv.notify = func(n []resvNotice) { s.resvNotify(nsid, n) }
-	ns.resv.wait = func(hosts []HostID) { s.waitHosts(hosts, sharedAbortWait) }
+	ns.resv.wait = func(hosts []HostID) { s.waitHosts(ns, hosts, sharedAbortWait) }
 	ns.statePath = resvStatePath(s.t.opts.StateDir, s.nqn, nsid)
 	if err := ns.restoreResv(); err != nil {
 		return nil, fmt.Errorf("add namespace %d: %w", c.NSID, err)

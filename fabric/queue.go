@@ -42,9 +42,70 @@ type Queue struct {
 	// hostClaim is where this queue counts against its host's cap
 	// (hostQueues).
 	hostClaim hostClaim
-	// nsExec counts the queue's commands executing on a namespace: a
-	// Preempt and Abort waits for those of the hosts it preempts.
-	nsExec atomic.Int64
+	// exec counts the queue's commands executing on each namespace: a
+	// Preempt and Abort waits for those of the hosts it preempts on the
+	// namespace it names, and no others (waitHosts). Copy-on-write, so
+	// that the I/O path reads it with no lock; execMu orders its writers.
+	exec   atomic.Pointer[map[*Namespace]*execCount]
+	execMu sync.Mutex
+	// lastExec is the count execCounter found last: most queues' commands
+	// go to one namespace, found so with no hashing.
+	lastExec atomic.Pointer[execCount]
+}
+
+// execCount is one queue's count of commands executing on one namespace,
+// on a cache line of its own: queues run on different cores.
+type execCount struct {
+	n  atomic.Int64
+	ns *Namespace
+	_  [48]byte
+}
+
+// execCounter is the queue's count of commands on ns; it is made on the
+// queue's first command on ns, so the I/O path allocates nothing after.
+func (q *Queue) execCounter(ns *Namespace) *execCount {
+	if c := q.lastExec.Load(); c != nil && c.ns == ns {
+		return c
+	}
+	if m := q.exec.Load(); m != nil {
+		if c := (*m)[ns]; c != nil {
+			q.lastExec.Store(c)
+			return c
+		}
+	}
+	q.execMu.Lock()
+	defer q.execMu.Unlock()
+	old := q.exec.Load()
+	if old != nil {
+		if c := (*old)[ns]; c != nil {
+			return c
+		}
+	}
+	m := make(map[*Namespace]*execCount, 1)
+	if old != nil {
+		for n, c := range *old {
+			// Namespaces removed and drained are forgotten, so that
+			// the table stays as small as the namespaces served.
+			if !n.removed.Load() || c.n.Load() != 0 {
+				m[n] = c
+			}
+		}
+	}
+	c := &execCount{ns: ns}
+	m[ns] = c
+	q.exec.Store(&m)
+	q.lastExec.Store(c)
+	return c
+}
+
+// executing is how many of the queue's commands execute on ns.
+func (q *Queue) executing(ns *Namespace) int64 {
+	if m := q.exec.Load(); m != nil {
+		if c := (*m)[ns]; c != nil {
+			return c.n.Load()
+		}
+	}
+	return 0
 }
 
 // NewQueue registers a transport queue with the target.
@@ -142,14 +203,15 @@ func (q *Queue) Execute(r *Request) {
 	}
 	r.state = reqExecuting
 	if r.ns != nil {
-		q.nsExec.Add(1)
+		ec := q.execCounter(r.ns)
+		ec.n.Add(1)
 		if !r.ns.enter(r) {
 			// Removed since Parse: as if it had been gone then.
-			q.nsExec.Add(-1)
+			ec.n.Add(-1)
 			r.complete(nvme.StatusInvalidNamespace.WithDNR())
 			return
 		}
-		r.nsEntered = true
+		r.exec = ec
 		// Checked once counted, at Execute: a Preempt and Abort publishes
 		// the new state, then waits for the counts of the hosts it
 		// preempted (waitHosts).
@@ -189,10 +251,10 @@ func (r *Request) complete(st nvme.Status) {
 	if st.IsSuccess() && r.Dir == DirCtrlToHost && !r.dataWritten && len(r.Data) > 0 {
 		r.unwrittenData()
 	}
-	if r.nsEntered {
-		r.nsEntered = false
+	if ec := r.exec; ec != nil {
+		r.exec = nil
 		r.ns.exit(r)
-		q.nsExec.Add(-1)
+		ec.n.Add(-1)
 	}
 	r.Rsp.SetCID(r.Cmd.CID())
 	r.Rsp.SetSQID(q.qid)

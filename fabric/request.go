@@ -54,8 +54,9 @@ type Request struct {
 	ioLeft int
 	ioErr  error
 	state  reqState
-	// nsEntered: counted as executing on ns (Namespace.enter).
-	nsEntered bool
+	// exec, once the command is counted as executing on ns
+	// (Namespace.enter), is the queue's count it is in (Queue.execCounter).
+	exec *execCount
 	// dataWritten: the command wrote every byte of its controller-to-host
 	// data (fillData, a read that succeeded). complete zeroes the data of
 	// a command that succeeded without, so a host never reads what an

@@ -1,8 +1,10 @@
 package fabric
 
 import (
+	"fmt"
 	"slices"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -10,7 +12,10 @@ import (
 // a namespace's state. resvcmd.go runs the commands and persists the state.
 //
 // Registrants are hosts, known by their 128-bit host identifier: the
-// controllers of one host share its registration (base 2.0 §8.19.1).
+// controllers of one host share its registration (base 2.0 §8.19.1). The
+// identifier is the one Connect asserts, tied to no host NQN (as nvmet and
+// SPDK key registrations by it alone); limits.ResvRegistrants bounds how
+// many one namespace keeps.
 
 // HostID is a host identifier (Connect's HOSTID).
 type HostID [16]byte
@@ -33,20 +38,64 @@ type resvState struct {
 	// seq is the shared state's change count this state is (resvshare.go);
 	// 0 for a target's own. Not persisted.
 	seq uint64
+	// byHost indexes Regs by host, so that the check every I/O command
+	// makes (allows) costs the same with a thousand registrants as with
+	// two. Made by sealed, when more than resvScanMax; nil: reg scans.
+	byHost map[HostID]int
 }
+
+// resvScanMax is the most registrants reg scans rather than looks up: a
+// scan of a few beats hashing a 16-byte key (BenchmarkResvCheck).
+const resvScanMax = 8
 
 func (s *resvState) clone() *resvState {
 	c := *s
 	c.Regs = slices.Clone(s.Regs)
+	c.byHost = nil // Regs may change: the copy scans until it is sealed
 	return &c
+}
+
+// sealed indexes s, which is about to be published and never changes
+// after.
+func (s *resvState) sealed() *resvState {
+	s.byHost = nil
+	if len(s.Regs) > resvScanMax {
+		s.byHost = make(map[HostID]int, len(s.Regs))
+		for i, r := range s.Regs {
+			s.byHost[r.Host] = i
+		}
+	}
+	return s
 }
 
 // reg is host's registration, or nil.
 func (s *resvState) reg(host HostID) *resvReg {
+	if s.byHost != nil {
+		if i, ok := s.byHost[host]; ok {
+			return &s.Regs[i]
+		}
+		return nil
+	}
 	for i := range s.Regs {
 		if s.Regs[i].Host == host {
 			return &s.Regs[i]
 		}
+	}
+	return nil
+}
+
+// checkRegs checks registrants read from outside (a state file, the shared
+// state): no host twice, no more than limits.ResvRegistrants.
+func checkRegs(regs []resvReg) error {
+	if len(regs) > limits.ResvRegistrants {
+		return fmt.Errorf("%d registrants, more than the %d a namespace may have", len(regs), limits.ResvRegistrants)
+	}
+	seen := make(map[HostID]bool, len(regs))
+	for _, r := range regs {
+		if seen[r.Host] {
+			return fmt.Errorf("host %s registered twice", r.Host)
+		}
+		seen[r.Host] = true
 	}
 	return nil
 }
@@ -121,6 +170,14 @@ func conflict() resvResult { return resvResult{status: nvme.StatusReservationCon
 
 func invalid() resvResult { return resvResult{status: nvme.StatusInvalidField.WithDNR()} }
 
+// full refuses a new registrant past limits.ResvRegistrants. The spec has
+// no status for it (SCSI has INSUFFICIENT REGISTRATION RESOURCES; NVMe's
+// Capacity Exceeded and Namespace Insufficient Capacity are about a
+// namespace's blocks): Internal Error, as SPDK answers past its list's
+// 16 and nvmet when it cannot allocate a registrant. DNR, unlike theirs:
+// the command fails the same way until another host unregisters.
+func full() resvResult { return resvResult{status: nvme.StatusInternalError.WithDNR()} }
+
 // others are the registrants other than host, to notify of kind.
 func (s *resvState) others(host HostID, kind uint8) []resvNotice {
 	var out []resvNotice
@@ -140,6 +197,8 @@ func (s *resvState) register(host HostID, action uint8, iekey bool, crkey, nrkey
 	switch action {
 	case nvme.ResvRegister:
 		switch {
+		case me == nil && len(s.Regs) >= limits.ResvRegistrants:
+			return full()
 		case me == nil:
 			n.Regs = append(n.Regs, resvReg{host, nrkey})
 		case me.Key != nrkey:
@@ -167,6 +226,8 @@ func (s *resvState) register(host HostID, action uint8, iekey bool, crkey, nrkey
 		switch {
 		case me == nil && !iekey:
 			return conflict()
+		case me == nil && len(s.Regs) >= limits.ResvRegistrants:
+			return full()
 		case me == nil:
 			// IEKEY: a host may set its key whatever its registration.
 			n.Regs = append(n.Regs, resvReg{host, nrkey})

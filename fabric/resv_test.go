@@ -1,8 +1,10 @@
 package fabric
 
 import (
+	"encoding/binary"
 	"testing"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -220,5 +222,94 @@ func TestResvStatus(t *testing.T) {
 	s.Type = nvme.ResvExclusiveAccessAllRegs
 	if st := s.status(); !st.Registrants[0].Holder || !st.Registrants[1].Holder {
 		t.Fatalf("all registrants: %+v", st)
+	}
+}
+
+// fullResv is a state of limits.ResvRegistrants registrants, hosts 1...
+func fullResv() *resvState {
+	s := &resvState{Type: nvme.ResvWriteExclusiveRegOnly}
+	for i := range limits.ResvRegistrants {
+		s.Regs = append(s.Regs, resvReg{numHost(i + 1), uint64(i + 1)})
+	}
+	s.Holder = s.Regs[0].Host
+	return s
+}
+
+func numHost(i int) HostID {
+	var h HostID
+	binary.BigEndian.PutUint32(h[12:], uint32(i))
+	return h
+}
+
+// TestResvRegistrantCap: past limits.ResvRegistrants a new host cannot
+// register (nor set a key with IEKEY), and nothing changes; registrants
+// already there go on as before, and a place freed is taken again.
+func TestResvRegistrantCap(t *testing.T) {
+	full := nvme.StatusInternalError.WithDNR()
+	newHost := numHost(limits.ResvRegistrants + 1)
+	last := numHost(limits.ResvRegistrants)
+	s := fullResv()
+	for _, c := range []struct {
+		name string
+		res  resvResult
+		want nvme.Status
+		regs int
+	}{
+		{"a new host registers", s.register(newHost, nvme.ResvRegister, false, 0, 7), full, 0},
+		{"a new host replaces with IEKEY", s.register(newHost, nvme.ResvReplace, true, 0, 7), full, 0},
+		{"the last registers again, same key", s.register(last, nvme.ResvRegister, false, 0, uint64(limits.ResvRegistrants)), nvme.StatusSuccess, limits.ResvRegistrants},
+		{"the last replaces its key", s.register(last, nvme.ResvReplace, false, uint64(limits.ResvRegistrants), 9), nvme.StatusSuccess, limits.ResvRegistrants},
+	} {
+		if c.res.status != c.want {
+			t.Errorf("%s: %v, want %v", c.name, c.res.status, c.want)
+		}
+		if got := 0; c.res.next != nil {
+			got = len(c.res.next.Regs)
+			if got != c.regs {
+				t.Errorf("%s: %d registrants after, want %d", c.name, got, c.regs)
+			}
+		} else if c.want == full && len(s.Regs) != limits.ResvRegistrants {
+			t.Errorf("%s: the state changed", c.name)
+		}
+	}
+	n := s.register(last, nvme.ResvUnregister, false, uint64(limits.ResvRegistrants), 0).next
+	if res := n.register(newHost, nvme.ResvRegister, false, 0, 7); res.status != nvme.StatusSuccess || len(res.next.Regs) != limits.ResvRegistrants {
+		t.Errorf("a new host, once one left: %v", res.status)
+	}
+}
+
+// TestResvIndex: a published state finds its registrants by host as a
+// scan does, and a state changed from it (a clone) is not misled by it.
+func TestResvIndex(t *testing.T) {
+	for _, n := range []int{0, 1, 8, 9, 1000} {
+		s := &resvState{Type: nvme.ResvWriteExclusiveAllRegs}
+		for i := range n {
+			s.Regs = append(s.Regs, resvReg{numHost(i + 1), uint64(i + 1)})
+		}
+		s.sealed()
+		for i := range n + 2 {
+			h := numHost(i)
+			r := s.reg(h)
+			if want := i >= 1 && i <= n; (r != nil) != want || (r != nil && (r.Host != h || r.Key != uint64(i))) {
+				t.Fatalf("%d registrants: host %d found as %+v", n, i, r)
+			}
+			if s.allows(h, nvme.OpWrite) != (i >= 1 && i <= n) {
+				t.Fatalf("%d registrants: host %d's write", n, i)
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		// The first unregisters: the state after knows it gone, and the
+		// others where they now are.
+		after := s.register(numHost(1), nvme.ResvUnregister, false, 1, 0).next
+		for _, x := range []*resvState{after, after.clone().sealed()} {
+			if x.reg(numHost(1)) != nil {
+				t.Fatalf("%d registrants: the host that unregistered is still found", n)
+			}
+			if r := x.reg(numHost(n)); n > 1 && (r == nil || r.Key != uint64(n)) {
+				t.Fatalf("%d registrants: the last found as %+v", n, r)
+			}
+		}
 	}
 }

@@ -34,9 +34,9 @@ type nsResv struct {
 	sharer  ReservationSharer
 	version uint64
 	// notify queues notifications on the subsystem's controllers, and
-	// wait waits for the commands of preempted hosts: what a command
-	// through another target left in the shared state. Set when the
-	// namespace is made, never changed.
+	// wait waits for the preempted hosts' commands on this namespace:
+	// what a command through another target left in the shared state.
+	// Set when the namespace is made, never changed.
 	notify func([]resvNotice)
 	wait   func([]HostID)
 }
@@ -150,17 +150,20 @@ func (ns *Namespace) resvCommand(r *Request) {
 	s := c.s
 	s.resvNotify(ns.nsid, res.notify)
 	if res.next != nil && res.abort {
-		s.waitHosts(res.preempted, preemptAbortWait)
+		s.waitHosts(ns, res.preempted, preemptAbortWait)
 	}
 	r.complete(res.status)
 }
 
 // waitHosts waits until no command of those hosts' controllers executes on
-// a namespace (their new commands see the new reservation state, which was
+// ns (their new commands see the new reservation state, which was
 // published first: Queue.Execute counts a command, then checks), or until
 // the time is up. It is how a Preempt and Abort aborts: the preempted
-// hosts' commands in flight finish before it completes (as nvmet does).
-func (s *Subsystem) waitHosts(hosts []HostID, limit time.Duration) {
+// hosts' commands in flight on the namespace finish before it completes
+// (as nvmet does). Their commands on other namespaces are not its
+// business: waiting for them would hold the preemptor's command, and
+// fence the host out, for as long as they take.
+func (s *Subsystem) waitHosts(ns *Namespace, hosts []HostID, limit time.Duration) {
 	if len(hosts) == 0 {
 		return
 	}
@@ -178,9 +181,9 @@ func (s *Subsystem) waitHosts(hosts []HostID, limit time.Duration) {
 	}
 	deadline := time.Now().Add(limit)
 	for _, q := range qs {
-		for q.nsExec.Load() > 0 {
+		for q.executing(ns) > 0 {
 			if time.Now().After(deadline) {
-				s.t.log.Warn("preempt and abort: commands of a preempted host still run", "subnqn", s.nqn, "qid", q.qid)
+				s.t.log.Warn("preempt and abort: commands of a preempted host still run", "subnqn", s.nqn, "nsid", ns.nsid, "qid", q.qid)
 				return
 			}
 			time.Sleep(time.Millisecond)
@@ -351,11 +354,12 @@ func (ns *Namespace) restoreResv() error {
 		if err != nil {
 			return bad("%v", err)
 		}
-		if s.reg(h) != nil {
-			return bad("host %s registered twice", h)
-		}
 		s.Regs = append(s.Regs, resvReg{h, r.Key})
 	}
+	if err := checkRegs(s.Regs); err != nil {
+		return bad("%v", err)
+	}
+	s.sealed()
 	switch {
 	case s.Type == 0 && f.Holder != "":
 		return bad("a holder with no reservation")

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -279,5 +281,90 @@ func TestReservationAEN(t *testing.T) {
 	wantEvent(t, ev, nvme.MakeAsyncEventResult(nvme.AsyncEventTypeIO, nvme.AsyncInfoReservationLog, nvme.LogReservationNotification))
 	if id, _ := identify(a.admin, nvme.CNSNamespace, 1); nvme.IdentifyNamespace(id).RESCAP() != nvme.RESCAPTypes|nvme.RESCAPIEKEY {
 		t.Errorf("RESCAP %#x without a state directory", nvme.IdentifyNamespace(id).RESCAP())
+	}
+}
+
+// writeTo writes one block of namespace nsid.
+func (h resvHost) writeTo(nsid nvme.NSID) nvme.Status {
+	c := ioCmd(nvme.OpWrite, 62, 0, 1)
+	c.SetNSID(nsid)
+	return h.io.submit(c, make([]byte, 512)).Status()
+}
+
+// TestPreemptAbortWaitsPerNamespace: a Preempt and Abort waits for the
+// preempted host's commands on the namespace it names, and only those: a
+// write of that host held on another namespace does not hold it (the
+// Linux host's I/O timeout, 30 s, would fence it out).
+func TestPreemptAbortWaitsPerNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		held  nvme.NSID // the namespace of A's held write
+		waits bool
+	}{
+		{"a write on the namespace preempted", 1, true},
+		{"a write on another namespace", 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem, err := blockdev.NewMemory(4<<20, 512)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate := &gatedDevice{Device: mem, entered: make(chan struct{}, 1), release: make(chan struct{})}
+			r := newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) {
+				if tc.held == 1 {
+					nc.Device, nc.Workers = gate, 1
+				}
+			})
+			ns2 := memNS(t, 2, 1<<20)
+			if tc.held == 2 {
+				ns2.Device, ns2.Workers = gate, 1
+			}
+			if _, err := r.sub.AddNamespace(ns2); err != nil {
+				t.Fatal(err)
+			}
+			var once sync.Once
+			release := func() { once.Do(func() { close(gate.release) }) }
+			t.Cleanup(release)
+			a := r.connectHost(testHostNQN, idA)
+			b := r.connectHost("nqn.2026-11.io.example:host2", idB)
+			ok := nvme.StatusSuccess
+			for _, st := range []nvme.Status{
+				a.register(nvme.ResvRegister, false, 0, 0, 1),
+				b.register(nvme.ResvRegister, false, 0, 0, 2),
+				a.acquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 1, 0),
+			} {
+				if st != ok {
+					t.Fatal(st)
+				}
+			}
+			wrote := make(chan nvme.Status, 1)
+			go func() { wrote <- a.writeTo(tc.held) }()
+			<-gate.entered
+			preempted := make(chan nvme.Status, 1)
+			go func() { preempted <- b.acquire(nvme.ResvPreemptAndAbort, nvme.ResvWriteExclusive, 2, 1) }()
+			if tc.waits {
+				select {
+				case st := <-preempted:
+					t.Fatalf("the preempt and abort completed (%v) while A's write on the namespace still ran", st)
+				case <-time.After(300 * time.Millisecond):
+				}
+				release()
+			}
+			select {
+			case st := <-preempted:
+				if st != ok {
+					t.Errorf("preempt and abort: %v", st)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("the preempt and abort did not complete")
+			}
+			release()
+			if st := <-wrote; st != ok {
+				t.Errorf("A's write, started before the preemption: %v", st)
+			}
+			if st := a.write(); st != nvme.StatusReservationConflict.WithDNR() {
+				t.Errorf("A's write on namespace 1 after the preemption: %v, want a conflict", st)
+			}
+		})
 	}
 }

@@ -30,8 +30,9 @@ type ReservationState struct {
 	Notices []ReservationNotice
 	// Aborted are the hosts a Preempt and Abort (change Seq) took out:
 	// every target that applies the change waits, bounded, until none of
-	// their commands runs on it before it acknowledges the change, so
-	// that the command completes only once they ran out everywhere.
+	// their commands runs on it on this namespace before it acknowledges
+	// the change, so that the command completes only once they ran out
+	// everywhere.
 	Aborted []HostID
 }
 
@@ -89,11 +90,12 @@ func importResv(st ReservationState) (*resvState, error) {
 		}
 	}
 	for _, r := range st.Registrants {
-		if s.reg(r.HostID) != nil {
-			return nil, fmt.Errorf("host %s registered twice", r.HostID)
-		}
 		s.Regs = append(s.Regs, resvReg{r.HostID, r.Key})
 	}
+	if err := checkRegs(s.Regs); err != nil {
+		return nil, err
+	}
+	s.sealed()
 	switch {
 	case s.Type == 0 && st.Holder != HostID{}:
 		return nil, fmt.Errorf("a holder with no reservation")
@@ -124,7 +126,7 @@ func (ns *Namespace) changeResv(self HostID, run func(cur *resvState) resvResult
 		if err := ns.persistResv(cur, res.next); err != nil {
 			return resvResult{}, nothing, err
 		}
-		ns.resv.state.Store(res.next)
+		ns.resv.state.Store(res.next.sealed())
 		return res, nothing, nil
 	}
 	var res resvResult
@@ -175,7 +177,7 @@ func (ns *Namespace) changeResv(self HostID, run func(cur *resvState) resvResult
 	if err := ns.persistResv(cur, res.next); err != nil {
 		ns.log.Warn("reservation state committed to the group but not saved here", "nsid", ns.nsid, "err", err)
 	}
-	ns.resv.state.Store(res.next)
+	ns.resv.state.Store(res.next.sealed())
 	ns.resv.version = max(ns.resv.version, version)
 	return res, func() {
 		ns.deliver(notices, aborted)

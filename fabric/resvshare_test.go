@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 )
 
@@ -289,5 +290,97 @@ func TestSharedMissedChanges(t *testing.T) {
 	must("A registers once more through target 2", a.register(nvme.ResvRegister, false, 0, 0, 7))
 	if d := time.Since(start); d >= sharedAbortWait/2 {
 		t.Errorf("A's register through target 2 took %v: it waited for its own command", d)
+	}
+}
+
+// TestSharedPreemptAbortOtherNamespace: a target applying another's
+// Preempt and Abort of a namespace waits for the preempted host's commands
+// on that namespace only: a write of that host held on another namespace
+// of the target does not hold the change.
+func TestSharedPreemptAbortOtherNamespace(t *testing.T) {
+	sh := &memSharer{}
+	var rigs [2]*rig
+	for i := range rigs {
+		rigs[i] = newRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) { nc.Reservations = sh })
+	}
+	sh.peers = []*Namespace{rigs[0].ns, rigs[1].ns}
+	mem, err := blockdev.NewMemory(1<<20, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedDevice{Device: mem, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	if _, err := rigs[0].sub.AddNamespace(NamespaceConfig{NSID: 2, Device: gate, Workers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate.release) }) }
+	t.Cleanup(release)
+	a := rigs[0].connectHost(testHostNQN, idA)
+	b := rigs[1].connectHost("nqn.2026-11.io.example:host2", idB)
+	ok := nvme.StatusSuccess
+	for _, st := range []nvme.Status{
+		a.register(nvme.ResvRegister, false, 0, 0, 1),
+		b.register(nvme.ResvRegister, false, 0, 0, 2),
+		a.acquire(nvme.ResvAcquire, nvme.ResvWriteExclusive, 1, 0),
+	} {
+		if st != ok {
+			t.Fatal(st)
+		}
+	}
+	wrote := make(chan nvme.Status, 1)
+	go func() { wrote <- a.writeTo(2) }()
+	<-gate.entered // A's write runs on namespace 2 of target 1
+	preempted := make(chan nvme.Status, 1)
+	go func() { preempted <- b.acquire(nvme.ResvPreemptAndAbort, nvme.ResvWriteExclusive, 2, 1) }()
+	select {
+	case st := <-preempted:
+		if st != ok {
+			t.Errorf("preempt and abort: %v", st)
+		}
+	case <-time.After(sharedAbortWait / 2):
+		t.Fatal("the preempt and abort of namespace 1 through target 2 waited for A's write on namespace 2 of target 1")
+	}
+	release()
+	if st := <-wrote; st != ok {
+		t.Errorf("A's write on namespace 2: %v", st)
+	}
+	if st := a.write(); st != nvme.StatusReservationConflict.WithDNR() {
+		t.Errorf("A's write on namespace 1 after the preemption: %v, want a conflict", st)
+	}
+}
+
+// TestResvRestoreCap: a state file or a shared state with more registrants
+// than limits.ResvRegistrants is refused, as a malformed one is.
+func TestResvRestoreCap(t *testing.T) {
+	over := fullResv()
+	over.Regs = append(over.Regs, resvReg{numHost(limits.ResvRegistrants + 1), 1})
+	r := newRig(t)
+	if err := r.ns.ApplyReservation(1, over.export()); err == nil {
+		t.Error("a shared state past the cap was applied")
+	}
+	if err := r.ns.ApplyReservation(1, fullResv().export()); err != nil {
+		t.Errorf("a shared state at the cap: %v", err)
+	}
+
+	dir := t.TempDir()
+	r2 := newRigOpts(t, Options{StateDir: dir})
+	ns := r2.ns
+	for _, c := range []struct {
+		name string
+		st   *resvState
+		ok   bool
+	}{{"at the cap", fullResv(), true}, {"past the cap", over, false}} {
+		st := c.st.clone()
+		st.PTPL = true
+		ns.resv.mu.Lock()
+		err := ns.persistResv(&resvState{}, st)
+		ns.resv.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = ns.restoreResv()
+		if (err == nil) != c.ok {
+			t.Errorf("a state file %s: %v", c.name, err)
+		}
 	}
 }

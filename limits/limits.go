@@ -40,6 +40,13 @@ const (
 	// StateDir is where state that outlives the process is kept
 	// (reservations that persist through power loss).
 	StateDir = "/var/lib/nvmeof-tgt"
+	// ResvRegistrants is the most hosts registered on one namespace's
+	// reservations. Registrations outlive their hosts' connections, and a
+	// host names itself by any host ID it likes: unbounded, one host
+	// could grow what the target keeps, writes to its state file and to
+	// a gateway group's record on every change, and reports. Past it a
+	// Register of a new host fails (fabric/resv.go). SPDK allows 16.
+	ResvRegistrants = 1024
 )
 
 // Serial derives a subsystem's serial number from its NQN: the first 20 hex

@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/control"
 	"github.com/nvmeof-tgt/nvmeof-tgt/control/group"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/internal/dirlock"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 )
 
@@ -109,6 +111,8 @@ type server struct {
 	// fenced says this gateway was blocklisted by another.
 	group  group.Store
 	fenced chan error
+	// stateLock holds state_dir for this process (none without one).
+	stateLock *dirlock.Lock
 }
 
 // build creates the target and serves cfg on it, then the metrics
@@ -123,6 +127,9 @@ func build(cfg *config.Config, file configFile, log *slog.Logger) (_ *server, er
 			s.close()
 		}
 	}()
+	if s.stateLock, err = lockStateDir(cfg.StateDir, file.path); err != nil {
+		return nil, err
+	}
 	s.loop = fabric.NewLoopTransport(loopLimits(s.rcfg))
 	s.tgt = fabric.NewTarget(control.TargetOptions(cfg, firmwareRevision(), log))
 	gopts, store, err := groupOptions(cfg, log, func(err error) {
@@ -155,6 +162,31 @@ func build(cfg *config.Config, file configFile, log *slog.Logger) (_ *server, er
 		}
 	}
 	return s, nil
+}
+
+// lockStateDir takes the state directory for this process before anything
+// reads or writes it: two processes with one state_dir would overwrite
+// each other's reservation files, and one restarted would restore the
+// other's reservations. The lock goes with the process, however it ends.
+func lockStateDir(dir, cfgPath string) (*dirlock.Lock, error) {
+	if dir == "" {
+		return nil, nil // no state kept
+	}
+	me := dirlock.Holder{PID: os.Getpid(), Config: "(the embedded default)"}
+	if cfgPath != "" {
+		me.Config = cfgPath
+		if abs, err := filepath.Abs(cfgPath); err == nil {
+			me.Config = abs
+		}
+	}
+	l, err := dirlock.Acquire(dir, me)
+	switch {
+	case errors.Is(err, dirlock.ErrHeld):
+		return nil, fmt.Errorf("state_dir %w: give each nvmeof-tgt process on this machine its own state_dir", err)
+	case err != nil:
+		return nil, fmt.Errorf("state_dir: %w", err)
+	}
+	return l, nil
 }
 
 // noDeviceHelp says what to do when no RDMA device serves a port: set one
@@ -351,6 +383,8 @@ func (s *server) close() error {
 			c.Close()
 		}
 	}
+	// Last: nothing writes to the state directory any more.
+	s.stateLock.Close()
 	return errors.Join(errs...)
 }
 

@@ -55,7 +55,8 @@ func TestBuild(t *testing.T) {
 subsystems: [{nqn: "nqn.2026-11.io.example:t", allow_any_host: true, namespaces: [%s]}]
 metrics: {listen: ""}
 api: {socket: %q}
-`, tt.ports, ns, filepath.Join(dir, "api.sock"))
+state_dir: %q
+`, tt.ports, ns, filepath.Join(dir, "api.sock"), filepath.Join(dir, "state"))
 			path := filepath.Join(dir, "config.yaml")
 			if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 				t.Fatal(err)
@@ -109,7 +110,8 @@ func TestShutdownRightAfterBuild(t *testing.T) {
 subsystems: [{nqn: "nqn.2026-11.io.example:t", allow_any_host: true}]
 metrics: {listen: ""}
 api: {socket: %q}
-`, sock)
+state_dir: %q
+`, sock, filepath.Join(dir, "state"))
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -142,6 +144,7 @@ func TestReloadSignal(t *testing.T) {
 subsystems: [{nqn: "nqn.2026-11.io.example:t", allow_any_host: true, namespaces: [{nsid: 1, backend: memory, size: 1MiB}]}]
 metrics: {listen: ""}
 api: {socket: ""}
+state_dir: ""
 `
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -173,7 +176,8 @@ func TestBuildNoRDMADevice(t *testing.T) {
 subsystems: [{nqn: "nqn.2026-11.io.example:t", allow_any_host: true, namespaces: [{nsid: 1, backend: memory, size: 1MiB}]}]
 metrics: {listen: ""}
 api: {socket: %q}
-`, filepath.Join(dir, "api.sock"))
+state_dir: %q
+`, filepath.Join(dir, "api.sock"), filepath.Join(dir, "state"))
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -225,4 +229,53 @@ api: {socket: %q}
 			}
 		})
 	}
+}
+
+// TestServeStateDirLock: a second process with the state directory of a
+// running one is refused, naming the first (its PID and configuration
+// file): both would write, and restore, the same reservation files. Once
+// the first stopped, the directory is free again.
+func TestServeStateDirLock(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", "") // no systemd
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	load := func(name string) (*config.Config, configFile) {
+		path := filepath.Join(dir, name+".yaml")
+		yaml := fmt.Sprintf(`ports: [{transport: loop, address: 127.0.0.1}]
+subsystems: [{nqn: "nqn.2026-11.io.example:t", allow_any_host: true, namespaces: [{nsid: 1, backend: memory, size: 1MiB}]}]
+metrics: {listen: ""}
+api: {socket: ""}
+state_dir: %q
+`, state)
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, loaded, err := config.LoadFileContent(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg, configFile{path, loaded}
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfgA, fileA := load("a")
+	a, err := build(cfgA, fileA, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgB, fileB := load("b")
+	if b, err := build(cfgB, fileB, quiet); err == nil {
+		b.shutdown()
+		t.Fatal("a second target with the same state_dir was built")
+	} else if want := fmt.Sprintf("pid %d, config %s", os.Getpid(), fileA.path); !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), state) {
+		t.Fatalf("second target: %v\nwant it to name %s and the holder (%s)", err, state, want)
+	}
+	if err := a.shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := build(cfgB, fileB, quiet)
+	if err != nil {
+		t.Fatalf("after the first stopped: %v", err)
+	}
+	b.shutdown()
 }

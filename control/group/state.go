@@ -439,8 +439,18 @@ func strictJSON(b []byte, v any) error {
 	return nil
 }
 
-// Check reports what is wrong with a reservation record.
+// Check reports what is wrong with a reservation record. Its lists are
+// bounded as fabric bounds a namespace's registrants: a change owes no
+// more notices, nor aborts more hosts, than there were registrants.
 func (r Reservation) Check() error {
+	for _, l := range []struct {
+		what string
+		n    int
+	}{{"registrants", len(r.Registrants)}, {"notices", len(r.Notices)}, {"aborted", len(r.Aborted)}} {
+		if l.n > limits.ResvRegistrants {
+			return fmt.Errorf("%d %s, more than the %d registrants a namespace may have", l.n, l.what, limits.ResvRegistrants)
+		}
+	}
 	seen := map[string]bool{}
 	for _, reg := range r.Registrants {
 		id, err := canonicalHostID(reg.HostID)
