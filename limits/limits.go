@@ -182,10 +182,12 @@ const (
 	// reads (its omap's keys, and their keys' and values' bytes in all):
 	// room for 256 subsystems of 1,024 namespaces each with their
 	// reservations and hosts, far below what would exhaust a gateway's
-	// memory. GroupStateValueBytes bounds one value.
+	// memory. GroupStateValueBytes bounds one value: a reservation record
+	// of ResvRegistrants registrants, with as many notices and aborted
+	// hosts, fits (about 240 KiB).
 	GroupStateKeys       = 1 << 20
 	GroupStateBytes      = 256 << 20
-	GroupStateValueBytes = 64 << 10
+	GroupStateValueBytes = 512 << 10
 )
 
 // ValidBlockSize reports whether files and memory support the logical
