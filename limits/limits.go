@@ -135,6 +135,14 @@ const (
 	RBDOpenTimeout = 30 * time.Second
 )
 
+// Files of secrets (package config).
+const (
+	// SecretFileMax bounds a DH-HMAC-CHAP key file: its first line is the
+	// secret, "DHHC-1:03:" and the base64 of a 64-byte key and its CRC
+	// (103 bytes); a larger file is refused unread.
+	SecretFileMax = 4 << 10
+)
+
 // Gateway groups (package control): gateways that serve the same subsystems
 // from one state in RADOS.
 const (
