@@ -91,6 +91,18 @@ var (
 	// ErrNotQueued reports that an operation could not be queued on a Ring
 	// (full, or a buffer O_DIRECT would refuse); nothing was done.
 	ErrNotQueued = errors.New("not queued")
+	// ErrFenced reports an operation the storage refused because this
+	// client was fenced off it (an RBD client blocklisted by the cluster,
+	// librbd's -EBLOCKLISTED, which is ESHUTDOWN on Linux): every later
+	// one fails the same way, while other clients (gateways) still reach
+	// the data. The OS error stays matchable alongside it.
+	ErrFenced = errors.New("fenced off the storage")
+	// ErrTimeout reports an operation the backend gave up on after its
+	// time limit (an RBD OSD operation past limits.RBDOSDOpTimeout,
+	// ETIMEDOUT): the storage was unreachable from here for that long,
+	// and whether a write took effect is unknown. The OS error stays
+	// matchable alongside it.
+	ErrTimeout = errors.New("storage operation timed out")
 )
 
 // DefaultBlockSize is used when Options.BlockSize is 0.

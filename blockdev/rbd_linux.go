@@ -61,7 +61,7 @@ func acquireRBDConn(conf, client string) (*rbdConn, error) {
 	c.refs++
 	rbdConns.mu.Unlock()
 	if first {
-		c.conn, c.err = rbd.Connect(conf, client, rbdConnectTimeout)
+		c.conn, c.err = rbd.Connect(conf, client, rbdConnectTimeout, limits.RBDOSDOpTimeout)
 		if c.err != nil {
 			rbdConns.mu.Lock()
 			delete(rbdConns.m, k)
@@ -382,7 +382,7 @@ func (d *rbdDev) ReadAt(p []byte, off int64) (int, error) {
 	}
 	defer l.RUnlock()
 	if err := d.im.ReadAt(p, off); err != nil {
-		return 0, fmt.Errorf("read %s at %d: %w", d.name, off, err)
+		return 0, fmt.Errorf("read %s at %d: %w", d.name, off, ioError(err))
 	}
 	return len(p), nil
 }
@@ -394,7 +394,7 @@ func (d *rbdDev) WriteAt(p []byte, off int64) (int, error) {
 	}
 	defer l.RUnlock()
 	if err := d.im.WriteAt(p, off); err != nil {
-		return 0, fmt.Errorf("write %s at %d: %w", d.name, off, err)
+		return 0, fmt.Errorf("write %s at %d: %w", d.name, off, ioError(err))
 	}
 	return len(p), nil
 }
@@ -407,7 +407,7 @@ func (d *rbdDev) Flush() error {
 		return fmt.Errorf("flush %s: %w", d.name, ErrClosed)
 	}
 	if err := d.im.Flush(); err != nil {
-		return fmt.Errorf("flush %s: %w", d.name, err)
+		return fmt.Errorf("flush %s: %w", d.name, ioError(err))
 	}
 	return nil
 }
@@ -419,7 +419,7 @@ func (d *rbdDev) Discard(off, length int64) error {
 	}
 	defer l.RUnlock()
 	if err := d.im.Discard(off, length); err != nil {
-		return fmt.Errorf("discard %s at %d: %w", d.name, off, err)
+		return fmt.Errorf("discard %s at %d: %w", d.name, off, ioError(err))
 	}
 	return nil
 }
@@ -431,7 +431,7 @@ func (d *rbdDev) WriteZeroes(off, length int64) error {
 	}
 	defer l.RUnlock()
 	if err := d.im.WriteZeroes(off, length); err != nil {
-		return fmt.Errorf("write zeroes %s at %d: %w", d.name, off, err)
+		return fmt.Errorf("write zeroes %s at %d: %w", d.name, off, ioError(err))
 	}
 	return nil
 }
@@ -485,9 +485,24 @@ func (d *rbdDev) queue(r *Ring, op rbd.Op, what string, p []byte, off, length in
 	if err := q.Submit(op, d.im, slot, p, off, length); err != nil {
 		r.rbd.devs[slot] = nil
 		r.finish(slot)
-		return fmt.Errorf("%s %s at %d: %w", what, d.name, off, err)
+		return fmt.Errorf("%s %s at %d: %w", what, d.name, off, ioError(err))
 	}
 	return nil
+}
+
+// ioError is err, an errno of librbd's, with ErrFenced or ErrTimeout beside
+// it when it says this client, not the data, failed, for fabric to turn into
+// a status the host retries on another path: -EBLOCKLISTED (ESHUTDOWN on
+// Linux) once the cluster has blocklisted the client, and -ETIMEDOUT when
+// an OSD operation outlasted rados_osd_op_timeout (rbd.Connect sets it).
+func ioError(err error) error {
+	switch {
+	case errors.Is(err, syscall.ESHUTDOWN):
+		return fmt.Errorf("%w (the client is blocklisted): %w", ErrFenced, err)
+	case errors.Is(err, syscall.ETIMEDOUT):
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	return err
 }
 
 // opError is the error of a queued operation that finished with res.
@@ -495,7 +510,7 @@ func (d *rbdDev) opError(op rbd.Op, off int64, n int, res int64) error {
 	what := [...]string{rbd.OpRead: "read", rbd.OpWrite: "write", rbd.OpFlush: "flush", rbd.OpDiscard: "discard", rbd.OpWriteZeroes: "write zeroes"}[op]
 	switch {
 	case res < 0:
-		return fmt.Errorf("%s %s at %d: %w", what, d.name, off, syscall.Errno(-res))
+		return fmt.Errorf("%s %s at %d: %w", what, d.name, off, ioError(syscall.Errno(-res)))
 	case op == rbd.OpRead && res != int64(n):
 		return fmt.Errorf("read %s at %d: %d of %d bytes: %w", d.name, off, res, n, syscall.EIO)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev/internal/rbd"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 )
 
 // The tests of the rbd backend that need a cluster read its configuration
@@ -35,7 +36,7 @@ func testCephConf(t *testing.T) string {
 // another client of the cluster would be.
 func testRBDConn(t *testing.T) *rbd.Conn {
 	t.Helper()
-	c, err := rbd.Connect(testCephConf(t), "client.admin", 10*time.Second)
+	c, err := rbd.Connect(testCephConf(t), "client.admin", 10*time.Second, limits.RBDOSDOpTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,5 +353,48 @@ func TestRBDFollowsResize(t *testing.T) {
 	}
 	if n, err := rs.BackingSize(); err != nil || n != 20<<20 {
 		t.Fatalf("BackingSize: %d %v", n, err)
+	}
+}
+
+// TestRBDErrorSentinels: librbd's errors that say this client, not the
+// data, failed carry ErrFenced (-EBLOCKLISTED, which is -ESHUTDOWN) or
+// ErrTimeout (-ETIMEDOUT, an OSD operation past rados_osd_op_timeout),
+// which fabric turns into a status the host retries on another path; the
+// errno stays matchable, and other errors carry neither. No cluster: the
+// errors are made as librbd's completions and calls return them.
+func TestRBDErrorSentinels(t *testing.T) {
+	d := &rbdDev{name: "rbd/img"}
+	tests := []struct {
+		errno syscall.Errno
+		want  error
+	}{
+		{syscall.ESHUTDOWN, ErrFenced},
+		{syscall.ETIMEDOUT, ErrTimeout},
+		{syscall.EIO, nil},
+		{syscall.ENOENT, nil},
+		{syscall.EROFS, nil},
+	}
+	for _, tc := range tests {
+		for _, op := range []rbd.Op{rbd.OpRead, rbd.OpWrite, rbd.OpFlush, rbd.OpDiscard, rbd.OpWriteZeroes} {
+			err := d.opError(op, 4096, 512, -int64(tc.errno))
+			if !errors.Is(err, tc.errno) || !strings.Contains(err.Error(), "rbd/img") {
+				t.Errorf("op %d, -%v: %v lost the errno or the image", op, tc.errno, err)
+			}
+			for _, s := range []error{ErrFenced, ErrTimeout} {
+				if errors.Is(err, s) != (s == tc.want) {
+					t.Errorf("op %d, -%v: %v: errors.Is(err, %q) = %v", op, tc.errno, err, s, s != tc.want)
+				}
+			}
+		}
+		// The blocking calls' errors, as internal/rbd returns them.
+		err := ioError(tc.errno)
+		if !errors.Is(err, tc.errno) {
+			t.Errorf("-%v: %v lost the errno", tc.errno, err)
+		}
+		for _, s := range []error{ErrFenced, ErrTimeout} {
+			if errors.Is(err, s) != (s == tc.want) {
+				t.Errorf("-%v: %v: errors.Is(err, %q) = %v", tc.errno, err, s, s != tc.want)
+			}
+		}
 	}
 }

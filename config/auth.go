@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme/dhchap"
 )
 
@@ -176,21 +177,54 @@ func CheckPrivate(path string) error {
 }
 
 // readPrivate reads a file holding secrets, checked as CheckPrivate does
-// on the file opened, so that what is checked is what is read.
+// on the file opened, so that what is checked is what is read. The path
+// may come from a gateway group's state, which whoever writes the pool
+// controls, and is read as root under the manager's lock: it must name a
+// regular file of at most limits.SecretFileMax bytes. Symlinks are
+// followed, to such a file only (a Kubernetes Secret volume projects each
+// key as a symlink): what they lead to is checked, not the link.
 func readPrivate(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	// Stat first: a FIFO, a device node or a socket is refused without
+	// being opened (a FIFO's open waits for a writer, a device's open
+	// acts on the device).
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%v)", path, st.Mode().Type())
+	}
+	// Should it have become a FIFO or a terminal since, O_NONBLOCK and
+	// O_NOCTTY keep the open from waiting or taking it; fstat then checks
+	// what was opened.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	fst, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPrivate(path, st); err != nil {
+	if !fst.Mode().IsRegular() || !os.SameFile(st, fst) {
+		return nil, fmt.Errorf("%s is not a regular file (%v), or changed while opened", path, fst.Mode().Type())
+	}
+	if err := checkPrivate(path, fst); err != nil {
 		return nil, err
 	}
-	return io.ReadAll(f)
+	tooLarge := fmt.Errorf("%s is larger than %d bytes: a key file holds one secret", path, limits.SecretFileMax)
+	if fst.Size() > limits.SecretFileMax {
+		return nil, tooLarge
+	}
+	// A size is not a bound: procfs files say 0 and read on.
+	b, err := io.ReadAll(io.LimitReader(f, limits.SecretFileMax+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > limits.SecretFileMax {
+		return nil, tooLarge
+	}
+	return b, nil
 }
 
 func checkPrivate(path string, st fs.FileInfo) error {

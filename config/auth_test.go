@@ -1,11 +1,17 @@
 package config
 
 import (
+	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme/dhchap"
 )
 
@@ -161,5 +167,94 @@ func TestSecretFiles(t *testing.T) {
 	}
 }
 
+// bigEnviron is the path of a procfs file that says it has 0 bytes and
+// has more than limits.SecretFileMax: the environment of a process started
+// with a large one, mode 0400 and ours.
+func bigEnviron(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	cmd.Env = []string{"BIG=" + strings.Repeat("x", 2*limits.SecretFileMax)}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid)
+}
+
 // otherUID owns files the target must not trust: nobody.
 const otherUID = 65534
+
+// TestSecretFileKinds: a key file is read only when it is a regular file
+// (behind symlinks, as Kubernetes projects a Secret's keys) of at most
+// limits.SecretFileMax bytes. Its path may come from a gateway group's
+// state, which whoever writes the pool controls: a FIFO must not block the
+// read (the manager holds its lock through it), a device node must not be
+// opened, and a file without end must not be read to its end. Each case
+// runs under a deadline, so that a read that hangs fails the test.
+func TestSecretFileKinds(t *testing.T) {
+	dir := t.TempDir()
+	at := func(name string) string { return filepath.Join(dir, name) }
+	write := func(name string, b []byte) string {
+		if err := os.WriteFile(at(name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return at(name)
+	}
+	link := func(name, target string) string {
+		if err := os.Symlink(target, at(name)); err != nil {
+			t.Fatal(err)
+		}
+		return at(name)
+	}
+	good := write("h.key", []byte(testKey+"\n"))
+	atMax := write("max.key", append([]byte(testKey+"\n"), bytes.Repeat([]byte{'#'}, limits.SecretFileMax-len(testKey)-1)...))
+	// A valid first line, then a megabyte: read whole before.
+	large := write("large.key", append([]byte(testKey+"\n"), bytes.Repeat([]byte("x\n"), 1<<19)...))
+	fifo := at("fifo.key")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// /dev/zero made private here, so that only its kind refuses it.
+	zero := at("zero.key")
+	if err := syscall.Mknod(zero, syscall.S_IFCHR|0o600, 1<<8|5); err != nil {
+		t.Fatalf("mknod (the tests run as root): %v", err)
+	}
+	cases := []struct {
+		name, file, err string
+	}{
+		{"regular", good, ""},
+		{"at the cap", atMax, ""},
+		{"symlink to a regular file", link("link.key", good), ""},
+		{"symlink to a symlink to a regular file", link("link2.key", at("link.key")), ""},
+		{"larger than the cap", large, "larger than"},
+		{"fifo", fifo, "not a regular file"},
+		{"symlink to a fifo", link("fifo-link.key", fifo), "not a regular file"},
+		{"device node", zero, "not a regular file"},
+		{"/dev/null", "/dev/null", "not a regular file"},
+		{"/dev/zero", "/dev/zero", "not a regular file"},
+		{"directory", dir, "not a regular file"},
+		// Regular, private and size 0, but 8 KiB long.
+		{"procfs file longer than it says", bigEnviron(t), "larger than"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := Host{NQN: "nqn.2026-11.io.example:h", DHCHAPKeyFile: c.file}.Secrets()
+				done <- err
+			}()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s: reading the key did not return", c.file)
+			}
+			switch {
+			case c.err == "" && err != nil:
+				t.Errorf("%s: %v", c.file, err)
+			case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), c.file)):
+				t.Errorf("%s: err %v, want %q and the path", c.file, err, c.err)
+			}
+		})
+	}
+}

@@ -250,8 +250,9 @@ func handleGetLogPage(r *Request) nvme.Status {
 		log = make([]byte, nvme.ResvNotificationSize)
 		nvme.PutResvNotification(log, c.events.takeResvLog(r.Cmd.LogPageRAE()))
 	case nvme.LogANA:
-		log = c.anaLog(r.Cmd.LogPageLSP()&nvme.LSPANAReturnGroupsOnly != 0)
+		p := c.anaLog(r.Cmd.LogPageLSP()&nvme.LSPANAReturnGroupsOnly != 0)
 		c.events.logRead(aenANA, r.Cmd.LogPageRAE())
+		return r.sendLogWindow(p.size, off, p.put)
 	default:
 		return nvme.StatusInvalidLogPage.WithDNR()
 	}
@@ -264,6 +265,21 @@ func (r *Request) sendLog(log []byte, off uint64) nvme.Status {
 		return r.invalidField(nvme.ErrLocCDW12)
 	}
 	r.fillData(log[off:])
+	return nvme.StatusSuccess
+}
+
+// sendLogWindow sends from byte off of a log page size bytes long that is
+// never built whole: put writes the bytes at [off, off+len(b)) into each
+// data buffer b, zeros past the page (as fillData leaves them).
+func (r *Request) sendLogWindow(size, off uint64, put func(b []byte, off uint64)) nvme.Status {
+	if off > size {
+		return r.invalidField(nvme.ErrLocCDW12)
+	}
+	r.dataWritten = true
+	for _, seg := range r.Data {
+		put(seg, off)
+		off += uint64(len(seg))
+	}
 	return nvme.StatusSuccess
 }
 

@@ -162,26 +162,42 @@ func (s *Subsystem) SetNamespaceANAGroup(nsid nvme.NSID, group uint32) error {
 	return nil
 }
 
-// anaLog builds the ANA log page as c sees it: one descriptor per group
-// that has namespaces, in group order, each with its NSIDs ascending
-// (nvmet lists them so too), padded to the length Identify advertises.
-func (c *Controller) anaLog(groupsOnly bool) []byte {
+// anaPage is the ANA log page as a controller sees it at one moment.
+type anaPage struct {
+	count      uint64
+	descs      []nvme.ANAGroupDesc
+	groupsOnly bool
+	// size is the page's length: what Identify implies, which the
+	// descriptors do not fill.
+	size uint64
+}
+
+// anaLog is the ANA log page as c sees it: one descriptor per group that
+// has namespaces, in group order, each with its NSIDs ascending (nvmet
+// lists them so too). Its length is what Identify implies (header,
+// NANAGRPID descriptors, MNAN NSIDs): nvme-cli reads it in pieces up to
+// there, the Linux host in one read of that length (nvme_read_ana_log).
+// With MNAN the largest NSID that is up to 16 GiB of zeros after the
+// descriptors, so the page is never built: put writes a window of it, and
+// what a read costs is its descriptors and its length.
+func (c *Controller) anaLog(groupsOnly bool) anaPage {
 	byGroup := map[uint32][]nvme.NSID{}
 	for _, ns := range c.s.Namespaces() { // NSID order
 		g := ns.ANAGroup()
 		byGroup[g] = append(byGroup[g], ns.nsid)
 	}
 	t := c.port.anaTable()
-	var descs []nvme.ANAGroupDesc
+	p := anaPage{count: t.count, groupsOnly: groupsOnly}
 	for _, g := range slices.Sorted(maps.Keys(byGroup)) {
-		descs = append(descs, nvme.ANAGroupDesc{GroupID: g, ChangeCount: t.changed[g], State: c.port.ANAState(g), NSIDs: byGroup[g]})
+		p.descs = append(p.descs, nvme.ANAGroupDesc{GroupID: g, ChangeCount: t.changed[g], State: c.port.ANAState(g), NSIDs: byGroup[g]})
 	}
-	// Read in pieces to the length Identify implies (nvme-cli does), the
-	// page is that long; what the descriptors do not fill is zero.
-	n := max(nvme.ANALogSize(descs, groupsOnly), nvme.ANALogMaxSize(limits.ANAGroups, uint32(c.s.nn()), groupsOnly))
-	log := make([]byte, n)
-	nvme.PutANALog(log[:nvme.ANALogSize(descs, groupsOnly)], t.count, descs, groupsOnly)
-	return log
+	p.size = max(uint64(nvme.ANALogSize(p.descs, groupsOnly)), nvme.ANALogMaxSize(limits.ANAGroups, uint32(c.s.nn()), groupsOnly))
+	return p
+}
+
+// put writes the page's bytes at [off, off+len(b)) into b.
+func (p *anaPage) put(b []byte, off uint64) {
+	nvme.ANALogWindow(b, off, p.count, p.descs, p.groupsOnly)
 }
 
 // ioPathStatus is what an I/O command to ns through c's port gets from ANA:

@@ -1,7 +1,9 @@
 package fabric
 
 import (
+	"bytes"
 	"encoding/binary"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -357,6 +359,114 @@ func TestANALogAsNvmeCLIReadsIt(t *testing.T) {
 		}
 		if _, st := read(max+4, 4); st != nvme.StatusInvalidField.WithDNR() {
 			t.Errorf("rgo %v: offset past the page: %v", rgo, st)
+		}
+	}
+}
+
+// readANA reads n bytes of the ANA log page at off, as a host would.
+func readANA(h *host, off uint64, n int, rgo bool) ([]byte, nvme.Status) {
+	c := newCmd(nvme.OpAdminGetLogPage, 13)
+	c.SetNSID(nvme.NSIDAll)
+	c.SetGetLogPage(nvme.LogANA, uint32(n/4), off)
+	if rgo {
+		c.SetCDW(10, c.CDW(10)|uint32(nvme.LSPANAReturnGroupsOnly)<<8)
+	}
+	buf := bytes.Repeat([]byte{0xee}, n)
+	return buf, h.submit(withData(c, n), buf).Status()
+}
+
+// TestANALogWindows: any window of the ANA log page (offset and length
+// multiples of 4, as the host reads it in pieces) holds the bytes the whole
+// page has there.
+func TestANALogWindows(t *testing.T) {
+	r, _, _ := anaRig(t)
+	h := r.connectOn("loop1", testNQN)
+	for _, rgo := range []bool{false, true} {
+		size := int(nvme.ANALogMaxSize(128, 1024, rgo))
+		page, st := readANA(h, 0, size, rgo)
+		if !st.IsSuccess() {
+			t.Fatalf("rgo %v: the whole page: %v", rgo, st)
+		}
+		if _, descs, ok := nvme.ParseANALog(page); !ok || len(descs) != 2 {
+			t.Fatalf("rgo %v: %d descriptors", rgo, len(descs))
+		}
+		for _, w := range [][2]int{{0, 4}, {4, 8}, {12, 40}, {16, 32}, {44, 4}, {48, 4096}, {64, 100}, {size - 4, 4}, {size - 8, 64}, {size, 4}} {
+			off, n := w[0], w[1]
+			got, st := readANA(h, uint64(off), n, rgo)
+			if !st.IsSuccess() {
+				t.Fatalf("rgo %v: window %d+%d: %v", rgo, off, n, st)
+			}
+			want := make([]byte, n)
+			copy(want, page[off:])
+			if !bytes.Equal(got, want) {
+				t.Errorf("rgo %v: window %d+%d:\n got % x\nwant % x", rgo, off, n, got, want)
+			}
+		}
+	}
+}
+
+// TestANALogLargeNSID: the ANA log page is as long as Identify implies, 4
+// bytes a possible namespace (MNAN = NN, the largest NSID): 256 MiB with a
+// namespace at NSID 4000000h, 16 GiB at FFFFFFFDh. Any connected host may
+// read it, so a Get Log Page sends its window without building the page:
+// what one read allocates does not grow with the NSID, and every window
+// holds the page's bytes. The 256 MiB case goes first so that, were the
+// page built, the test fails on its bound before the 16 GiB one runs.
+func TestANALogLargeNSID(t *testing.T) {
+	const bound = 64 << 10 // bytes one 4 KiB read may allocate, loop transport and all (5 KiB measured)
+	for _, nsid := range []nvme.NSID{1 << 26, nvme.MaxNSID} {
+		r, _, _ := anaRig(t)
+		dev, err := blockdev.NewMemory(1<<20, 512)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.sub.AddNamespace(NamespaceConfig{NSID: uint32(nsid), Device: dev, ANAGroup: 3}); err != nil {
+			t.Fatal(err)
+		}
+		h := r.connectOn("loop0", testNQN)
+		b, st := identify(h, nvme.CNSController, 0)
+		if !st.IsSuccess() {
+			t.Fatal(st)
+		}
+		id := nvme.IdentifyController(b)
+		if id.MNAN() != uint32(nsid) {
+			t.Fatalf("NSID %#x: MNAN %#x", nsid, id.MNAN())
+		}
+		descs := []nvme.ANAGroupDesc{
+			{GroupID: 1, State: nvme.ANAOptimized, NSIDs: []nvme.NSID{1}},
+			{GroupID: 2, State: nvme.ANAOptimized, NSIDs: []nvme.NSID{2, 3}},
+			{GroupID: 3, State: nvme.ANAOptimized, NSIDs: []nvme.NSID{nsid}},
+		}
+		for _, rgo := range []bool{false, true} {
+			size := uint64(nvme.ANALogHeaderSize + nvme.ANADescriptorSize*id.NANAGRPID())
+			if !rgo {
+				size += 4 * uint64(id.MNAN())
+			}
+			content := make([]byte, nvme.ANALogSize(descs, rgo))
+			nvme.PutANALog(content, 0, descs, rgo)
+			for _, off := range []uint64{0, 16, 4096, size / 2 &^ 3, size - 4096, size - 4} {
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				before := ms.TotalAlloc
+				got, st := readANA(h, off, 4096, rgo)
+				runtime.ReadMemStats(&ms)
+				if a := ms.TotalAlloc - before; a > bound {
+					t.Fatalf("NSID %#x rgo %v: a read at %d of a %d-byte page allocated %d bytes, over %d", nsid, rgo, off, size, a, bound)
+				}
+				if !st.IsSuccess() {
+					t.Fatalf("NSID %#x rgo %v: read at %d of %d: %v", nsid, rgo, off, size, st)
+				}
+				want := make([]byte, 4096)
+				if off < uint64(len(content)) {
+					copy(want, content[off:])
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("NSID %#x rgo %v: window at %d:\n got % x\nwant % x", nsid, rgo, off, got[:64], want[:64])
+				}
+			}
+			if _, st := readANA(h, size+4, 4, rgo); st != nvme.StatusInvalidField.WithDNR() {
+				t.Errorf("NSID %#x rgo %v: offset past the page: %v", nsid, rgo, st)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package fabric
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -178,6 +179,20 @@ func TestBackendStatus(t *testing.T) {
 		{"out of range", nvme.OpRead, blockdev.ErrOutOfRange, nvme.StatusLBAOutOfRange.WithDNR()},
 		{"discard unsupported is success", nvme.OpDSM, blockdev.ErrNotSupported, nvme.StatusSuccess},
 		{"wrapped", nvme.OpRead, errors.Join(errors.New("ctx"), os.ErrDeadlineExceeded), nvme.StatusInternalError},
+		// A fenced or timed-out backend is this path's failure, not the
+		// data's: an ANA status without DNR, which the Linux host retries
+		// on another path (status.go).
+		{"fenced read", nvme.OpRead, fmt.Errorf("read p/i at 0: %w: %w", blockdev.ErrFenced, syscall.ESHUTDOWN), nvme.StatusANAInaccessible},
+		{"fenced write", nvme.OpWrite, fmt.Errorf("write p/i at 0: %w: %w", blockdev.ErrFenced, syscall.ESHUTDOWN), nvme.StatusANAInaccessible},
+		{"fenced flush", nvme.OpFlush, blockdev.ErrFenced, nvme.StatusANAInaccessible},
+		{"fenced write zeroes", nvme.OpWriteZeroes, blockdev.ErrFenced, nvme.StatusANAInaccessible},
+		{"fenced deallocate", nvme.OpDSM, blockdev.ErrFenced, nvme.StatusANAInaccessible},
+		{"timed-out read", nvme.OpRead, fmt.Errorf("read p/i at 0: %w: %w", blockdev.ErrTimeout, syscall.ETIMEDOUT), nvme.StatusANAInaccessible},
+		{"timed-out write", nvme.OpWrite, fmt.Errorf("write p/i at 0: %w: %w", blockdev.ErrTimeout, syscall.ETIMEDOUT), nvme.StatusANAInaccessible},
+		{"timed-out flush", nvme.OpFlush, blockdev.ErrTimeout, nvme.StatusANAInaccessible},
+		// An errno alone says nothing of paths: the backend decides.
+		{"ETIMEDOUT of a file", nvme.OpRead, syscall.ETIMEDOUT, nvme.StatusInternalError},
+		{"ESHUTDOWN of a file", nvme.OpWrite, syscall.ESHUTDOWN, nvme.StatusInternalError},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,6 +211,16 @@ func TestBackendStatus(t *testing.T) {
 		}
 		if st := h.submit(ioCmd(nvme.OpWrite, 71, 0, 1), make([]byte, 512)).Status(); st != nvme.StatusWriteFault {
 			t.Fatalf("write: %v", st)
+		}
+	})
+	t.Run("fenced, through the queue", func(t *testing.T) {
+		_, h := ioRig(t, func(_ *SubsystemConfig, nc *NamespaceConfig) {
+			nc.Device = failingDev{Device: nc.Device, err: fmt.Errorf("write p/i at 0: %w: %w", blockdev.ErrFenced, syscall.ESHUTDOWN)}
+			nc.Workers = 2
+		})
+		st := h.submit(ioCmd(nvme.OpWrite, 72, 0, 1), make([]byte, 512)).Status()
+		if st != nvme.StatusANAInaccessible || st.DNR() {
+			t.Fatalf("write: %v, want %v without DNR", st, nvme.StatusANAInaccessible)
 		}
 	})
 }

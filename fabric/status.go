@@ -14,6 +14,17 @@ func backendStatus(op uint8, err error) nvme.Status {
 	switch {
 	case err == nil:
 		return nvme.StatusSuccess
+	case errors.Is(err, blockdev.ErrFenced), errors.Is(err, blockdev.ErrTimeout):
+		// This gateway lost the storage, not the data: a status the host
+		// retries on another path. The Linux host fails over on any Path
+		// Related status without DNR (nvme_decide_disposition), but only
+		// an ANA one (301h-303h, nvme_is_ana_error) takes this path out
+		// of its choice (NVME_NS_ANA_PENDING) until it has read the ANA
+		// log again; after 300h it may pick this path again at once (a
+		// fenced client fails every I/O at once: a loop). A generic
+		// status (06h) it retries here up to nvme_max_retries, then fails
+		// the I/O with EIO. Neither marks the namespace or controller dead.
+		return nvme.StatusANAInaccessible
 	case op == nvme.OpDSM && (errors.Is(err, blockdev.ErrNotSupported) || errors.Is(err, syscall.EOPNOTSUPP)):
 		// Deallocate is advisory: a backend that cannot discard keeps the data.
 		return nvme.StatusSuccess

@@ -140,6 +140,25 @@ const (
 	// the OSDs as well as the monitors: past it the change fails and the
 	// open goes on in the background, closed when it ends.
 	RBDOpenTimeout = 30 * time.Second
+	// RBDOSDOpTimeout bounds each OSD operation of an RBD namespace's
+	// client (rados_osd_op_timeout, which librados' Objecter applies to
+	// every operation librbd sends through it): past it the I/O fails with
+	// ETIMEDOUT, which the host gets as a status it retries on another
+	// path. Below the Linux host's I/O timeout (nvme_core.io_timeout, 30
+	// s), past which the host would abort the command and reset the
+	// controller, every I/O of it; above what a healthy cluster takes
+	// and what an OSD failure stalls I/O for (osd_heartbeat_grace, 20 s,
+	// then peering), so that a failure the cluster heals itself is not
+	// turned into errors.
+	RBDOSDOpTimeout = 25 * time.Second
+)
+
+// Files of secrets (package config).
+const (
+	// SecretFileMax bounds a DH-HMAC-CHAP key file: its first line is the
+	// secret, "DHHC-1:03:" and the base64 of a 64-byte key and its CRC
+	// (103 bytes); a larger file is refused unread.
+	SecretFileMax = 4 << 10
 )
 
 // Gateway groups (package control): gateways that serve the same subsystems

@@ -129,11 +129,12 @@ func ANALogSize(groups []ANAGroupDesc, groupsOnly bool) int {
 // ANALogMaxSize is the longest the ANA log page can be for a controller
 // reporting NANAGRPID groups and MNAN namespaces: hosts size their buffer
 // so and read it in pieces (base 2.0 §5.16.1.12), so the page is this long
-// and zero after its descriptors.
-func ANALogMaxSize(nanagrpid, mnan uint32, groupsOnly bool) int {
-	n := ANALogHeaderSize + int(nanagrpid)*ANADescriptorSize
+// and zero after its descriptors. It reaches 16 GiB (MNAN FFFFFFFDh): a
+// target sends windows of it (ANALogWindow), never builds it.
+func ANALogMaxSize(nanagrpid, mnan uint32, groupsOnly bool) uint64 {
+	n := ANALogHeaderSize + uint64(nanagrpid)*ANADescriptorSize
 	if !groupsOnly {
-		n += 4 * int(mnan)
+		n += 4 * uint64(mnan)
 	}
 	return n
 }
@@ -160,6 +161,62 @@ func PutANALog(b []byte, changeCount uint64, groups []ANAGroupDesc, groupsOnly b
 		for _, id := range g.NSIDs {
 			le.PutUint32(b[off:], uint32(id))
 			off += 4
+		}
+	}
+}
+
+// ANALogWindow writes into b the bytes at [off, off+len(b)) of the ANA log
+// page PutANALog writes, followed by zeros for ever: the window a Get Log
+// Page at offset off asks for. It allocates nothing and costs what the
+// descriptors before the window and b cost, whatever off.
+func ANALogWindow(b []byte, off, changeCount uint64, groups []ANAGroupDesc, groupsOnly bool) {
+	clear(b)
+	end := off + uint64(len(b))
+	if end < off { // past 2^64: the page is not that long
+		end = 1<<64 - 1
+	}
+	// put copies the part of the page's bytes src at pos inside the window.
+	put := func(pos uint64, src []byte) {
+		if pos < end && pos+uint64(len(src)) > off {
+			lo := max(pos, off)
+			copy(b[lo-off:], src[lo-pos:])
+		}
+	}
+	le := binary.LittleEndian
+	var hdr [ANALogHeaderSize]byte
+	le.PutUint64(hdr[anaHdrChangeCount:], changeCount)
+	le.PutUint16(hdr[anaHdrGroups:], uint16(len(groups)))
+	put(0, hdr[:])
+	pos := uint64(ANALogHeaderSize)
+	for _, g := range groups {
+		if pos >= end {
+			return
+		}
+		var d [ANADescriptorSize]byte
+		le.PutUint32(d[anaDescGroupID:], g.GroupID)
+		le.PutUint64(d[anaDescChangeCount:], g.ChangeCount)
+		d[anaDescState] = uint8(g.State) & 0x0f
+		if !groupsOnly {
+			le.PutUint32(d[anaDescNSIDs:], uint32(len(g.NSIDs)))
+		}
+		put(pos, d[:])
+		pos += ANADescriptorSize
+		if groupsOnly {
+			continue
+		}
+		ids := g.NSIDs
+		if pos < off { // skip the NSIDs before the window
+			k := min(uint64(len(ids)), (off-pos)/4)
+			ids, pos = ids[k:], pos+4*k
+		}
+		for _, id := range ids {
+			if pos >= end {
+				return
+			}
+			var w [4]byte
+			le.PutUint32(w[:], uint32(id))
+			put(pos, w[:])
+			pos += 4
 		}
 	}
 }

@@ -367,6 +367,36 @@ func FuzzANALog(f *testing.F) {
 	})
 }
 
+// FuzzANALogWindow: a window of any ANA log page the parser reads, at any
+// offset (up to the 16 GiB a page sized for NSID FFFFFFFDh reaches, and
+// past it), holds the page's bytes there and zeros after them.
+func FuzzANALogWindow(f *testing.F) {
+	seed := []ANAGroupDesc{{GroupID: 1, ChangeCount: 3, State: ANAOptimized, NSIDs: []NSID{1, MaxNSID}}, {GroupID: 128, State: ANAChange}}
+	b := make([]byte, ANALogSize(seed, false))
+	PutANALog(b, 7, seed, false)
+	for _, off := range []uint64{0, 20, 52, ANALogMaxSize(128, uint32(MaxNSID), false) - 4096, 1<<64 - 4} {
+		f.Add(b, off, uint16(4096), false)
+		f.Add(b, off, uint16(7), true)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, off uint64, n uint16, rgo bool) {
+		count, groups, ok := ParseANALog(data)
+		if !ok {
+			return
+		}
+		page := make([]byte, ANALogSize(groups, rgo))
+		PutANALog(page, count, groups, rgo)
+		want := make([]byte, n)
+		if off < uint64(len(page)) {
+			copy(want, page[off:])
+		}
+		got := bytes.Repeat([]byte{0xee}, int(n))
+		ANALogWindow(got, off, count, groups, rgo)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("window %d+%d of a %d-byte page:\n got % x\nwant % x", off, n, len(page), got, want)
+		}
+	})
+}
+
 // FuzzResvStatus: the Reservation Report parser never panics, and what it
 // reads writes back to a report that reads the same, in both formats.
 func FuzzResvStatus(f *testing.F) {

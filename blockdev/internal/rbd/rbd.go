@@ -40,18 +40,27 @@ type Conn struct {
 }
 
 // Connect reads the configuration file conf, sets the client's name
-// (client.<id>), bounds connecting and each monitor operation by timeout,
-// turns librbd's cache off, and connects.
-func Connect(conf, name string, timeout time.Duration) (*Conn, error) {
+// (client.<id>), bounds connecting and each monitor operation by timeout
+// and each OSD operation by osdTimeout, turns librbd's cache off, and
+// connects.
+//
+// osdTimeout is rados_osd_op_timeout, librados' option: the client's
+// Objecter cancels an operation that outlasts it with -ETIMEDOUT, and
+// librbd sends every operation through that Objecter (its neorados handle
+// wraps the client, neorados::RADOS::make_with_librados), its aio reads
+// and writes included. Without it an operation to OSDs that do not answer
+// waits for ever, resent at each OSD map change.
+func Connect(conf, name string, timeout, osdTimeout time.Duration) (*Conn, error) {
 	cconf, cname := C.CString(conf), C.CString(name)
 	defer C.free(unsafe.Pointer(cconf))
 	defer C.free(unsafe.Pointer(cname))
-	secs := strconv.Itoa(max(1, int(timeout.Round(time.Second)/time.Second)))
-	csecs := C.CString(secs)
+	secs, osdSecs := seconds(timeout), seconds(osdTimeout)
+	csecs, cosd := C.CString(secs), C.CString(osdSecs)
 	defer C.free(unsafe.Pointer(csecs))
+	defer C.free(unsafe.Pointer(cosd))
 	var c C.rados_t
 	var step C.int
-	if r := C.nvt_rados_connect(&c, cconf, cname, csecs, &step); r < 0 {
+	if r := C.nvt_rados_connect(&c, cconf, cname, csecs, cosd, &step); r < 0 {
 		err := errno(r)
 		switch step {
 		case C.NVT_STEP_CREATE:
@@ -67,6 +76,34 @@ func Connect(conf, name string, timeout time.Duration) (*Conn, error) {
 		return nil, fmt.Errorf("connect to the cluster of %s as %s: %w", conf, name, err)
 	}
 	return &Conn{c: c}, nil
+}
+
+// seconds is d in whole seconds, at least 1, as Ceph's options take it.
+func seconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
+}
+
+// configValue is the value of the option key of a client configured as
+// Connect configures it, before it connects: for tests, without a cluster.
+func configValue(conf, name string, timeout, osdTimeout time.Duration, key string) (string, error) {
+	cconf, cname, ckey := C.CString(conf), C.CString(name), C.CString(key)
+	defer C.free(unsafe.Pointer(cconf))
+	defer C.free(unsafe.Pointer(cname))
+	defer C.free(unsafe.Pointer(ckey))
+	csecs, cosd := C.CString(seconds(timeout)), C.CString(seconds(osdTimeout))
+	defer C.free(unsafe.Pointer(csecs))
+	defer C.free(unsafe.Pointer(cosd))
+	var c C.rados_t
+	var step C.int
+	if r := C.nvt_rados_configure(&c, cconf, cname, csecs, cosd, &step); r < 0 {
+		return "", errno(r)
+	}
+	defer C.rados_shutdown(c)
+	var buf [64]C.char
+	if r := C.rados_conf_get(c, ckey, &buf[0], C.size_t(len(buf))); r < 0 {
+		return "", errno(r)
+	}
+	return C.GoString(&buf[0]), nil
 }
 
 // Close disconnects. Every image opened through c is closed first.

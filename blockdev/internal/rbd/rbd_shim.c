@@ -10,16 +10,16 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-// nvt_rados_connect makes a client (name: client.<id>) from the
-// configuration file conf and connects it, with connecting and monitor
-// operations bounded by timeout_s seconds. The cache is off: every write a
-// completion acknowledges is on the OSDs, and two gateways (or two of our
-// own queues) never see each other's stale data. Partial discards are not
-// skipped (librbd's default skips a discard that covers no whole object):
-// a deallocated range then reads back as zeroes, which the namespace
-// reports (DLFEAT). On failure *step says what failed and nothing is left
-// open.
-int nvt_rados_connect(rados_t *out, const char *conf, const char *name, const char *timeout_s, int *step) {
+// nvt_rados_configure makes a client (name: client.<id>) from the
+// configuration file conf, with connecting and monitor operations bounded
+// by timeout_s seconds and OSD operations by osd_timeout_s (librados'
+// Objecter cancels one past it with -ETIMEDOUT). The cache is off: every write a completion
+// acknowledges is on the OSDs, and two gateways (or two of our own queues)
+// never see each other's stale data. Partial discards are not skipped
+// (librbd's default skips a discard that covers no whole object): a
+// deallocated range then reads back as zeroes, which the namespace reports
+// (DLFEAT). On failure *step says what failed and nothing is left open.
+int nvt_rados_configure(rados_t *out, const char *conf, const char *name, const char *timeout_s, const char *osd_timeout_s, int *step) {
 	rados_t c;
 	int r;
 	*step = NVT_STEP_CREATE;
@@ -29,15 +29,29 @@ int nvt_rados_connect(rados_t *out, const char *conf, const char *name, const ch
 	*step = NVT_STEP_SET;
 	if ((r = rados_conf_set(c, "client_mount_timeout", timeout_s)) < 0) goto fail;
 	if ((r = rados_conf_set(c, "rados_mon_op_timeout", timeout_s)) < 0) goto fail;
+	if ((r = rados_conf_set(c, "rados_osd_op_timeout", osd_timeout_s)) < 0) goto fail;
 	if ((r = rados_conf_set(c, "rbd_cache", "false")) < 0) goto fail;
 	if ((r = rados_conf_set(c, "rbd_skip_partial_discard", "false")) < 0) goto fail;
-	*step = NVT_STEP_CONNECT;
-	if ((r = rados_connect(c)) < 0) goto fail;
 	*out = c;
 	return 0;
 fail:
 	rados_shutdown(c);
 	return r;
+}
+
+// nvt_rados_connect makes a client as nvt_rados_configure does and
+// connects it.
+int nvt_rados_connect(rados_t *out, const char *conf, const char *name, const char *timeout_s, const char *osd_timeout_s, int *step) {
+	rados_t c;
+	int r;
+	if ((r = nvt_rados_configure(&c, conf, name, timeout_s, osd_timeout_s, step)) < 0) return r;
+	*step = NVT_STEP_CONNECT;
+	if ((r = rados_connect(c)) < 0) {
+		rados_shutdown(c);
+		return r;
+	}
+	*out = c;
+	return 0;
 }
 
 nvt_rbd_queue *nvt_rbd_queue_new(uint32_t entries, int evfd) {

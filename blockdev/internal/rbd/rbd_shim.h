@@ -69,6 +69,7 @@ enum {
 	NVT_STEP_CONNECT = 4,
 };
 
-int nvt_rados_connect(rados_t *out, const char *conf, const char *name, const char *timeout_s, int *step);
+int nvt_rados_configure(rados_t *out, const char *conf, const char *name, const char *timeout_s, const char *osd_timeout_s, int *step);
+int nvt_rados_connect(rados_t *out, const char *conf, const char *name, const char *timeout_s, const char *osd_timeout_s, int *step);
 
 #endif

@@ -26,7 +26,7 @@ func testConn(t *testing.T) *Conn {
 	if conf == "" {
 		t.Skip("no cluster: set NVMEOF_TGT_TEST_CEPH_CONF (make unit-rbd)")
 	}
-	c, err := Connect(conf, "client.admin", 10*time.Second)
+	c, err := Connect(conf, "client.admin", 10*time.Second, 25*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,14 +54,14 @@ func TestConnectErrors(t *testing.T) {
 	bad := dir + "/bad.conf"
 	os.WriteFile(bad, []byte("[global]\nmon host = 127.0.0.1:1\n"), 0o600)
 	start := time.Now()
-	_, err := Connect(bad, "client.admin", 2*time.Second)
+	_, err := Connect(bad, "client.admin", 2*time.Second, 25*time.Second)
 	if err == nil || !errors.Is(err, syscall.ETIMEDOUT) {
 		t.Errorf("unreachable mon: %v, want ETIMEDOUT", err)
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("unreachable mon took %v, want about 2s", d)
 	}
-	if _, err := Connect(dir+"/missing.conf", "client.admin", time.Second); err == nil || !errors.Is(err, syscall.ENOENT) {
+	if _, err := Connect(dir+"/missing.conf", "client.admin", time.Second, 25*time.Second); err == nil || !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("missing conf: %v, want ENOENT", err)
 	}
 }
@@ -364,5 +364,31 @@ func BenchmarkQueueReap(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		q.Reap(out)
+	}
+}
+
+// TestConnectConfig: the client Connect makes bounds connecting and
+// monitor operations by one timeout and OSD operations by another
+// (blockdev gives limits.RBDOSDOpTimeout: a stuck OSD operation becomes a
+// status the host retries on another path, not a command the host aborts),
+// whatever the configuration file says, with librbd's cache off and
+// partial discards done. No cluster.
+func TestConnectConfig(t *testing.T) {
+	conf := t.TempDir() + "/ceph.conf"
+	os.WriteFile(conf, []byte("[global]\nmon host = 127.0.0.1:1\nrados_osd_op_timeout = 90\nrbd_cache = true\n"), 0o600)
+	for key, want := range map[string]string{
+		"client_mount_timeout":     "7",
+		"rados_mon_op_timeout":     "7",
+		"rados_osd_op_timeout":     "25",
+		"rbd_cache":                "false",
+		"rbd_skip_partial_discard": "false",
+	} {
+		got, err := configValue(conf, "client.admin", 7*time.Second, 25*time.Second, key)
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if got != want {
+			t.Errorf("%s = %q, want %q", key, got, want)
+		}
 	}
 }
