@@ -22,6 +22,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/blockdev"
 	"github.com/nvmeof-tgt/nvmeof-tgt/config"
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 )
 
 // The management API (docs/api.md): HTTP with JSON resources on a Unix
@@ -71,6 +72,7 @@ const (
 	pathPortGroup  = pathPortANA + "/{group}"
 	pathSubPorts   = pathSubsystem + "/ports"
 	pathNSGroup    = pathNamespace + "/ana_group"
+	pathFence      = "/v1/group/gateways/{id}/fence"
 )
 
 // route is a method on a path.
@@ -99,6 +101,7 @@ var (
 	routeSetANAState     = route{http.MethodPut, pathPortGroup}
 	routeSetSubPorts     = route{http.MethodPut, pathSubPorts}
 	routeSetANAGroup     = route{http.MethodPut, pathNSGroup}
+	routeFenceGateway    = route{http.MethodPost, pathFence}
 )
 
 // pattern is the route as http.ServeMux takes it.
@@ -166,6 +169,7 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc(routeSetANAState.pattern(), m.setANAStateHTTP)
 	mux.HandleFunc(routeSetSubPorts.pattern(), m.setSubsystemPortsHTTP)
 	mux.HandleFunc(routeSetANAGroup.pattern(), m.setANAGroupHTTP)
+	mux.HandleFunc(routeFenceGateway.pattern(), m.fenceGatewayHTTP)
 	return jsonErrors{mux}
 }
 
@@ -720,6 +724,22 @@ func (m *Manager) setANAGroupHTTP(w http.ResponseWriter, r *http.Request) {
 		n.ANAGroup = req.ANAGroup
 		return nil
 	})
+	writeResult(w, http.StatusOK, res, err)
+}
+
+// fenceGatewayHTTP fences a dead gateway of the group on the operator's
+// word (Manager.FenceGateway).
+func (m *Manager) fenceGatewayHTTP(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.Atoi(r.PathValue("id"))
+	if err != nil || id < 1 || id > limits.GroupGateways {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: gateway %q: want a number in 1..%d", ErrInvalid, r.PathValue("id"), limits.GroupGateways))
+		return
+	}
+	res := Result{Applied: []string{"fence gateway " + strconv.Itoa(id)}}
+	if err = m.FenceGateway(id); err != nil {
+		res = Result{}
+	}
+	m.audit(apiCaller(r), "fence gateway "+strconv.Itoa(id), res, err)
 	writeResult(w, http.StatusOK, res, err)
 }
 

@@ -231,6 +231,11 @@ func (c *Client) SetANAGroup(ctx context.Context, nqn string, nsid, group uint32
 	return c.change(ctx, routeSetANAGroup, ANAGroupRequest{ANAGroup: group}, nqn, strconv.FormatUint(uint64(nsid), 10))
 }
 
+// FenceGateway fences a dead gateway of the group on the operator's word.
+func (c *Client) FenceGateway(ctx context.Context, id int) (Result, error) {
+	return c.change(ctx, routeFenceGateway, nil, strconv.Itoa(id))
+}
+
 // change makes a change and returns its Result.
 func (c *Client) change(ctx context.Context, r route, in any, args ...string) (Result, error) {
 	var res Result

@@ -97,12 +97,26 @@ type gateway struct {
 	// degraded is what of the group's state this gateway could not apply
 	// at its last try, by subsystem NQN, with why (empty: none).
 	degraded map[string]string
+	// failed is what applyEach could not apply, with when: it is not
+	// tried again before it changes or limits.GroupRetryDegraded passes.
+	failed map[string]failure
 	// unread is why the group's state could not be read (or applied)
-	// since another gateway announced a change, or since the cluster was
-	// last reached: the namespaces' shared reservations may be behind,
-	// so their I/O is refused and every group reported inaccessible
-	// until a read succeeds. nil while it reads.
+	// since another gateway announced a change, or while the watch was
+	// lost: the namespaces' shared reservations may be behind, so their
+	// I/O is refused and every group reported inaccessible until a read
+	// succeeds. nil while it reads.
 	unread error
+	// idle: unread, and no command runs on the group's namespaces any
+	// more; the lease says so, and the others serve this gateway's group
+	// meanwhile. draining: a goroutine waits for that.
+	idle, draining bool
+	// prevOwed are the addresses of this ID's previous incarnation, on
+	// other machines, that it waits to see blocklisted before it serves
+	// (fencePrevious).
+	prevOwed []string
+	// sharedMu orders the namespaces' refusal flags with unread
+	// (reconcileShared, attach).
+	sharedMu sync.Mutex
 
 	conflicts, failovers, stateErrors atomic.Uint64
 
@@ -132,10 +146,18 @@ func newGateway(cfg *config.Config, o GroupOptions) (*gateway, error) {
 	inc := make([]byte, 8)
 	rand.Read(inc)
 	g := &gateway{store: o.Store, cfg: cfg.GatewayGroup, opts: o, now: o.Now, incarnation: hex.EncodeToString(inc),
-		tracker: group.NewTracker(cfg.GatewayGroup.Lease), fenceLogged: map[int]string{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		tracker: group.NewTracker(cfg.GatewayGroup.Lease), fenceLogged: map[int]string{}, failed: map[string]failure{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		beatNow: make(chan chan struct{})}
 	if g.now == nil {
 		g.now = time.Now
+	}
+	// The ID's previous lease record, before this one's replaces it: its
+	// incarnation may be a process paused past its lease (fencePrevious).
+	ctx0, cancel0 := g.ctx()
+	prev, err := g.store.Leases(ctx0)
+	cancel0()
+	if err != nil {
+		return nil, fmt.Errorf("gateway group %s: read the leases: %w", g.cfg.Name, err)
 	}
 	// The ID's lease lock first: while another gateway holds it (one
 	// given the same ID, or this one's previous incarnation, until its
@@ -166,11 +188,77 @@ func newGateway(cfg *config.Config, o GroupOptions) (*gateway, error) {
 		return nil, fmt.Errorf("gateway group %s: %w", g.cfg.Name, err)
 	}
 	g.state, g.epochs = st, 1
-	g.heartbeat() // the others' leases, now that their listeners are known
+	g.heartbeat() // the others' leases
 	if g.beatErr != nil {
 		return nil, fmt.Errorf("gateway group %s: %w", g.cfg.Name, g.beatErr)
 	}
+	if err := g.fencePrevious(prev[g.cfg.ID]); err != nil {
+		return nil, fmt.Errorf("gateway group %s: %w", g.cfg.Name, err)
+	}
 	return g, nil
+}
+
+// fencePrevious blocklists the clients of this ID's previous incarnation
+// before this one serves, unless it stopped cleanly or they are
+// blocklisted already (another gateway fenced it): a process paused past
+// its lease keeps its clients, and would write when it resumes. Only those
+// on this gateway's own machine are blocklisted here, never a live
+// gateway's: the record is anyone's word; those elsewhere are waited for
+// (prevOwed: the others fence a previous incarnation they saw), and this
+// gateway reports every group inaccessible meanwhile.
+func (g *gateway) fencePrevious(l group.Lease) error {
+	r, err := group.DecodeLease(l.Record)
+	if err != nil || r.Incarnation == g.incarnation || r.Stopped || len(r.Addrs) == 0 {
+		return nil
+	}
+	ctx, cancel := g.ctx()
+	defer cancel()
+	if done, err := g.store.Blocklisted(ctx, r.Addrs); err == nil && done {
+		return nil
+	}
+	host := ""
+	if own := g.store.Addrs(); len(own) > 0 {
+		host, _ = group.AddrHost(own[0])
+	}
+	leases, err := g.store.Leases(ctx)
+	if err != nil {
+		return fmt.Errorf("read the leases: %w", err)
+	}
+	live := map[string]bool{}
+	for _, a := range g.addrs() {
+		live[a] = true
+	}
+	for id, l := range leases {
+		if o, err := group.DecodeLease(l.Record); err == nil && id != g.cfg.ID && (group.Observed{Rec: o, Holder: l.Holder}).Renews() {
+			for _, a := range o.Addrs {
+				live[a] = true
+			}
+		}
+	}
+	var local, other []string
+	for _, a := range r.Addrs {
+		switch h, _ := group.AddrHost(a); {
+		case live[a]:
+		case h == host:
+			local = append(local, a)
+		default:
+			other = append(other, a)
+		}
+	}
+	if len(local) > 0 {
+		if err := g.store.Blocklist(ctx, local); err != nil {
+			return fmt.Errorf("fence this gateway's previous incarnation %s (%v): %w", r.Incarnation, local, err)
+		}
+		if g.opts.Barrier != nil {
+			if err := g.opts.Barrier(); err != nil {
+				return fmt.Errorf("fence this gateway's previous incarnation: %w", err)
+			}
+		}
+	}
+	g.mu.Lock()
+	g.prevOwed = other
+	g.mu.Unlock()
+	return nil
 }
 
 // addrs are this gateway's RADOS clients' addresses.
@@ -188,12 +276,19 @@ func (g *gateway) addrs() []string {
 func (g *gateway) heartbeat() {
 	ctx, cancel := g.ctx()
 	defer cancel()
+	g.mu.Lock()
+	idle, prevOwed := g.idle, slices.Clone(g.prevOwed)
+	g.mu.Unlock()
 	g.seq++
-	rec := group.LeaseRecord{Incarnation: g.incarnation, Seq: g.seq, Addrs: g.addrs()}
+	rec := group.LeaseRecord{Incarnation: g.incarnation, Seq: g.seq, Addrs: g.addrs(), Idle: idle}
 	err := g.store.Heartbeat(ctx, g.cfg.ID, g.incarnation, g.cfg.Lease, rec.Encode())
 	var leases map[int]group.Lease
 	if err == nil {
 		leases, err = g.store.Leases(ctx)
+	}
+	owedDone := false
+	if err == nil && len(prevOwed) > 0 {
+		owedDone, _ = g.store.Blocklisted(ctx, prevOwed)
 	}
 	now := g.now()
 	g.mu.Lock()
@@ -201,6 +296,9 @@ func (g *gateway) heartbeat() {
 	g.beatErr = err
 	if err == nil {
 		g.beatAddrs = rec.Addrs
+	}
+	if owedDone {
+		g.prevOwed = nil
 	}
 	// Blocklisted, or its ID taken once it had joined (it stalled past
 	// its lease and another gateway of that ID started): it can serve
@@ -215,12 +313,11 @@ func (g *gateway) heartbeat() {
 		return
 	}
 	g.lastBeat = now
-	// The leases of the gateways the group knows (those with listeners,
-	// which each writes as it joins); anyone able to write the pool can
-	// write a lease record for any other number.
+	// Every ID's lease: which count is the tracker's to say (a record
+	// counts only while its incarnation holds the ID's lock).
 	obs := map[int]group.Observed{}
 	for id, l := range leases {
-		if _, tracked := g.tracker.Record(id); id == g.cfg.ID || (g.state.Listeners[id] == nil && !tracked) {
+		if id == g.cfg.ID {
 			continue
 		}
 		if r, err := group.DecodeLease(l.Record); err == nil {
@@ -275,13 +372,14 @@ func (g *gateway) recordAddrs() error {
 // view is this gateway's view of the group now. g.mu is held.
 func (g *gateway) view(st *group.State) group.View {
 	now := g.now()
-	v := group.View{Self: g.cfg.ID, SelfOK: !g.fenced && g.unread == nil && !g.lastBeat.IsZero() && now.Sub(g.lastBeat) < g.cfg.Lease,
-		Alive: map[int]bool{}, Fenced: map[int]bool{}}
+	v := group.View{Self: g.cfg.ID, SelfOK: !g.fenced && g.unread == nil && len(g.prevOwed) == 0 && !g.lastBeat.IsZero() && now.Sub(g.lastBeat) < g.cfg.Lease,
+		Alive: map[int]bool{}, Fenced: map[int]bool{}, Idle: map[int]bool{}}
 	members := map[int]bool{g.cfg.ID: true}
 	for _, id := range g.tracker.Members() {
 		members[id] = true
 		v.Alive[id] = g.tracker.Alive(id, now)
 		v.Fenced[id] = g.tracker.Fenced(id)
+		v.Idle[id] = g.tracker.Idle(id, now)
 	}
 	v.Members = slices.Sorted(maps.Keys(members))
 	groups := map[uint32]bool{}
@@ -296,18 +394,23 @@ func (g *gateway) view(st *group.State) group.View {
 
 // fence blocklists the dead gateways this one takes over from, before it
 // reports their groups optimized: their writes in flight cannot land after
-// the hosts' retries through this gateway. It blocklists only addresses
-// of a record read while the dead gateway held its lease lock, and never
-// one of a live gateway's (this one's included): a record written by
-// anyone else able to write the pool names whatever it likes.
+// the hosts' retries through this gateway. It blocklists only the
+// addresses the tracker trusts (a record read while the dead gateway held
+// its lease lock, on the lock holder's machine), never one of a live
+// gateway's (this one's included): if a trusted address is a live one's,
+// something is wrong and nothing is taken over. As the taker it also
+// fences the earlier incarnations other gateways replaced while those may
+// still write (Tracker.Owed).
 func (g *gateway) fence(log func(msg string, args ...any)) {
 	g.mu.Lock()
-	ids := g.view(g.state).ToFence()
+	v := g.view(g.state)
+	ids := v.ToFence()
 	type target struct {
 		id               int
 		trusted, claimed []string
 	}
 	var todo []target
+	owed := map[int][]string{}
 	now := g.now()
 	live := map[string]bool{}
 	for _, a := range g.addrs() {
@@ -324,44 +427,137 @@ func (g *gateway) fence(log func(msg string, args ...any)) {
 		r, _ := g.tracker.Record(id)
 		todo = append(todo, target{id, g.tracker.Trusted(id), r.Addrs})
 	}
-	g.mu.Unlock()
-	for _, t := range todo {
-		addrs := slices.DeleteFunc(slices.Clone(t.trusted), func(a string) bool { return live[a] })
-		if len(t.trusted) == 0 {
-			// Its lease was never read while it held it (it died before
-			// this gateway saw it alive, or it recorded no address): the
-			// record's addresses are anyone's word. It is fenced already
-			// only if the cluster blocklists every one of them (a fence
-			// before this gateway started, or by hand).
-			ctx, cancel := g.ctx()
-			done, err := g.store.Blocklisted(ctx, t.claimed)
-			cancel()
-			if err == nil && done {
-				g.setFenced(t.id)
-				log("a dead gateway's clients are blocklisted already: its ANA group taken over", "gateway", t.id, "addrs", t.claimed)
-				continue
+	if g.isTaker(v) {
+		for _, id := range g.tracker.Members() {
+			if a := g.tracker.Owed(id); len(a) > 0 {
+				owed[id] = a
 			}
-			g.logFence(log, t.id, "cannot fence a dead gateway: no lease of it read while it held its lock names its clients (it died before this gateway saw it alive, or recorded none); its ANA group stays inaccessible until it returns, or until its clients are blocklisted by hand (ceph osd blocklist add ADDR)",
-				"claimed_addrs", t.claimed)
-			continue
 		}
-		if len(addrs) == 0 {
-			g.logFence(log, t.id, "cannot fence a dead gateway: every address its lease names is a live gateway's; its ANA group stays inaccessible", "addrs", t.trusted)
-			continue
-		}
+	}
+	g.mu.Unlock()
+	blocklist := func(addrs []string) error {
 		ctx, cancel := g.ctx()
 		err := g.store.Blocklist(ctx, addrs)
 		cancel()
 		if err == nil && g.opts.Barrier != nil {
 			err = g.opts.Barrier()
 		}
-		if err != nil {
-			log("cannot fence a dead gateway: its ANA group stays inaccessible", "gateway", t.id, "addrs", addrs, "err", err)
+		return err
+	}
+	for id, addrs := range owed {
+		if slices.ContainsFunc(addrs, func(a string) bool { return live[a] }) {
+			g.logFence(log, id, "cannot fence a gateway's earlier incarnation: one of its addresses is a live gateway's", "addrs", addrs)
+			continue
+		}
+		if err := blocklist(addrs); err != nil {
+			log("cannot fence a gateway's earlier incarnation", "gateway", id, "addrs", addrs, "err", err)
+			continue
+		}
+		g.mu.Lock()
+		g.tracker.SetOwedFenced(id, addrs)
+		g.mu.Unlock()
+		log("a gateway's earlier incarnation, replaced without stopping, fenced: its clients blocklisted", "gateway", id, "addrs", addrs)
+	}
+	for _, t := range todo {
+		if len(t.trusted) == 0 {
+			// No lease of it was read while it held its lock (it died
+			// before this gateway saw it alive, or recorded no address):
+			// the record's addresses are anyone's word. An operator who
+			// knows it is down fences it (group fence).
+			g.logFence(log, t.id, "cannot fence a dead gateway: no lease of it read while it held its lock names its clients (it died before this gateway saw it alive, or recorded none); its ANA group stays inaccessible until it returns or an operator fences it (nvmeof-tgt-rbd group fence ID)",
+				"claimed_addrs", t.claimed)
+			continue
+		}
+		if slices.ContainsFunc(t.trusted, func(a string) bool { return live[a] }) {
+			g.logFence(log, t.id, "cannot fence a dead gateway: an address its lease names is a live gateway's; its ANA group stays inaccessible", "addrs", t.trusted)
+			continue
+		}
+		if err := blocklist(t.trusted); err != nil {
+			log("cannot fence a dead gateway: its ANA group stays inaccessible", "gateway", t.id, "addrs", t.trusted, "err", err)
 			continue
 		}
 		g.setFenced(t.id)
-		log("gateway's lease expired: its clients blocklisted, its ANA group taken over", "gateway", t.id, "addrs", addrs)
+		log("gateway's lease expired: its clients blocklisted, its ANA group taken over", "gateway", t.id, "addrs", t.trusted)
 	}
+}
+
+// isTaker reports whether this gateway takes the dead's groups over in v.
+// g.mu is held.
+func (g *gateway) isTaker(v group.View) bool {
+	for _, id := range v.Members {
+		if id == g.cfg.ID {
+			return v.SelfOK
+		}
+		if v.Alive[id] && !v.Idle[id] {
+			return false
+		}
+	}
+	return false
+}
+
+// FenceGateway fences gateway id by an operator's word: its lease's
+// addresses are blocklisted, whether or not this gateway trusts them (a
+// gateway that died before this one saw it alive), and its ANA group is
+// taken over. It refuses a gateway that is alive, this one, or one whose
+// lease names a live gateway's address.
+func (m *Manager) FenceGateway(id int) error {
+	g := m.gw
+	if g == nil {
+		return fmt.Errorf("%w: this target is not a gateway of a group", ErrInvalid)
+	}
+	g.mu.Lock()
+	now := g.now()
+	r, known := g.tracker.Record(id)
+	live := map[string]bool{}
+	for _, a := range g.addrs() {
+		live[a] = true
+	}
+	for _, m := range g.tracker.Members() {
+		if g.tracker.Alive(m, now) {
+			for _, a := range g.tracker.Trusted(m) {
+				live[a] = true
+			}
+		}
+	}
+	alive := g.tracker.Alive(id, now)
+	addrs := union(g.tracker.Trusted(id), r.Addrs)
+	g.mu.Unlock()
+	switch {
+	case id == g.cfg.ID:
+		return fmt.Errorf("%w: gateway %d is this one", ErrInvalid, id)
+	case !known:
+		return notFound(fmt.Errorf("gateway %d: no lease of it is known here", id))
+	case alive:
+		return &refusal{code: 409, err: fmt.Errorf("gateway %d holds its lease: it is alive", id)}
+	case len(addrs) == 0:
+		return &refusal{code: 409, err: fmt.Errorf("gateway %d: its lease names no client address to blocklist", id)}
+	case slices.ContainsFunc(addrs, func(a string) bool { return live[a] }):
+		return &refusal{code: 409, err: fmt.Errorf("gateway %d: its lease names %v, among them a live gateway's address", id, addrs)}
+	}
+	ctx, cancel := g.ctx()
+	err := g.store.Blocklist(ctx, addrs)
+	cancel()
+	if err == nil && g.opts.Barrier != nil {
+		err = g.opts.Barrier()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: fence gateway %d: %w", ErrGroup, id, err)
+	}
+	g.setFenced(id)
+	m.log.Warn("gateway fenced by an operator: its clients blocklisted, its ANA group taken over", "gateway", id, "addrs", addrs)
+	g.kickLoop()
+	return nil
+}
+
+// union is a and those of b not in a.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func (g *gateway) setFenced(id int) {
@@ -426,12 +622,19 @@ func (g *gateway) read() (*group.State, uint64, error) {
 }
 
 // adopt follows st if it is newer than the state followed: a later
-// version of the same object, or another object (removed and made anew:
-// its versions start again) read when no other state was adopted since
-// gen. A commit's state passes the adoptions now: it is the newest.
-// g.mu is held.
+// version of the same object, or another object (made anew under a new
+// epoch: its versions start again) read when no other state was adopted
+// since gen (it may be the old one, returning late). A missing object is
+// never followed: the gateway serves what it served, and the next change
+// through any gateway makes the object anew from that gateway's state
+// (gatewayUpdate). A commit's state passes the adoptions now: it is the
+// newest. g.mu is held.
 func (g *gateway) adopt(st *group.State, gen uint64) {
 	switch {
+	case st.Version == 0 && st.Epoch == "" && g.state.Version > 0:
+		return
+	case st.Epoch == g.state.Epoch && st.Version == g.state.Version && reflect.DeepEqual(st, g.state):
+		return // the same: nothing adopted, so no concurrent read is turned away
 	case st.Epoch == g.state.Epoch && st.Version >= g.state.Version:
 	case st.Epoch != g.state.Epoch && gen == g.adoptions:
 		g.epochs++
@@ -484,20 +687,19 @@ func (m *Manager) gatewayNew(cfg *config.Config, o GroupOptions) error {
 	}
 	m.gw = g
 	m.local = cfg.Clone()
-	target := m.compose(m.local, g.state)
-	if err := target.Validate(); err != nil {
-		return fmt.Errorf("gateway group %s: its state does not validate: %w", g.cfg.Name, err)
+	// What it cannot serve of the state is left out, as later (serveState):
+	// one subsystem a gateway cannot serve must not stop it starting.
+	applied, err := m.serveState(g.state, changeOpts{force: true})
+	if len(applied) > 0 {
+		m.log.Debug("gateway group state applied", "group", g.cfg.Name, "applied", applied)
 	}
-	steps, _, err := m.plan(m.running, target, changeOpts{force: true})
 	if err != nil {
-		return err
-	}
-	if _, err := m.apply(steps); err != nil {
-		return err
+		return fmt.Errorf("gateway group %s: %w", g.cfg.Name, err)
 	}
 	if err := m.applyReservations(g.state, g.resvVersion(g.state)); err != nil {
 		return fmt.Errorf("gateway group %s: %w", g.cfg.Name, err)
 	}
+	m.reconcileShared()
 	// The state joined, read before the watch starts: from then on a
 	// notice's read (onNotice) may replace g.state under g.mu.
 	joined := g.state
@@ -571,14 +773,26 @@ func (m *Manager) gatewayLoop() {
 // that cannot be read or applied is not acknowledged: the namespaces'
 // I/O is refused instead (unreadState) until a read succeeds.
 func (m *Manager) onNotice(n group.Notice) {
-	defer m.gw.kickLoop()
+	g := m.gw
+	defer g.kickLoop()
 	if n.Self {
 		n.Ack()
 		return
 	}
-	st, ver, err := m.gw.read()
-	if err == nil && ver != 0 {
-		err = m.applyReservations(st, ver)
+	var err error
+	for range 3 {
+		var st *group.State
+		var ver uint64
+		if st, ver, err = g.read(); err != nil {
+			break
+		}
+		if ver != 0 {
+			err = m.applyReservations(st, ver)
+			break
+		}
+		// The read lost to another adoption (a state of another
+		// epoch): read again.
+		err = errors.New("the group's state read was not the one followed")
 	}
 	if err != nil {
 		m.unreadState(err)
@@ -598,19 +812,91 @@ func (g *gateway) kickLoop() {
 // unreadState refuses I/O on every namespace of the group (a path error:
 // hosts use another path) and reports every group inaccessible, because
 // the group's state cannot be read: a reservation taken through another
-// gateway may be missing here.
+// gateway may be missing here. Once no command runs on those namespaces
+// any more, the lease says the gateway is idle, and the others serve its
+// group meanwhile.
 func (m *Manager) unreadState(err error) {
 	g := m.gw
-	g.mu.Lock()
-	first := g.unread == nil
-	g.unread = err
-	st := g.state
-	g.mu.Unlock()
-	m.setSharedUnknown(st, true)
+	first := m.setUnread(err)
 	if first {
 		m.log.Error("gateway group state unread: refusing I/O on its namespaces until it reads", "group", g.cfg.Name, "err", err)
 	}
-	g.kickLoop()
+	g.mu.Lock()
+	drain := !g.draining && !g.idle && g.unread != nil
+	g.draining = g.draining || drain
+	g.mu.Unlock()
+	if drain {
+		go m.drain()
+	}
+}
+
+// setUnread sets why the state is unread (nil: it reads) and every live
+// namespace's refusal flag with it, as one step: with sharedMu held, the
+// flags agree with unread (reconcileShared, attach take it too). It
+// reports whether the state was read until now.
+func (m *Manager) setUnread(err error) (first bool) {
+	g := m.gw
+	g.sharedMu.Lock()
+	defer g.sharedMu.Unlock()
+	g.mu.Lock()
+	first = g.unread == nil && err != nil
+	g.unread = err
+	if err == nil {
+		g.idle = false
+	}
+	st := g.state
+	g.mu.Unlock()
+	m.setFlags(st, err != nil)
+	return first
+}
+
+// drain waits until no command runs on the group's namespaces, and then,
+// if the state is still unread, has the lease say the gateway is idle.
+func (m *Manager) drain() {
+	g := m.gw
+	defer func() {
+		g.mu.Lock()
+		g.draining = false
+		g.mu.Unlock()
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		g.mu.Lock()
+		st, unread := g.state, g.unread != nil
+		g.mu.Unlock()
+		if !unread {
+			return
+		}
+		busy := false
+		for _, sub := range st.Subsystems {
+			for _, n := range sub.Namespaces {
+				if ns := m.liveNamespace(sub.NQN, n.NSID); ns != nil && ns.Executing() > 0 {
+					busy = true
+				}
+			}
+		}
+		if !busy {
+			break
+		}
+		select {
+		case <-g.stop:
+			return
+		case <-tick.C:
+		}
+	}
+	g.mu.Lock()
+	idle := g.unread != nil
+	g.idle = idle
+	g.mu.Unlock()
+	if idle && g.looping.Load() {
+		done := make(chan struct{})
+		select {
+		case g.beatNow <- done: // the others learn of it now
+			<-done
+		case <-g.stop:
+		}
+	}
 }
 
 // readState serves I/O again once the state was read and applied.
@@ -618,18 +904,31 @@ func (m *Manager) readState() {
 	g := m.gw
 	g.mu.Lock()
 	was := g.unread != nil
-	g.unread = nil
-	st := g.state
+	version := g.state.Version
 	g.mu.Unlock()
+	m.setUnread(nil)
 	if was {
-		m.setSharedUnknown(st, false)
-		m.log.Info("gateway group state read again: serving I/O on its namespaces", "group", g.cfg.Name, "version", st.Version)
+		m.log.Info("gateway group state read again: serving I/O on its namespaces", "group", g.cfg.Name, "version", version)
 		g.kickLoop()
 	}
 }
 
-// setSharedUnknown marks the live namespaces of the group.
-func (m *Manager) setSharedUnknown(st *group.State, unknown bool) {
+// reconcileShared gives every live namespace of the group the refusal
+// flag unread says (a namespace attached since, marked until its
+// reservations were applied, included).
+func (m *Manager) reconcileShared() {
+	g := m.gw
+	g.sharedMu.Lock()
+	defer g.sharedMu.Unlock()
+	g.mu.Lock()
+	st, unknown := g.state, g.unread != nil
+	g.mu.Unlock()
+	m.setFlags(st, unknown)
+}
+
+// setFlags sets every live namespace of st's refusal flag. g.sharedMu is
+// held.
+func (m *Manager) setFlags(st *group.State, unknown bool) {
 	for _, sub := range st.Subsystems {
 		for _, n := range sub.Namespaces {
 			if ns := m.liveNamespace(sub.NQN, n.NSID); ns != nil {
@@ -647,8 +946,8 @@ func (g *gateway) unreadNow() bool {
 }
 
 // sync serves the group's state as it is now: read again (reread), or the
-// last read with the ANA states the leases decide now. A state that cannot
-// be read or applied leaves what is served as it was.
+// last read with the ANA states the leases decide now. What cannot be
+// applied of it is left as it was, and only it (serveState).
 func (m *Manager) sync(reread bool) {
 	g := m.gw
 	read := false
@@ -657,17 +956,16 @@ func (m *Manager) sync(reread bool) {
 		switch {
 		case err == nil:
 			read = true
-		case errors.Is(err, group.ErrCorrupt):
-			// Nobody can change a state that does not decode (a change
-			// reads it first): what this gateway holds is still the
-			// group's, unless another gateway announced a change it
-			// cannot read (onNotice).
+		case !g.store.Watching():
+			// The watch is lost too: a change another gateway announced
+			// meanwhile (a reservation) would not be heard of.
 			m.logStateErr(err)
+			m.unreadState(fmt.Errorf("%w (and the watch of the state is lost)", err))
 		default:
-			// Unreachable: another gateway may have changed a
-			// reservation, and its notice cannot arrive either.
+			// The watch holds: no change was announced that this gateway
+			// did not hear of (onNotice), so what it holds is still the
+			// group's; a corrupt state cannot be changed at all.
 			m.logStateErr(err)
-			m.unreadState(err)
 		}
 	}
 	m.mu.Lock()
@@ -677,24 +975,81 @@ func (m *Manager) sync(reread bool) {
 	g.mu.Lock()
 	st, ver := g.state, g.resvVersion(g.state)
 	g.mu.Unlock()
-	target := m.compose(m.local, st)
-	var applied []string
-	degraded := map[string]string{}
-	if !reflect.DeepEqual(target, m.running) {
-		var err error
-		if applied, err = m.applyGroupState(target); err != nil {
-			// Something of it cannot be served here (a key file this
-			// machine lacks, an image it cannot open): that must not stop
-			// the gateway following the rest, the ANA states above all (a
-			// takeover, a failback).
-			var more []string
-			more, degraded = m.applyEach(target)
-			applied = append(applied, more...)
-		}
-	}
+	applied, err := m.serveState(st, changeOpts{force: true})
 	m.mu.Unlock()
 	if len(applied) > 0 {
 		m.log.Info("gateway group state applied", "group", g.cfg.Name, "version", st.Version, "applied", applied)
+	}
+	if err != nil {
+		m.log.Error("gateway group state not applied", "group", g.cfg.Name, "version", st.Version, "err", err)
+	}
+	if err := m.applyReservations(st, ver); err != nil {
+		m.unreadState(err)
+	} else if read {
+		m.readState()
+	} else {
+		m.reconcileShared()
+	}
+	if read {
+		m.ownListeners(st)
+	}
+}
+
+// ownListeners writes this gateway's listeners into the state if they are
+// missing there (an object made anew by another gateway): the others'
+// discovery logs refer to them.
+func (m *Manager) ownListeners(st *group.State) {
+	g := m.gw
+	var want group.State
+	want.Listeners = map[int][]group.Listener{}
+	want.SetListeners(g.cfg.ID, m.local.Ports)
+	if reflect.DeepEqual(st.Listeners[g.cfg.ID], want.Listeners[g.cfg.ID]) {
+		return
+	}
+	ctx, cancel := g.ctx()
+	defer cancel()
+	next, err := group.Update(ctx, g.store, limits.GroupRetries, func(s *group.State) (bool, error) {
+		before := slices.Clone(s.Listeners[g.cfg.ID])
+		s.SetListeners(g.cfg.ID, m.local.Ports)
+		return !reflect.DeepEqual(before, s.Listeners[g.cfg.ID]), nil
+	})
+	if err != nil {
+		m.log.Warn("gateway group: cannot write this gateway's listeners", "err", err)
+		return
+	}
+	g.mu.Lock()
+	g.adopt(next, g.adoptions)
+	g.mu.Unlock()
+	go g.notify(next.Version, group.KindConfig)
+}
+
+// serveState serves what this gateway can of st: first the ports, their ANA
+// states and the referrals, which a takeover or a failback changes and
+// which nothing else may hold up; then the subsystems, all at once or,
+// when that fails, each on its own (applyEach), a subsystem that cannot be
+// served as st has it not being served here at all. m.mu is held.
+func (m *Manager) serveState(st *group.State, opts changeOpts) ([]string, error) {
+	g := m.gw
+	target := m.compose(m.local, st)
+	var applied []string
+	base := target.Clone()
+	base.Subsystems = m.running.Clone().Subsystems
+	degraded := map[string]string{}
+	if !reflect.DeepEqual(base, m.running) {
+		a, err := m.applyGroupState(base, opts)
+		applied = append(applied, a...)
+		if err != nil {
+			degraded[portsAndANA] = err.Error()
+		}
+	}
+	if !reflect.DeepEqual(target, m.running) {
+		a, err := m.applyGroupState(target, opts)
+		applied = append(applied, a...)
+		if err != nil {
+			more, d := m.applyEach(target, opts)
+			applied = append(applied, more...)
+			maps.Copy(degraded, d)
+		}
 	}
 	g.mu.Lock()
 	changed := !maps.Equal(g.degraded, degraded)
@@ -706,19 +1061,15 @@ func (m *Manager) sync(reread bool) {
 				"subsystem", what, "err", degraded[what])
 		}
 	}
-	if err := m.applyReservations(st, ver); err != nil {
-		m.unreadState(err)
-	} else if read {
-		m.readState()
-	}
+	return applied, nil
 }
 
 // applyGroupState applies target whole. m.mu is held.
-func (m *Manager) applyGroupState(target *config.Config) ([]string, error) {
+func (m *Manager) applyGroupState(target *config.Config, opts changeOpts) ([]string, error) {
 	if err := target.Validate(); err != nil {
 		return nil, err
 	}
-	steps, _, err := m.plan(m.running, target, changeOpts{force: true})
+	steps, _, err := m.plan(m.running, target, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -729,23 +1080,22 @@ func (m *Manager) applyGroupState(target *config.Config) ([]string, error) {
 // subsystem's: the ports, their ANA states and the referrals.
 const portsAndANA = "(ports, ANA states, referrals)"
 
-// applyEach applies what it can of target, which cannot be applied whole:
-// first everything but the subsystems (the ports' ANA states: a takeover
-// goes through whatever else fails), then each subsystem on its own. It
-// returns what it applied and what it could not, by subsystem NQN (or
-// portsAndANA), with why. m.mu is held.
-func (m *Manager) applyEach(target *config.Config) (applied []string, degraded map[string]string) {
+// failure is a subsystem applyEach could not apply, as it was then.
+type failure struct {
+	want *config.Subsystem
+	err  string
+	at   time.Time
+}
+
+// applyEach applies each subsystem of target on its own. One that cannot
+// be applied as target has it is not served here (hosts use the other
+// gateways: an older version would keep, say, a host the group revoked),
+// and it is not tried again before it changes or
+// limits.GroupRetryDegraded passes. It returns what it applied and what it
+// could not, by subsystem NQN, with why. m.mu is held.
+func (m *Manager) applyEach(target *config.Config, opts changeOpts) (applied []string, degraded map[string]string) {
+	g := m.gw
 	degraded = map[string]string{}
-	try := func(next *config.Config) error {
-		a, err := m.applyGroupState(next)
-		applied = append(applied, a...)
-		return err
-	}
-	base := target.Clone()
-	base.Subsystems = m.running.Clone().Subsystems
-	if err := try(base); err != nil {
-		degraded[portsAndANA] = err.Error()
-	}
 	nqns := map[string]bool{}
 	for _, s := range target.Subsystems {
 		nqns[s.NQN] = true
@@ -753,19 +1103,51 @@ func (m *Manager) applyEach(target *config.Config) (applied []string, degraded m
 	for _, s := range m.running.Subsystems {
 		nqns[s.NQN] = true
 	}
+	now := time.Now()
 	for _, nqn := range slices.Sorted(maps.Keys(nqns)) {
 		want := findSubsystem(target, nqn)
-		if have := findSubsystem(m.running, nqn); (want == nil && have == nil) || (want != nil && have != nil && reflect.DeepEqual(*want, *have)) {
+		have := findSubsystem(m.running, nqn)
+		if (want == nil && have == nil) || (want != nil && have != nil && reflect.DeepEqual(*want, *have)) {
+			delete(g.failed, nqn)
+			continue
+		}
+		if f, ok := g.failed[nqn]; ok && want != nil && reflect.DeepEqual(f.want, want) && now.Sub(f.at) < limits.GroupRetryDegraded {
+			degraded[nqn] = f.err
 			continue
 		}
 		next := m.running.Clone()
 		next.Subsystems = slices.DeleteFunc(next.Subsystems, func(s config.Subsystem) bool { return s.NQN == nqn })
+		var err error
 		if want != nil {
-			next.Subsystems = append(next.Subsystems, *want)
+			with := next.Clone()
+			with.Subsystems = append(with.Subsystems, *want)
+			var a []string
+			a, err = m.applyGroupState(with, opts)
+			applied = append(applied, a...)
 		}
-		if err := try(next); err != nil {
-			degraded[nqn] = err.Error()
+		if err == nil && want != nil {
+			delete(g.failed, nqn)
+			continue
 		}
+		if err == nil { // removed from the group
+			a, rerr := m.applyGroupState(next, opts)
+			applied = append(applied, a...)
+			if rerr != nil {
+				degraded[nqn] = rerr.Error()
+			}
+			continue
+		}
+		why := "not served here: " + err.Error()
+		if findSubsystem(m.running, nqn) != nil {
+			if a, rerr := m.applyGroupState(next, opts); rerr != nil {
+				why += "; and cannot stop serving it: " + rerr.Error()
+			} else {
+				applied = append(applied, a...)
+			}
+		}
+		degraded[nqn] = why
+		w := *want
+		g.failed[nqn] = failure{want: &w, err: why, at: now}
 	}
 	return applied, degraded
 }
@@ -952,6 +1334,14 @@ func (m *Manager) gatewayUpdate(edit func(*config.Config) error, opts changeOpts
 		if err != nil {
 			return Result{}, fmt.Errorf("%w: %w", ErrGroup, err)
 		}
+		if cur.Version == 0 {
+			// No object (removed, say, to repair a corrupt one): the change
+			// makes it anew from what this gateway follows, not from
+			// nothing, which every gateway would then follow.
+			g.mu.Lock()
+			cur = g.state.Recreate()
+			g.mu.Unlock()
+		}
 		base := m.compose(m.local, cur)
 		next := base.Clone()
 		if err := edit(next); err != nil {
@@ -1015,6 +1405,17 @@ func (m *Manager) gatewayUpdate(edit func(*config.Config) error, opts changeOpts
 			g.mu.Unlock()
 		}
 		applied, err := m.run(steps)
+		if shared {
+			// A namespace added is served once it holds the group's
+			// reservations of it (attach marks it until then).
+			g.mu.Lock()
+			st, ver := g.state, g.resvVersion(g.state)
+			g.mu.Unlock()
+			if rerr := m.applyReservations(st, ver); rerr != nil {
+				m.unreadState(rerr)
+			}
+		}
+		m.reconcileShared()
 		res := Result{Applied: applied, Restart: restart}
 		if localChanged {
 			m.local = newLocal
@@ -1128,10 +1529,11 @@ func (m *Manager) gatewayReload(next *config.Config) (Result, error) {
 	restart := staticChanges(m.local, next)
 	next.GatewayGroup = m.gw.cfg // the group and id it started with
 	m.local = next
-	target := m.compose(next, m.gw.latest())
-	res, err := m.change(target, changeOpts{reread: followsBackend})
-	res.Restart = restart
-	return res, err
+	// As a sync serves the state: validated, what cannot be served left
+	// out (a host key file outside key_dir is never opened).
+	applied, err := m.serveState(m.gw.latest(), changeOpts{force: true, reread: followsBackend})
+	m.reconcileShared()
+	return Result{Applied: applied, Restart: restart}, err
 }
 
 // closeGateway stops following the group: no change is applied after it
@@ -1179,6 +1581,12 @@ type GroupStatus struct {
 	// Error is why the group's state cannot be read now (this gateway
 	// then serves what it served and refuses changes).
 	Error string `json:"error,omitempty"`
+	// Idle: unread, and no command runs on the group's namespaces; the
+	// lease says so, and the others serve this gateway's group.
+	Idle bool `json:"idle,omitempty"`
+	// PrevOwed are the clients of this gateway's previous incarnation, on
+	// other machines, it waits to see blocklisted before it serves.
+	PrevOwed []string `json:"prev_owed,omitempty"`
 	// Unread is why this gateway refuses I/O on the group's namespaces
 	// and reports its groups inaccessible: the state could not be read
 	// since a change was announced, or the cluster cannot be reached.
@@ -1206,6 +1614,12 @@ type MemberStatus struct {
 	Alive bool `json:"alive"`
 	// LeaseAge is how long ago its lease was last renewed, as seen here.
 	LeaseAge time.Duration `json:"lease_age_ns"`
+	// Idle: it holds its lease but serves nothing (it cannot read the
+	// state); its group is served elsewhere.
+	Idle bool `json:"idle,omitempty"`
+	// Owed are addresses of an earlier incarnation of it that still have
+	// to be fenced.
+	Owed []string `json:"owed,omitempty"`
 	// Unverified: no lease of it was read while it held its lease lock,
 	// so this gateway knows no client of it to blocklist (Addrs are then
 	// what its record claims).
@@ -1235,6 +1649,7 @@ func (m *Manager) Group() *GroupStatus {
 	if g.unread != nil {
 		gs.Unread = g.unread.Error()
 	}
+	gs.Idle, gs.PrevOwed = g.idle, slices.Clone(g.prevOwed)
 	if len(g.degraded) > 0 {
 		gs.Degraded = maps.Clone(g.degraded)
 	}
@@ -1251,6 +1666,7 @@ func (m *Manager) Group() *GroupStatus {
 			if ms.Addrs == nil {
 				ms.Unverified, ms.Addrs = true, r.Addrs
 			}
+			ms.Idle, ms.Owed = g.tracker.Idle(id, now), g.tracker.Owed(id)
 			ms.Fenced = v.Fenced[id] && !r.Stopped
 		}
 		for _, l := range g.state.Listeners[id] {

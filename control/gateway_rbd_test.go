@@ -220,7 +220,17 @@ func TestRBDStoreVersionRace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.(interface{ Close() }).Close() })
-	// The leases object moves far ahead of the state's version.
+	// The object first: a watch needs it.
+	if _, err := group.Update(ctx, st, 3, func(s *group.State) (bool, error) { s.SetListeners(1, nil); return true, nil }); err != nil {
+		t.Fatal(err)
+	}
+	stopWatch, err := st.Watch(func(n group.Notice) { n.Ack() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopWatch)
+	// The leases object moves far ahead of the state's version, and
+	// notifications go to the state object meanwhile.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -234,6 +244,7 @@ func TestRBDStoreVersionRace(t *testing.T) {
 			}
 			st.Heartbeat(ctx, 1, "a", 3*time.Second, []byte(fmt.Sprintf(`{"incarnation":"a","seq":%d,"addrs":[]}`, i)))
 			st.Leases(ctx)
+			st.Notify(ctx, []byte("x"), 100*time.Millisecond)
 		}
 	}()
 	conflicts := 0

@@ -75,8 +75,12 @@ func (m *Manager) attach(s *fabric.Subsystem, nc config.Namespace, b backend) er
 		b.release()
 		return err
 	}
-	if m.gw != nil && m.gw.unreadNow() {
-		ns.SetSharedStateUnknown(true) // as the group's others are (unreadState)
+	if m.gw != nil {
+		// Its I/O is refused until the group's reservations of it are
+		// applied here (reconcileShared clears the mark).
+		m.gw.sharedMu.Lock()
+		ns.SetSharedStateUnknown(true)
+		m.gw.sharedMu.Unlock()
 	}
 	rs := findSubsystem(m.running, s.NQN())
 	rs.Namespaces = append(rs.Namespaces, nc)

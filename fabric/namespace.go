@@ -300,6 +300,9 @@ func (ns *Namespace) enter(r *Request) bool {
 
 func (ns *Namespace) exit(r *Request) { ns.refs.shards[int(r.q.qid)&(statShards-1)].n.Add(-1) }
 
+// Executing is how many commands execute on the namespace now.
+func (ns *Namespace) Executing() int64 { return ns.executing() }
+
 func (ns *Namespace) executing() int64 {
 	var n int64
 	for i := range ns.refs.shards {

@@ -212,6 +212,13 @@ func (q *Queue) Execute(r *Request) {
 			return
 		}
 		r.exec = ec
+		// Checked again once counted: a gateway that marks the
+		// namespace's shared state unknown then waits for the count to
+		// drain, and a command parsed before the mark must not slip past.
+		if r.ns.sharedUnknown.Load() {
+			r.complete(nvme.StatusANAInaccessible)
+			return
+		}
 		// Checked once counted, at Execute: a Preempt and Abort publishes
 		// the new state, then waits for the counts of the hosts it
 		// preempted (waitHosts).

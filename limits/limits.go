@@ -187,6 +187,10 @@ const (
 	// gateways to acknowledge it (a reservation waits for them before it
 	// completes).
 	GroupNotifyTimeout = 5 * time.Second
+	// GroupRetryDegraded is how soon a gateway tries again a subsystem of
+	// the group's state it could not apply, while the state does not
+	// change it.
+	GroupRetryDegraded = 30 * time.Second
 	// GroupKeyDir is where a gateway accepts the key files the group's
 	// state names (gateway_group.key_dir): anyone able to write the pool
 	// writes those paths, and the gateway reads them as root.

@@ -51,7 +51,7 @@ func (o *ctlOptions) client() *control.Client { return control.NewClient(o.socke
 // ctlCmds returns the client commands for the root command.
 func ctlCmds() []*cobra.Command {
 	o := &ctlOptions{}
-	cmds := []*cobra.Command{statusCmd(o), subsystemCmd(o), nsCmd(o), hostCmd(o), portCmd(o), reloadCmd(o)}
+	cmds := []*cobra.Command{statusCmd(o), subsystemCmd(o), nsCmd(o), hostCmd(o), portCmd(o), reloadCmd(o), groupCmd(o)}
 	for _, c := range cmds {
 		o.addFlags(c, true)
 	}
@@ -527,6 +527,33 @@ func portCmd(o *ctlOptions) *cobra.Command {
 			return c.Ports(ctx)
 		},
 		printPorts))
+	return c
+}
+
+// groupCmd is what an operator does to a gateway group through one of its
+// gateways.
+func groupCmd(o *ctlOptions) *cobra.Command {
+	c := &cobra.Command{Use: "group", Short: "Act on the gateway group this gateway belongs to"}
+	c.AddCommand(&cobra.Command{
+		Use:   "fence ID",
+		Short: "Fence a dead gateway on your word: blocklist the clients its lease names and take its ANA group over",
+		Long: `Fence a dead gateway on your word. A gateway that died before the others saw it
+holding its lease lock (they all restarted meanwhile) cannot be fenced by them:
+the addresses its lease record names are anyone's word. Once you know it is
+down, this blocklists them and the gateway's ANA group is taken over. It
+refuses a gateway that holds its lease, or whose lease names a live gateway's
+address. Run it again after this gateway restarts, if the other is still down.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.Atoi(args[0])
+			if err != nil {
+				return &usageError{fmt.Errorf("gateway %q: want a number", args[0])}
+			}
+			return o.change(cmd, false, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				return c.FenceGateway(ctx, id)
+			})
+		},
+	})
 	return c
 }
 

@@ -68,6 +68,12 @@ func printGroup(w io.Writer, g *control.GroupStatus) {
 	if g.Unread != "" {
 		fmt.Fprintf(w, "state unread since a change (I/O refused, every group reported inaccessible): %s\n", g.Unread)
 	}
+	if g.Idle {
+		fmt.Fprintln(w, "idle: no command runs here; the other gateways serve this one's group")
+	}
+	if len(g.PrevOwed) > 0 {
+		fmt.Fprintf(w, "not serving: waiting for the clients of this gateway's previous incarnation on other machines to be blocklisted: %s\n", strings.Join(g.PrevOwed, " "))
+	}
 	for _, what := range slices.Sorted(maps.Keys(g.Degraded)) {
 		fmt.Fprintf(w, "not served here (the rest is): %s: %s\n", what, g.Degraded[what])
 	}
@@ -78,6 +84,10 @@ func printGroup(w io.Writer, g *control.GroupStatus) {
 	for _, m := range g.Members {
 		health := "alive"
 		switch {
+		case m.Idle:
+			health = "idle"
+		case m.Unverified && !m.Alive && !m.Fenced && !m.Stopped:
+			health = "dead, unverified (group fence ID)"
 		case m.Stopped:
 			health = "stopped"
 		case m.Fenced:

@@ -16,12 +16,17 @@ import (
 // a whole lease has passed.
 //
 // Anyone able to write the pool can write a lease record, so a record
-// counts only when read while its incarnation held the gateway's lease
-// lock from the client the record names (Observed.Held): the cluster's
-// word, not the record's. Only such a record renews a gateway, says it
-// stopped, or gives the addresses a fence blocklists. A gateway seen only
-// through records that do not count is a member (dead a lease later) whose
-// clients this observer cannot name.
+// counts only when read while its incarnation holds the gateway's lease
+// lock from a client the record names, the same client as before for the
+// same incarnation (Observed.Renews): the cluster's word, not the
+// record's. Only such a record renews a gateway, says it is idle, or names
+// addresses a fence blocklists, and only those of the lock holder's
+// machine; a clean stop is believed only from the holder already seen for
+// that incarnation. A gateway seen only through records that do not count
+// is a member (dead a lease later) whose clients this observer cannot
+// name. When a gateway's incarnation changes, the clients of the one
+// before that neither stopped nor was fenced are owed a fence (Owed): a
+// process paused past its lease may still write when it resumes.
 type Tracker struct {
 	lease time.Duration
 	peers map[int]*peer
@@ -30,10 +35,14 @@ type Tracker struct {
 type peer struct {
 	rec     LeaseRecord
 	changed time.Time
-	// held: rec was read while its incarnation held the lock; trusted
-	// are the addresses of the last record that was (nil: none was).
-	held    bool
+	// holder is the lock holder's address for rec's incarnation, once a
+	// record of it counted ("": none did); trusted are the addresses a
+	// fence of that incarnation blocklists.
+	holder  string
 	trusted []string
+	// owed are the addresses of earlier incarnations that neither stopped
+	// nor were fenced.
+	owed []string
 	// fenced is the incarnation this observer blocklisted: it never
 	// counts as alive again, whatever it writes.
 	fenced string
@@ -46,24 +55,36 @@ type Observed struct {
 	Holder *Holder
 }
 
-// Held reports whether the record counts: its incarnation holds the
-// lease lock, from a client whose address the record names, and every
-// address it names is of that client's machine.
-func (o Observed) Held() bool {
+// Renews reports whether the record counts: its incarnation holds the
+// lease lock from a client whose address the record names.
+func (o Observed) Renews() bool {
 	h := o.Holder
-	if h == nil || h.Cookie != o.Rec.Incarnation || !slices.Contains(o.Rec.Addrs, h.Addr) {
-		return false
-	}
-	host, err := AddrHost(h.Addr)
+	return h != nil && h.Cookie == o.Rec.Incarnation && slices.Contains(o.Rec.Addrs, h.Addr)
+}
+
+// sameHost are those of addrs on holder's machine.
+func sameHost(addrs []string, holder string) []string {
+	host, err := AddrHost(holder)
 	if err != nil {
-		return false
+		return nil
 	}
-	for _, a := range o.Rec.Addrs {
-		if ah, err := AddrHost(a); err != nil || ah != host {
-			return false
+	var out []string
+	for _, a := range addrs {
+		if ah, err := AddrHost(a); err == nil && ah == host {
+			out = append(out, a)
 		}
 	}
-	return true
+	return out
+}
+
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // NewTracker tracks leases of the given length.
@@ -75,21 +96,40 @@ func NewTracker(lease time.Duration) *Tracker {
 func (t *Tracker) Observe(now time.Time, recs map[int]Observed) {
 	for id, o := range recs {
 		p := t.peers[id]
-		held := o.Held()
+		r := o.Rec
+		renews := o.Renews()
+		if renews && p != nil && p.rec.Incarnation == r.Incarnation && p.holder != "" && p.holder != o.Holder.Addr {
+			// The incarnation's lock moved to another client (it lapsed,
+			// and someone took it with the incarnation's public name).
+			renews = false
+		}
 		switch {
 		case p == nil:
-			p = &peer{rec: o.Rec, changed: now}
+			p = &peer{rec: r, changed: now}
 			t.peers[id] = p
-		case !held:
-		case p.rec.Incarnation != o.Rec.Incarnation || p.rec.Seq != o.Rec.Seq || p.rec.Stopped != o.Rec.Stopped || !p.held:
-			p.rec, p.changed = o.Rec, now
+			// A stop or an idle gateway is believed only from a holder
+			// already seen for its incarnation.
+			p.rec.Stopped, p.rec.Idle = false, false
+		case !renews:
+			continue
+		case p.rec.Incarnation != r.Incarnation:
+			if p.holder != "" && !p.rec.Stopped && p.fenced != p.rec.Incarnation {
+				p.owed = union(p.owed, p.trusted)
+			}
+			p.rec, p.changed, p.holder, p.trusted = r, now, "", nil
+			p.rec.Stopped, p.rec.Idle = false, false
+		default:
+			if p.holder == "" || p.rec.Seq != r.Seq || p.rec.Stopped != r.Stopped || p.rec.Idle != r.Idle {
+				p.changed = now
+			}
+			seen := p.holder == o.Holder.Addr
+			p.rec = r
+			p.rec.Stopped, p.rec.Idle = r.Stopped && seen, r.Idle && seen
 		}
-		p.held = held
-		if held {
-			p.rec.Stopped = o.Rec.Stopped
-			p.trusted = slices.Clone(o.Rec.Addrs)
-		} else if p.trusted == nil {
-			p.rec.Stopped = false // never read so: not to be believed
+		if renews {
+			p.holder = o.Holder.Addr
+			// Once trusted within an incarnation an address stays so.
+			p.trusted = union(p.trusted, sameHost(r.Addrs, o.Holder.Addr))
 		}
 	}
 }
@@ -106,13 +146,30 @@ func (t *Tracker) Record(id int) (LeaseRecord, bool) {
 	return p.rec, true
 }
 
-// Trusted are the addresses a fence of gateway id blocklists: those of its
-// last record that counted (nil if none did).
+// Trusted are the addresses a fence of gateway id's incarnation
+// blocklists: the lock holder's machine's among those its records named
+// (nil if none counted).
 func (t *Tracker) Trusted(id int) []string {
 	if p := t.peers[id]; p != nil {
 		return slices.Clone(p.trusted)
 	}
 	return nil
+}
+
+// Owed are the addresses of gateway id's earlier incarnations still to be
+// fenced; SetOwedFenced clears them once blocklisted.
+func (t *Tracker) Owed(id int) []string {
+	if p := t.peers[id]; p != nil {
+		return slices.Clone(p.owed)
+	}
+	return nil
+}
+
+// SetOwedFenced records that the addresses Owed gave are blocklisted.
+func (t *Tracker) SetOwedFenced(id int, addrs []string) {
+	if p := t.peers[id]; p != nil {
+		p.owed = slices.DeleteFunc(p.owed, func(a string) bool { return slices.Contains(addrs, a) })
+	}
 }
 
 // Age is how long ago gateway id's record last changed, as seen here.
@@ -127,6 +184,13 @@ func (t *Tracker) Age(id int, now time.Time) time.Duration {
 func (t *Tracker) Alive(id int, now time.Time) bool {
 	p := t.peers[id]
 	return p != nil && !p.rec.Stopped && p.fenced != p.rec.Incarnation && now.Sub(p.changed) < t.lease
+}
+
+// Idle reports whether gateway id, alive, serves nothing: its namespaces
+// refuse I/O and none runs (it cannot read the group's state), so its
+// group may be served elsewhere without a fence.
+func (t *Tracker) Idle(id int, now time.Time) bool {
+	return t.Alive(id, now) && t.peers[id].rec.Idle
 }
 
 // Fenced reports whether gateway id, not alive, can no longer write: it
@@ -148,11 +212,13 @@ func (t *Tracker) SetFenced(id int) {
 // ANA states of its ports, and whom it must fence.
 type View struct {
 	// Self is this gateway's ID; SelfOK that its own lease holds (its
-	// heartbeats succeed): without it, it gives up every group.
+	// heartbeats succeed) and it serves: without it, it gives up every
+	// group.
 	Self   int
 	SelfOK bool
-	// Alive and Fenced are of the other gateways (Tracker's).
-	Alive, Fenced map[int]bool
+	// Alive and Fenced are of the other gateways (Tracker's); Idle those
+	// alive that serve nothing.
+	Alive, Fenced, Idle map[int]bool
 	// Members are the gateways known, Self among them.
 	Members []int
 	// Groups are the ANA groups namespaces are in.
@@ -170,23 +236,24 @@ func (v View) taker() int {
 	return 0
 }
 
+// live reports whether gateway id serves: alive and not idle.
 func (v View) live(id int) bool {
 	if id == v.Self {
 		return v.SelfOK
 	}
-	return v.Alive[id]
+	return v.Alive[id] && !v.Idle[id]
 }
 
 func (v View) member(id int) bool { return slices.Contains(v.Members, id) }
 
 // Owner is the gateway whose ports report group g optimized: its own
-// gateway while that lives, else the taker; 0 if none does.
+// gateway while that serves, else the taker; 0 if none does.
 func (v View) Owner(g uint32) int {
 	if id := int(g); v.member(id) && v.live(id) {
 		return id
 	}
 	t := v.taker()
-	if id := int(g); t != 0 && v.member(id) && id != v.Self && !v.Fenced[id] {
+	if id := int(g); t != 0 && v.member(id) && id != v.Self && !v.Fenced[id] && !v.Idle[id] {
 		// Dead but not fenced yet: nobody may take it over, lest the
 		// dead one's writes land after the taker's.
 		return 0

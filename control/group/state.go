@@ -127,6 +127,15 @@ func (s *State) Clone() *State {
 	return &c
 }
 
+// Recreate is s as the content of an object made anew: committed, it
+// creates the object (under a new epoch) with s's configuration and
+// reservations.
+func (s *State) Recreate() *State {
+	c := s.Clone()
+	c.Version, c.Epoch, c.object = 0, "", 0
+	return c
+}
+
 // Empty is the state of a group with none yet.
 func Empty() *State {
 	return &State{Listeners: map[int][]Listener{}, Reservations: map[NSRef]Reservation{}}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,6 +46,9 @@ type Store interface {
 	// Watch calls fn, on one goroutine, with every notification of the
 	// state object until stop.
 	Watch(fn func(Notice)) (stop func(), err error)
+	// Watching reports whether the watch holds now: while it does not, a
+	// notification may be lost.
+	Watching() bool
 	// Heartbeat takes or renews gateway id's lease lock for incarnation,
 	// to be held for hold from now, and then writes its lease record; if
 	// another client, or another incarnation, holds the lock, it writes
@@ -105,6 +109,8 @@ type Cluster struct {
 	// Fail, when set, fails every operation with it (an unreachable
 	// cluster).
 	Fail error
+	// WatchLost, when set, is every client's watch lost.
+	WatchLost atomic.Bool
 }
 
 // memLock is a lease lock: who holds it, until when.
@@ -286,6 +292,8 @@ func (s *MemStore) Watch(fn func(Notice)) (func(), error) {
 		})
 	}, nil
 }
+
+func (s *MemStore) Watching() bool { return !s.c.WatchLost.Load() }
 
 func (s *MemStore) Heartbeat(ctx context.Context, id int, incarnation string, hold time.Duration, record []byte) error {
 	s.c.mu.Lock()

@@ -28,10 +28,16 @@ func Commit(ctx context.Context, st Store, cur, next *State) error {
 	next.Version = cur.Version + 1
 	// The object's epoch: new with the object, the same ever after.
 	next.Epoch = cur.Epoch
-	if cur.object == 0 {
+	if cur.object == 0 || cur.Epoch == "" {
+		// A new object, or one written before epochs: it gets one.
 		next.Epoch = NewEpoch()
 	}
 	set, rm := Diff(cur, next)
+	if cur.object == 0 {
+		// Creating the object: all of next (cur may hold content, as
+		// Recreate gives it), and nothing to remove.
+		set, rm = next.Omap(), nil
+	}
 	if err := st.Write(ctx, cur.object, []byte(Header), set, rm); err != nil {
 		if errors.Is(err, ErrConflict) {
 			return err
@@ -113,6 +119,11 @@ type LeaseRecord struct {
 	// Stopped says it stopped cleanly, its clients closed: the others
 	// take its group over at once, with nothing to fence.
 	Stopped bool `json:"stopped,omitempty"`
+	// Idle says it serves nothing though it holds its lease: it cannot
+	// read the group's state, its namespaces refuse I/O and none runs any
+	// more, so the others serve its group meanwhile, with nothing to
+	// fence.
+	Idle bool `json:"idle,omitempty"`
 }
 
 // Encode is the record as the leases object holds it.
@@ -149,7 +160,9 @@ func DecodeLease(b []byte) (LeaseRecord, error) {
 func AddrHost(a string) (string, error) {
 	hostPort, nonce, ok := strings.Cut(a, "/")
 	host, _, err := net.SplitHostPort(hostPort)
-	if !ok || err != nil || net.ParseIP(host) == nil || nonce == "" || strings.Trim(nonce, "0123456789") != "" || len(a) > 64 {
+	// Nonce 0 is every client of the address (OSDMap::is_blocklisted):
+	// no gateway's client has it, and a fence must never name it.
+	if !ok || err != nil || net.ParseIP(host) == nil || nonce == "" || strings.Trim(nonce, "0123456789") != "" || strings.Trim(nonce, "0") == "" || len(a) > 64 {
 		return "", fmt.Errorf("%q is not a client address (IP:PORT/NONCE)", prefix([]byte(a)))
 	}
 	return net.ParseIP(host).String(), nil

@@ -276,6 +276,13 @@ func (s *Store) Watch(fn func(group.Notice)) (func(), error) {
 	}, nil
 }
 
+// Watching reports whether the watch holds now.
+func (s *Store) Watching() bool {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.watcher != nil
+}
+
 func (s *Store) watch() error {
 	// The OSD's default timeout (osd_client_watch_timeout, 30 s): a
 	// shorter one than librados' pings (objecter_tick_interval, 5 s)
@@ -367,8 +374,8 @@ func (s *Store) Leases(ctx context.Context) (map[int]group.Lease, error) {
 			break
 		}
 		id, err := strconv.Atoi(kv.Key)
-		if err != nil || id < 1 || id > limits.GroupGateways {
-			continue
+		if err != nil || id < 1 || id > limits.GroupGateways || len(kv.Value) > limits.GroupLeaseBytes {
+			continue // not a lease (DecodeLease would refuse it anyway)
 		}
 		out[id] = group.Lease{Record: kv.Value}
 	}
