@@ -1032,8 +1032,16 @@ func (m *Manager) serveState(st *group.State, opts changeOpts) ([]string, error)
 	g := m.gw
 	target := m.compose(m.local, st)
 	var applied []string
-	base := target.Clone()
-	base.Subsystems = m.running.Clone().Subsystems
+	// The ANA states of the ports already listening, and the referrals:
+	// a port added waits for the subsystems (a host that reconnected to
+	// it first would be told, for good, that its subsystem is not there).
+	base := m.running.Clone()
+	for i := range base.Ports {
+		if p := findPort(target, base.Ports[i].ID); p != nil {
+			base.Ports[i].ANAGroups = maps.Clone(p.ANAGroups)
+		}
+	}
+	base.Referrals = slices.Clone(target.Referrals)
 	degraded := map[string]string{}
 	if !reflect.DeepEqual(base, m.running) {
 		a, err := m.applyGroupState(base, opts)

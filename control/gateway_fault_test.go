@@ -451,3 +451,44 @@ func TestGatewayReadFailures(t *testing.T) {
 		t.Error("read again: I/O still refused")
 	}
 }
+
+// orderTransport is a loop transport that records, when a port starts
+// listening, whether the target already serves sub.
+type orderTransport struct {
+	*fabric.LoopTransport
+	tgt   **fabric.Target
+	sub   string
+	early bool
+}
+
+func (o *orderTransport) Listen(t *fabric.Target, p *fabric.Port) (fabric.Listener, error) {
+	if (*o.tgt).Subsystem(o.sub) == nil {
+		o.early = true
+	}
+	return o.LoopTransport.Listen(t, p)
+}
+
+// TestGatewayPortAfterSubsystems: a gateway that starts (a restart, a
+// failback) listens only once it serves the group's subsystems: a host
+// reconnecting to a port that answered first was told its subsystem is
+// not there (Connect Invalid Parameters, do not retry), and gave the path
+// up for good.
+func TestGatewayPortAfterSubsystems(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, addrA)
+	addGroupNS(t, a, subA, 1)
+	cfg, _ := groupFile(t, 2, 1)
+	tgt := fabric.NewTarget(fabric.Options{})
+	t.Cleanup(func() { tgt.Close() })
+	ot := &orderTransport{LoopTransport: fabric.NewLoopTransport(fabric.TransportLimits{MDTS: 128 << 10, MaxQueueDepth: 64, MaxIOQueues: 4}), tgt: &tgt, sub: subA}
+	m, err := New(tgt, cfg, Options{Transport: func(string) (fabric.Transport, error) { return ot, nil },
+		Group: &GroupOptions{Store: cl.Client(addrB), Now: clock.Now, MemoryNamespaces: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	if ot.early {
+		t.Error("the gateway listened before it served the group's subsystem")
+	}
+}
