@@ -976,6 +976,7 @@ func (m *Manager) sync(reread bool) {
 	st, ver := g.state, g.resvVersion(g.state)
 	g.mu.Unlock()
 	applied, err := m.serveState(st, changeOpts{force: true})
+	ports := slices.Clone(m.local.Ports)
 	m.mu.Unlock()
 	if len(applied) > 0 {
 		m.log.Info("gateway group state applied", "group", g.cfg.Name, "version", st.Version, "applied", applied)
@@ -991,18 +992,18 @@ func (m *Manager) sync(reread bool) {
 		m.reconcileShared()
 	}
 	if read {
-		m.ownListeners(st)
+		m.ownListeners(st, ports)
 	}
 }
 
 // ownListeners writes this gateway's listeners into the state if they are
 // missing there (an object made anew by another gateway): the others'
 // discovery logs refer to them.
-func (m *Manager) ownListeners(st *group.State) {
+func (m *Manager) ownListeners(st *group.State, ports []config.Port) {
 	g := m.gw
 	var want group.State
 	want.Listeners = map[int][]group.Listener{}
-	want.SetListeners(g.cfg.ID, m.local.Ports)
+	want.SetListeners(g.cfg.ID, ports)
 	if reflect.DeepEqual(st.Listeners[g.cfg.ID], want.Listeners[g.cfg.ID]) {
 		return
 	}
@@ -1010,7 +1011,7 @@ func (m *Manager) ownListeners(st *group.State) {
 	defer cancel()
 	next, err := group.Update(ctx, g.store, limits.GroupRetries, func(s *group.State) (bool, error) {
 		before := slices.Clone(s.Listeners[g.cfg.ID])
-		s.SetListeners(g.cfg.ID, m.local.Ports)
+		s.SetListeners(g.cfg.ID, ports)
 		return !reflect.DeepEqual(before, s.Listeners[g.cfg.ID]), nil
 	})
 	if err != nil {
@@ -1123,8 +1124,10 @@ func (m *Manager) applyEach(target *config.Config, opts changeOpts) (applied []s
 			degraded[nqn] = f.err
 			continue
 		}
-		next := m.running.Clone()
-		next.Subsystems = slices.DeleteFunc(next.Subsystems, func(s config.Subsystem) bool { return s.NQN == nqn })
+		// Everything else as target has it (its ports too: a plan adds
+		// a subsystem before a port), the other subsystems as served.
+		next := target.Clone()
+		next.Subsystems = slices.DeleteFunc(m.running.Clone().Subsystems, func(s config.Subsystem) bool { return s.NQN == nqn })
 		var err error
 		if want != nil {
 			with := next.Clone()
