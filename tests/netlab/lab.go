@@ -67,9 +67,9 @@ type End struct {
 // GuestSpec and LinkSpec are what the launcher's flags say; Build makes a Lab of them.
 type GuestSpec struct {
 	Name     string
-	CPUs     int   // 0: the default
-	MemMB    int   // 0: the default
-	Off      bool  // not booted at the start
+	CPUs     int  // 0: the default
+	MemMB    int  // 0: the default
+	Off      bool // not booted at the start
 	Disk     string
 	DiskSize int64 // 0: the default
 }

@@ -295,8 +295,8 @@ type launcher struct {
 type guest struct {
 	netlab.Guest
 	driver bool
-	ctl    string   // its control share
-	disk   string   // its disk image
+	ctl    string     // its control share
+	disk   string     // its disk image
 	nics   []*os.File // its ends of its links, in NIC order: QEMU's fds 3, 4, ...
 	nicFDs []int
 
