@@ -1,0 +1,226 @@
+//go:build e2e && netlab
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/tests/netlab"
+)
+
+// The network lab's own tests (tests/lab/e2e-net.sh): the lab does what the tests after them
+// rely on.
+
+// retransmits sums the rxe counters of a requester that resent packets (completer_retry_err: it
+// timed out waiting for an ACK; rcvd_seq_err: it got a NAK for a sequence gap) and of a
+// responder that got packets resent to it (duplicate_request).
+func retransmits(d map[string]uint64) uint64 {
+	return d["completer_retry_err"] + d["rcvd_seq_err"] + d["duplicate_request"]
+}
+
+func retransmitString(d map[string]uint64) string {
+	return fmt.Sprintf("sent %d, received %d, completer_retry_err %d, rcvd_seq_err %d, duplicate_request %d, out_of_seq_request %d",
+		d["sent_pkts"], d["rcvd_pkts"], d["completer_retry_err"], d["rcvd_seq_err"], d["duplicate_request"], d["out_of_seq_request"])
+}
+
+// TestNetSmoke: nvmeof-tgt in the target guest serves a memory namespace over link A to the
+// kernel host in this guest, and fio verifies. With 1% loss on what the target sends on link A
+// fio still verifies with no I/O error, and the target's rxe device on link A counts
+// retransmissions: the RDMA traffic crosses the link netem acts on. With the target's end of
+// link A down, writes stop completing; once it is up again they complete again, and fio's
+// verify passes.
+func TestNetSmoke(t *testing.T) {
+	lab := needNetLab(t)
+	tg, hg := lab.guest(t, "target"), lab.local()
+	a := lab.link(t, "a")
+	addr := a.addr(t, tg)
+	sub := nqn("net-smoke")
+	spec := Spec{Port: Port{Transport: "rdma", Address: addr, Service: portRDMA},
+		Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 64*mib, 0, "")}}}}
+	startRemoteTgt(t, tg, spec)
+	dir := testDir(t)
+	dumpDmesgOnFailure(t, dir)
+
+	h := newHost(t)
+	c, err := h.connectAddr(t, addr, sub, portRDMA)
+	if err != nil {
+		t.Fatalf("connect to %s at %s: %v", sub, addr, err)
+	}
+	dev := c.blockDev(t, 1)
+	tdev, hdev := a.rdmaDev(t, tg), a.rdmaDev(t, hg)
+
+	// A clean link.
+	t0 := tg.rxeCounters(t, tdev)
+	runFio(t, dev, dir, fioCase{rw: "randwrite", bs: 4 * kib, iodepth: 16, size: 8 * mib})
+	t1 := tg.rxeCounters(t, tdev)
+	clean := counterDelta(t0, t1)
+	t.Logf("clean link A, target's %s: %s", tdev, retransmitString(clean))
+	if clean["sent_pkts"] == 0 || clean["rcvd_pkts"] == 0 {
+		t.Fatalf("the target's %s on link A moved no packets under fio: %s", tdev, retransmitString(clean))
+	}
+
+	// 1% loss on the target's side of link A.
+	a.shape(t, tg, "loss", "1%")
+	h1 := hg.rxeCounters(t, hdev)
+	runFio(t, dev, dir, fioCase{rw: "randwrite", bs: 4 * kib, iodepth: 8, size: 8 * mib})
+	t2, h2 := tg.rxeCounters(t, tdev), hg.rxeCounters(t, hdev)
+	a.unshape(t, tg)
+	lossy := counterDelta(t1, t2)
+	t.Logf("1%% loss, target's %s: %s", tdev, retransmitString(lossy))
+	t.Logf("1%% loss, host's %s: %s", hdev, retransmitString(counterDelta(h1, h2)))
+	if retransmits(lossy) == 0 {
+		t.Errorf("1%% loss on link A: the target's %s counted no retransmission (%s)", tdev, retransmitString(lossy))
+	}
+
+	// The target's end of link A down for a while, under a time-based verifying fio.
+	const downFor = 5 * time.Second
+	name := strings.TrimPrefix(dev, "/dev/")
+	done := netFio(t, dev, dir, 30*time.Second)
+	if err := waitFor(30*time.Second, func() bool { return writesDone(t, name) > 0 }); err != nil {
+		t.Fatalf("fio completed no write on %s in 30 s", dev)
+	}
+	time.Sleep(2 * time.Second)
+	a.down(t, tg)
+	cut := time.Now()
+	time.Sleep(time.Second) // what was already on its way
+	w1 := writesDone(t, name)
+	time.Sleep(downFor - time.Second)
+	w2 := writesDone(t, name)
+	a.up(t, tg)
+	up := time.Now()
+	if w2 != w1 {
+		t.Errorf("link A down: %d writes completed on %s between 1 s and %v after the cut, want none", w2-w1, dev, downFor)
+	}
+	if err := waitFor(90*time.Second, func() bool { return writesDone(t, name) > w2 }); err != nil {
+		t.Errorf("no write completed on %s within 90 s of link A coming back up (controller %s: %s)", dev, c.name, ctrlState(c.name))
+	} else {
+		t.Logf("writes resumed %v after link A came up (%v after the cut)", time.Since(up).Round(100*time.Millisecond), time.Since(cut).Round(100*time.Millisecond))
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("fio across the cut: %v", r.err)
+	}
+	t.Logf("fio across the cut: %d writes, %d verified reads, longest write %v", r.writes, r.reads, r.maxWrite.Round(time.Millisecond))
+	if r.maxWrite < downFor-time.Second {
+		t.Errorf("fio's longest write took %v: none waited out the %v cut", r.maxWrite, downFor)
+	}
+}
+
+// writesDone is the count of writes completed on disk name (/sys/block/NAME/stat, field 5).
+func writesDone(t *testing.T, name string) uint64 {
+	t.Helper()
+	f := strings.Fields(readSys(filepath.Join("/sys/block", name, "stat")))
+	if len(f) < 5 {
+		t.Fatalf("/sys/block/%s/stat: %q", name, f)
+	}
+	n, err := strconv.ParseUint(f[4], 10, 64)
+	if err != nil {
+		t.Fatalf("/sys/block/%s/stat: %v", name, err)
+	}
+	return n
+}
+
+// netFioResult is how a netFio run went.
+type netFioResult struct {
+	err           error
+	writes, reads uint64
+	maxWrite      time.Duration // the longest write's completion latency
+}
+
+// netFio runs a time-based 4 KiB random-write job on dev that verifies what it writes as it
+// goes (verify_backlog), in the background.
+func netFio(t *testing.T, dev, dir string, runtime time.Duration) <-chan netFioResult {
+	report := filepath.Join(dir, "fio-net.json")
+	args := []string{"--name=net", "--filename=" + dev, "--ioengine=libaio", "--direct=1",
+		"--rw=randwrite", "--bs=4k", "--iodepth=8", "--size=32m", "--time_based",
+		"--runtime=" + strconv.Itoa(int(runtime.Seconds())), "--verify=crc32c", "--verify_backlog=64",
+		"--verify_fatal=1", "--verify_state_save=0", "--output-format=json", "--output=" + report}
+	done := make(chan netFioResult, 1)
+	go func() {
+		r := execCmd(runtime+fioTimeout, "fio", args...)
+		raw, _ := os.ReadFile(report)
+		var rep struct {
+			Jobs []struct {
+				Error int `json:"error"`
+				Read  struct {
+					TotalIOs uint64 `json:"total_ios"`
+				} `json:"read"`
+				Write struct {
+					TotalIOs uint64 `json:"total_ios"`
+					Clat     struct {
+						Max float64 `json:"max"`
+					} `json:"clat_ns"`
+				} `json:"write"`
+			} `json:"jobs"`
+		}
+		switch err := json.Unmarshal(fioJSON(raw), &rep); {
+		case r.err != nil:
+			done <- netFioResult{err: fmt.Errorf("%v\n%s\n%s", r.err, limit(r.stderr), limit(raw))}
+		case err != nil:
+			done <- netFioResult{err: fmt.Errorf("report %s: %v", report, err)}
+		case len(rep.Jobs) != 1 || rep.Jobs[0].Error != 0:
+			done <- netFioResult{err: fmt.Errorf("fio job failed: %s", limit(raw))}
+		default:
+			j := rep.Jobs[0]
+			done <- netFioResult{writes: j.Write.TotalIOs, reads: j.Read.TotalIOs, maxWrite: time.Duration(j.Write.Clat.Max)}
+		}
+	}()
+	return done
+}
+
+// TestNetPowerCycle: the lab's power control. What the target guest wrote to its own disk and
+// flushed survives a power cut (its QEMU killed with SIGKILL); its agent stops answering; the
+// guest boots again on the same disk and answers from a new boot; RDMA works again over link A
+// (rping from this guest).
+func TestNetPowerCycle(t *testing.T) {
+	lab := needNetLab(t)
+	tg, hg := lab.guest(t, "target"), lab.local()
+	a := lab.link(t, "a")
+	dir := testDir(t)
+	boot0 := tg.currentBoot()
+	want := fmt.Sprintf("written before the power cut, %d", time.Now().UnixNano())
+	const path = "/scratch/power-cycle.txt"
+	tg.sh(t, `printf %s "$1" >"$2" && sync "$2"`, want, path)
+
+	tg.powerKill(t)
+	if r := tg.exec(10*time.Second, "true"); r.err == nil {
+		t.Errorf("%s's agent answered after its power cut", tg)
+	}
+	tg.boot(t)
+	tg.waitUp(t)
+	if b := tg.currentBoot(); b == boot0 || b == "" {
+		t.Errorf("%s answers from boot %q, before the cut %q: want a new boot", tg, b, boot0)
+	}
+	if got := string(tg.mustRun(t, cmdTimeout, "cat", path)); got != want {
+		t.Errorf("%s after the power cut: %q, want %q", path, got, want)
+	}
+
+	addr := a.addr(t, tg)
+	log := filepath.Join(dir, "rping-server.log")
+	srv, err := tg.agent.Do(t.Context(), netlab.Request{Op: netlab.OpStart,
+		Argv: []string{"rping", "-s", "-a", addr, "-C", "3", "-v"}, Log: log})
+	if err != nil {
+		t.Fatalf("rping server in %s: %v", tg, err)
+	}
+	var out string
+	err = waitFor(30*time.Second, func() bool {
+		r := hg.exec(cmdTimeout, "rping", "-c", "-a", addr, "-C", "3", "-v")
+		out = string(r.stdout) + string(r.stderr)
+		return r.err == nil
+	})
+	if err != nil || !strings.Contains(out, "rdma-ping-2") {
+		t.Errorf("rping to %s over link A after the power cycle: %v\n%s", addr, err, out)
+	}
+	resp, err := tg.agent.Do(t.Context(), netlab.Request{Op: netlab.OpWait, PID: srv.PID, Timeout: 30 * time.Second})
+	if err != nil || !resp.Exited || resp.Exit != 0 {
+		b, _ := os.ReadFile(log)
+		t.Errorf("rping server in %s: %v, exited %v with %d\n%s", tg, err, resp.Exited, resp.Exit, b)
+	}
+}
