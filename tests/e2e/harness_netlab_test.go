@@ -22,7 +22,8 @@ import (
 // faults act on. This binary runs in the driver guest, the kernel host; a test picks the guests
 // it uses by name (labGuest), runs commands in them through their agents (run, mustRun), starts
 // nvmeof-tgt in one (startRemoteTgt), cuts, restores and shapes a link from either end
-// (labLink) and cuts and restores a guest's power (powerKill, boot, waitUp). The TestNet tests
+// (labLink: cut and restore its carrier, down and up one end, shape one end with netem) and
+// cuts and restores a guest's power (powerKill, boot, waitUp). The TestNet tests
 // (build tag netlab) are the only ones that run there.
 
 // netLab is the network lab, nil in the one-guest lab.
@@ -78,7 +79,7 @@ func setupNetLab(path string) error {
 			return fmt.Errorf("tool %s: %w", tool, err)
 		}
 	}
-	n := &labNet{desc: desc, self: self, power: envOr("LAB_POWER_DIR", netlab.PowerDir), guests: map[string]*labGuest{}}
+	n := &labNet{desc: desc, self: self, power: envOr("LAB_ORDER_DIR", netlab.OrderDir), guests: map[string]*labGuest{}}
 	for _, g := range desc.Guests {
 		lg := &labGuest{lab: n, name: g.Name, off: g.Off}
 		if g.Name != self {
@@ -295,6 +296,13 @@ func (g *labGuest) waitUp(t *testing.T) time.Duration {
 	return resp.Uptime
 }
 
+// isOff reports whether the guest's power is cut.
+func (g *labGuest) isOff() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.off
+}
+
 // currentBoot is the boot ID of the boot the guest's agent last answered from.
 func (g *labGuest) currentBoot() string {
 	g.mu.Lock()
@@ -333,9 +341,53 @@ func (k *labLink) addr(t testing.TB, g *labGuest) string { t.Helper(); return k.
 // rdmaDev is g's Soft-RoCE device on the link.
 func (k *labLink) rdmaDev(t testing.TB, g *labGuest) string { t.Helper(); return k.end(t, g).RDMADev }
 
-// down sets g's NIC on the link down (ip link set down): g's kernel sees its NIC and its rxe
-// port go down; the other end stays up and what it sends is lost. The test's end sets it up
-// again if the test has not.
+// cut pulls the link's cable: the carrier of both its NICs goes (QEMU's set_link, by the
+// launcher), nothing passes either way, and both guests see NO-CARRIER and their rxe ports go
+// down, while the netdevs stay up with their addresses and routes. The test's end restores it
+// if the test has not.
+func (k *labLink) cut(t *testing.T) {
+	t.Helper()
+	t.Cleanup(func() { k.setCarrier(t, true, false) })
+	k.setCarrier(t, false, true)
+	t.Logf("link %s: cut (no carrier at %s and %s)", k.Name, k.Ends[0].Guest, k.Ends[1].Guest)
+}
+
+// restore plugs the link's cable back in.
+func (k *labLink) restore(t *testing.T) {
+	t.Helper()
+	k.setCarrier(t, true, true)
+	t.Logf("link %s: restored", k.Name)
+}
+
+// setCarrier sets the carrier of both ends; a failure fails the test (and ends it if must).
+func (k *labLink) setCarrier(t *testing.T, on, must bool) {
+	t.Helper()
+	for _, e := range k.Ends {
+		if g := netLab.guests[e.Guest]; g.isOff() {
+			continue // a guest without power has no carrier to set; its next boot has it on
+		}
+		if err := k.carrier(e.Guest, on); err != nil {
+			if must {
+				t.Fatal(err)
+			}
+			t.Error(err)
+		}
+	}
+}
+
+// carrier sets the carrier of guest's NIC on the link.
+func (k *labLink) carrier(guest string, on bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), powerTimeout)
+	defer cancel()
+	return netlab.RequestCarrier(ctx, netLab.power, guest, k.Name, on)
+}
+
+// down sets g's NIC on the link administratively down (ip link set down): g's kernel takes its
+// routes through it away and its rxe port goes down; the other end keeps its carrier and what
+// it sends is lost. Unlike a cut, g's own sends fail at once: on the 6.12 kernel, rxe has
+// then been seen to leave g's GSI QP (QP1) in the error state, after which no RDMA CM
+// connection to or from g over that device can be made again (README, "Testing"). The test's
+// end sets it up again if the test has not.
 func (k *labLink) down(t *testing.T, g *labGuest) {
 	t.Helper()
 	e := k.end(t, g)
@@ -344,12 +396,30 @@ func (k *labLink) down(t *testing.T, g *labGuest) {
 	t.Logf("link %s: %s's end (%s) down", k.Name, g.name, e.Netdev)
 }
 
-// up sets g's NIC on the link up again.
+// up sets g's NIC on the link up again, and says so if its rxe device's GSI QP is left in the
+// error state (see down).
 func (k *labLink) up(t *testing.T, g *labGuest) {
 	t.Helper()
 	e := k.end(t, g)
 	g.mustRun(t, cmdTimeout, "ip", "link", "set", "dev", e.Netdev, "up")
 	t.Logf("link %s: %s's end (%s) up", k.Name, g.name, e.Netdev)
+	if st := gsiState(t, g, e.RDMADev); st != "RTS" {
+		t.Logf("link %s: %s's %s has its GSI QP (QP1) in state %s: no RDMA CM connection over it until it is made again", k.Name, g.name, e.RDMADev, st)
+	}
+}
+
+// gsiState is the state of the GSI QP (QP1, the RDMA CM's) of g's rxe device dev.
+func gsiState(t testing.TB, g *labGuest, dev string) string {
+	t.Helper()
+	out := string(g.mustRun(t, cmdTimeout, "rdma", "resource", "show", "qp", "link", dev+"/1", "lqpn", "1"))
+	f := strings.Fields(out)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "state" {
+			return f[i+1]
+		}
+	}
+	t.Fatalf("%s: no GSI QP state in %q", g.name, out)
+	return ""
 }
 
 // shape puts netem on what g sends on the link (tc qdisc replace ... root netem ARGS...,

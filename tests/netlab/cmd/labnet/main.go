@@ -34,6 +34,7 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -68,6 +69,8 @@ func main() {
 			os.Exit(bootMain(os.Args[2:]))
 		case "exec":
 			os.Exit(execMain(os.Args[2:]))
+		case "order":
+			os.Exit(orderMain(os.Args[2:]))
 		case "-h", "--help", "help":
 			usage(os.Stdout)
 			os.Exit(0)
@@ -82,7 +85,36 @@ func usage(w io.Writer) {
                    --link NAME=GUEST:GUEST... --driver GUEST [flags] SCRIPT [ARGS...]
        labnet agent ADDR:PORT
        labnet exec [--timeout D] GUEST COMMAND [ARGS...]   (in the driver: a command in GUEST)
+       labnet order GUEST kill|boot|carrier-off LINK|carrier-on LINK   (in the driver)
 `)
+}
+
+// orderMain sends the launcher an order, from the driver.
+func orderMain(args []string) int {
+	if len(args) < 2 {
+		usage(os.Stderr)
+		return 2
+	}
+	dir := os.Getenv("LAB_ORDER_DIR")
+	if dir == "" {
+		return fail("not in the network lab's driver (LAB_ORDER_DIR)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var err error
+	switch guest, action := args[0], args[1]; {
+	case (action == netlab.CarrierOff || action == netlab.CarrierOn) && len(args) == 3:
+		err = netlab.RequestCarrier(ctx, dir, guest, args[2], action == netlab.CarrierOn)
+	case (action == netlab.PowerKill || action == netlab.PowerBoot) && len(args) == 2:
+		_, err = netlab.RequestPower(ctx, dir, guest, action)
+	default:
+		usage(os.Stderr)
+		return 2
+	}
+	if err != nil {
+		return fail("%v", err)
+	}
+	return 0
 }
 
 // execMain runs a command in another guest through its agent, for scripts and people in the
@@ -106,6 +138,12 @@ func execMain(args []string) int {
 		return fail("no agent on guest %q", fs.Arg(0))
 	}
 	c := &netlab.Client{Addr: g.Agent}
+	// The driver's script may start before the other guests are up.
+	wctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := c.WaitUp(wctx); err != nil {
+		return fail("%v", err)
+	}
 	resp, err := c.Run(context.Background(), *timeout, fs.Args()[1:]...)
 	os.Stdout.Write(resp.Stdout)
 	os.Stderr.Write(resp.Stderr)
@@ -377,10 +415,10 @@ func (l *launcher) writeControl(g *guest, self, script string, args []string) er
 	env := map[string]string{"LAB_GUEST": g.Name, "LAB_ROLE": "agent", "LAB_AGENT_LISTEN": g.Agent}
 	if g.driver {
 		env = map[string]string{"LAB_GUEST": g.Name, "LAB_ROLE": "driver", "LAB_NET": "/labvm/lab.json",
-			"LAB_SCRATCH": "/scratch", "LAB_POWER_DIR": netlab.PowerDir}
+			"LAB_SCRATCH": "/scratch", "LAB_ORDER_DIR": netlab.OrderDir}
 	}
 	var e bytes.Buffer
-	for _, k := range []string{"LAB_GUEST", "LAB_ROLE", "LAB_AGENT_LISTEN", "LAB_NET", "LAB_SCRATCH", "LAB_POWER_DIR"} {
+	for _, k := range []string{"LAB_GUEST", "LAB_ROLE", "LAB_AGENT_LISTEN", "LAB_NET", "LAB_SCRATCH", "LAB_ORDER_DIR"} {
 		if v, ok := env[k]; ok {
 			fmt.Fprintf(&e, "export %s=%s\n", k, shellQuote(v))
 		}
@@ -410,7 +448,7 @@ func (l *launcher) writeControl(g *guest, self, script string, args []string) er
 		}
 		cwd, _ := os.Getwd()
 		files["script"], files["args"], files["cwd"] = b, a.Bytes(), []byte(cwd+"\n")
-		if err := os.MkdirAll(filepath.Join(g.ctl, "power"), 0o777); err != nil {
+		if err := os.MkdirAll(filepath.Join(g.ctl, "orders"), 0o777); err != nil {
 			return err
 		}
 	} else {
@@ -523,16 +561,79 @@ func (l *launcher) qemuArgs(g *guest) []string {
 		// cache=unsafe, which ignores them).
 		"-drive", "file=" + qemuOpt(g.disk) + ",if=virtio,format=raw,cache=writeback",
 	}
+	// QMP, for the carrier orders (set_link).
+	args = append(args, "-qmp", "unix:"+qemuOpt(g.qmpSock())+",server=on,wait=off")
 	for i, n := range l.lab.NICs(g.Name) {
-		id := fmt.Sprintf("nic%d", i)
+		// The NIC's id is its netdev's name in the guest, which set_link takes.
 		// romfile=: no iPXE option ROM to load and run under emulation; the kernel boots directly.
-		args = append(args, "-netdev", fmt.Sprintf("dgram,id=%s,local.type=fd,local.str=%d", id, 3+i),
-			"-device", fmt.Sprintf("virtio-net-pci,netdev=%s,mac=%s,romfile=", id, n.MAC))
+		args = append(args, "-netdev", fmt.Sprintf("dgram,id=nd-%s,local.type=fd,local.str=%d", n.Netdev, 3+i),
+			"-device", fmt.Sprintf("virtio-net-pci,id=%s,netdev=nd-%s,mac=%s,romfile=", n.Netdev, n.Netdev, n.MAC))
 	}
 	for i, s := range l.shares {
 		args = append(args, "-virtfs", fmt.Sprintf("local,path=%s,mount_tag=share%d,security_model=none,multidevs=remap", qemuOpt(s), i+1))
 	}
 	return args
+}
+
+// qmpSock is the guest's QMP socket, beside (not in) its control share.
+func (g *guest) qmpSock() string { return filepath.Join(filepath.Dir(g.ctl), "qmp.sock") }
+
+// setLink sets the carrier of the guest's NIC on link through QMP (set_link).
+func (l *launcher) setLink(g *guest, link string, up bool) error {
+	if !g.running {
+		return errors.New("not running")
+	}
+	k, ok := l.lab.Link(link)
+	if !ok {
+		return fmt.Errorf("no link %q", link)
+	}
+	e, ok := k.End(g.Name)
+	if !ok {
+		return fmt.Errorf("link %s does not reach %s", link, g.Name)
+	}
+	if k.Mgmt {
+		return fmt.Errorf("link %s is a management link: no fault touches it", link)
+	}
+	return qmp(g.qmpSock(), fmt.Sprintf(`{"execute":"set_link","arguments":{"name":%q,"up":%t}}`, e.Netdev, up))
+}
+
+// qmp runs one QMP command: the greeting, qmp_capabilities, then cmd; events in between are
+// skipped.
+func qmp(sock, cmd string) error {
+	c, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("qmp: %w", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	dec := json.NewDecoder(c)
+	var greeting map[string]json.RawMessage
+	if err := dec.Decode(&greeting); err != nil {
+		return fmt.Errorf("qmp greeting: %w", err)
+	}
+	for _, m := range []string{`{"execute":"qmp_capabilities"}`, cmd} {
+		if _, err := io.WriteString(c, m+"\n"); err != nil {
+			return fmt.Errorf("qmp: %w", err)
+		}
+		for {
+			var r struct {
+				Return json.RawMessage `json:"return"`
+				Error  *struct {
+					Desc string `json:"desc"`
+				} `json:"error"`
+			}
+			if err := dec.Decode(&r); err != nil {
+				return fmt.Errorf("qmp: %w", err)
+			}
+			if r.Error != nil {
+				return fmt.Errorf("qmp %s: %s", m, r.Error.Desc)
+			}
+			if r.Return != nil {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // boot starts the guest's QEMU.
@@ -663,7 +764,7 @@ func (l *launcher) run(timeout time.Duration) int {
 	deadline := time.After(timeout)
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	powerDir := filepath.Join(l.guests[l.lab.Driver].ctl, "power")
+	orderDir := filepath.Join(l.guests[l.lab.Driver].ctl, "orders")
 	for {
 		select {
 		case ev := <-l.events:
@@ -697,7 +798,7 @@ func (l *launcher) run(timeout time.Duration) int {
 				}
 			}
 		case <-tick.C:
-			calls, err := netlab.PowerCalls(powerDir)
+			calls, err := netlab.Orders(orderDir)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "labnet: power requests: %v\n", err)
 			}
@@ -714,32 +815,38 @@ func (l *launcher) run(timeout time.Duration) int {
 	}
 }
 
-// power carries out a power request.
-func (l *launcher) power(c netlab.PowerCall) {
+// power carries out an order of the driver's.
+func (l *launcher) power(c netlab.Call) {
 	g, ok := l.guests[c.Guest]
 	var err error
 	switch {
 	case !ok:
 		err = fmt.Errorf("no guest %q", c.Guest)
-	case g.driver:
+	case g.driver && (c.Action == netlab.PowerKill || c.Action == netlab.PowerBoot):
 		err = errors.New("the driver's power is not under its own control")
 	case c.Action == netlab.PowerKill:
 		err = l.kill(g)
 	case c.Action == netlab.PowerBoot:
 		err = l.boot(g)
+	case c.Action == netlab.CarrierOff || c.Action == netlab.CarrierOn:
+		err = l.setLink(g, c.Link, c.Action == netlab.CarrierOn)
 	default:
 		err = fmt.Errorf("unknown action %q", c.Action)
 	}
-	r := netlab.PowerReply{}
+	r := netlab.Reply{}
 	if ok {
 		r.Boots = g.boots
 	}
 	if err != nil {
 		r.Error = err.Error()
 	}
-	l.printf("labnet: power %s %s: %s\n", c.Action, c.Guest, errOrOK(err))
+	what := c.Action + " " + c.Guest
+	if c.Link != "" {
+		what += " link " + c.Link
+	}
+	l.printf("labnet: %s: %s\n", what, errOrOK(err))
 	if err := c.Reply(r); err != nil {
-		fmt.Fprintf(os.Stderr, "labnet: power reply: %v\n", err)
+		fmt.Fprintf(os.Stderr, "labnet: answer to %s: %v\n", what, err)
 	}
 }
 
