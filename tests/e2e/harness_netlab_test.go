@@ -581,6 +581,12 @@ func (p *remoteTgt) Stop(t *testing.T) {
 	}
 }
 
+// metrics scrapes the target's metrics (metricsURL, in its guest).
+func (p *remoteTgt) metrics(t *testing.T) map[string]float64 {
+	t.Helper()
+	return parseMetrics(t, p.g.mustRun(t, cmdTimeout, "curl", "-sSf", "--max-time", "20", metricsURL))
+}
+
 // ctl runs the CLI against the target's API in its guest and returns its standard output.
 func (p *remoteTgt) ctl(t *testing.T, args ...string) []byte {
 	t.Helper()
