@@ -203,7 +203,7 @@ func bootMain(args []string) int {
 	timeout := fs.Duration("timeout", 20*time.Minute, "the whole run's limit")
 	consoleDir := fs.String("console-dir", "", "where each guest's raw console log goes (console-GUEST.log; default: the run's directory, removed)")
 	kmsg := fs.Bool("kmsg", false, "show the driver's kernel log lines too")
-	labvm := fs.String("labvm", "tests/lab/labvm", "labvm, whose kernel cache the guests boot")
+	labvm := fs.String("labvm", "tests/lab/labvm", "labvm, whose kernel cache (NVMEOF_LAB_CACHE) the guests boot")
 	keep := fs.Bool("keep", false, "keep the run's directory (control shares, disk images)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -280,9 +280,12 @@ func fail(format string, args ...any) int {
 	return 1
 }
 
-// prepareKernel has labvm make its kernel cache current and returns the kernel's directory,
-// holding a shared lock on the cache (labvm's own) so that no labvm rebuilds it under the
-// guests. labvm's stamp is its own sha256: the directory must carry this labvm's.
+// prepareKernel finds labvm's kernel cache (NVMEOF_LAB_CACHE, default /var/cache/nvmeof-tgt-lab)
+// and returns the kernel's directory, holding a shared lock on the cache (labvm's own) so that
+// no labvm rebuilds it under the guests. A directory is current when its stamp is this labvm's
+// sha256, as labvm itself decides. If none is, labvm is run once, on an empty script, to
+// rebuild it: labvm has no mode that builds without booting, and adding one would change its
+// stamp, making every other labvm in use on the machine rebuild the cache in turn.
 func prepareKernel(labvm string) (string, *os.File, error) {
 	b, err := os.ReadFile(labvm)
 	if err != nil {
@@ -290,29 +293,61 @@ func prepareKernel(labvm string) (string, *os.File, error) {
 	}
 	sum := sha256.Sum256(b)
 	want := hex.EncodeToString(sum[:])
-	for range 3 {
-		cmd := exec.Command(labvm, "--prepare")
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return "", nil, fmt.Errorf("%s --prepare: %w", labvm, err)
+	cache := os.Getenv("NVMEOF_LAB_CACHE")
+	if cache == "" {
+		cache = "/var/cache/nvmeof-tgt-lab"
+	}
+	for attempt := 0; ; attempt++ {
+		lock, err := os.OpenFile(filepath.Join(cache, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+		if err == nil {
+			if err := unix.Flock(int(lock.Fd()), unix.LOCK_SH); err != nil {
+				lock.Close()
+				return "", nil, fmt.Errorf("lock the kernel cache: %w", err)
+			}
+			if kdir := currentKernel(cache, want); kdir != "" {
+				return kdir, lock, nil
+			}
+			lock.Close()
 		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		kdir := lines[len(lines)-1]
-		lock, err := os.OpenFile(filepath.Join(filepath.Dir(kdir), ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+		if attempt == 2 {
+			return "", nil, fmt.Errorf("no current kernel in %s after running labvm (another labvm version keeps rebuilding it?)", cache)
+		}
+		fmt.Fprintf(os.Stderr, "labnet: the kernel cache is not labvm's current one: booting labvm once to rebuild it\n")
+		empty, err := os.CreateTemp("", "labnet-empty-")
 		if err != nil {
 			return "", nil, err
 		}
-		if err := unix.Flock(int(lock.Fd()), unix.LOCK_SH); err != nil {
-			lock.Close()
-			return "", nil, fmt.Errorf("lock the kernel cache: %w", err)
+		empty.Close()
+		cmd := exec.Command(labvm, "--timeout", "300", empty.Name())
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		err = cmd.Run()
+		os.Remove(empty.Name())
+		if err != nil {
+			return "", nil, fmt.Errorf("%s: %w", labvm, err)
 		}
-		if stamp, _ := os.ReadFile(filepath.Join(kdir, "stamp")); strings.TrimSpace(string(stamp)) == want {
-			return kdir, lock, nil
-		}
-		lock.Close() // another labvm rebuilt it in between: again
 	}
-	return "", nil, errors.New("the kernel cache keeps changing under us (another labvm version is using it)")
+}
+
+// currentKernel is the kernel directory in cache whose stamp is want, the newest if several.
+func currentKernel(cache, want string) string {
+	dirs, _ := filepath.Glob(filepath.Join(cache, "linux-image-*"))
+	best := ""
+	for _, d := range dirs {
+		stamp, _ := os.ReadFile(filepath.Join(d, "stamp"))
+		if strings.TrimSpace(string(stamp)) != want {
+			continue
+		}
+		ok := true
+		for _, f := range []string{"kver", "vmlinuz", "initramfs.gz", "modules"} {
+			if _, err := os.Stat(filepath.Join(d, f)); err != nil {
+				ok = false
+			}
+		}
+		if ok && d > best { // not a true version order; one kernel package is what labvm keeps
+			best = d
+		}
+	}
+	return best
 }
 
 type launcher struct {
