@@ -8,6 +8,8 @@
 //	            [--cpus N] [--mem MB] [--disk-size SIZE] [--share DIR]... [--timeout D]
 //	            [--console-dir DIR] [--kmsg] [--labvm PATH] [--keep] SCRIPT [ARGS...]
 //	labnet agent ADDR:PORT
+//	labnet exec [--timeout D] GUEST COMMAND [ARGS...]          (in the driver)
+//	labnet order GUEST kill|boot|carrier-off LINK|carrier-on LINK  (in the driver)
 //
 // A link is a virtio-net NIC in each of its two guests, joined through a pair of UDP sockets on
 // 127.0.0.1 that labnet makes, connects to each other and hands to both QEMUs (-netdev
@@ -20,8 +22,10 @@
 // In each guest: labvm's setup (modules, configfs, tmpfs), the NICs with their addresses, an rxe
 // device on each data NIC, its own ext4 disk at /scratch, each --share at its own path. The
 // driver runs SCRIPT; every other guest runs `labnet agent` on its management link, which runs
-// commands for the driver (netlab.Agent). The driver asks labnet for power cuts and boots
-// through its control share (netlab.RequestPower).
+// commands for the driver (netlab.Agent). The driver orders power cuts, boots and carrier
+// changes through its control share (netlab.RequestPower, netlab.RequestCarrier); labnet
+// carries them out on the guests' QEMUs (SIGKILL, a new QEMU on the same disk and links, QMP's
+// set_link). The kernel cache is labvm's (the same kernel and initramfs).
 //
 // Exit status: SCRIPT's, 124 on timeout, 125 if a guest could not be set up, 1 if the driver
 // stopped before SCRIPT finished.
