@@ -1,5 +1,6 @@
 # nvmeof-tgt. `make demo` runs the target in the test guest against the Linux
-# initiator; `make test` runs every test, unit and end-to-end. Both install
+# initiator; `make test` runs every test, unit and end-to-end (the one-guest
+# suite, then the network suite in the multi-guest lab). Both install
 # what they need on a fresh Debian 12 machine (as root).
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
@@ -39,7 +40,7 @@ LAB_PKGS := qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs rdma-cor
 # 85 packages, 55 MB to fetch, 220 MB installed, about a minute to install.
 CEPH_PKGS := ceph-mon ceph-osd ceph-mgr ceph-common librados-dev librbd-dev
 
-.PHONY: all build build-rbd deps build-deps lab-deps ceph-deps install unit e2e test demo bench blktests ceph-smoke fuzz fuzz-long vet clean
+.PHONY: all build build-rbd deps build-deps lab-deps ceph-deps install unit e2e e2e-net test demo bench blktests ceph-smoke fuzz fuzz-long vet clean
 
 all: build
 
@@ -110,6 +111,7 @@ vet: build-deps
 	if [ -n "$$bad" ]; then echo "unsafe outside an internal package: $$bad"; exit 1; fi
 	$(GO) vet -tags e2e ./tests/...
 	$(GO) vet -tags e2e,bench ./tests/...
+	$(GO) vet -tags e2e,netlab ./tests/...
 	$(GO) vet -tags faultinject ./rdma/... ./cmd/...
 	@if [ -e $(LIBRBD_H) ]; then \
 		echo "$(GO) vet -tags rbd ./..."; $(GO) vet -tags rbd ./... || exit 1; \
@@ -139,8 +141,13 @@ fuzz-long: build-deps
 e2e: lab-deps ceph-deps build
 	tests/lab/e2e.sh
 
+# The network suite (the TestNet tests, build tag netlab) in the multi-guest network lab, a
+# second boot: README.md, "The network lab".
+e2e-net: lab-deps build
+	tests/lab/e2e-net.sh
+
 # The Ceph packages first: vet and unit then cover the rbd build as well.
-test: ceph-deps vet unit e2e
+test: ceph-deps vet unit e2e e2e-net
 
 demo: build lab-deps
 	tests/lab/demo.sh

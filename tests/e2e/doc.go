@@ -52,6 +52,14 @@
 //	harness_hostile_test.go       the hostile host (a raw rdma/rdmatest initiator) of the
 //	                              hostile_*_test.go attacks, which TestHostile runs in turn
 //	harness_spdk_target_test.go   SPDK's nvmf_tgt, TestBench's optional peer (tags e2e,bench)
+//	harness_netlab_test.go        the network lab (tests/netlab): its guests, commands in them
+//	                              through their agents, links cut, set down or shaped with
+//	                              netem from either end, rxe counters, power cuts and boots,
+//	                              nvmeof-tgt in another guest (startRemoteTgt)
+//
+// The network lab's tests (net_test.go, build tags e2e,netlab, named TestNet*) run in several
+// guests joined by links (tests/lab/e2e-net.sh): this binary in the host guest, the targets in
+// the others. They run only there, and only they do.
 //
 // E2E_RESULTS (default: a temporary directory) receives, per test, the target's configuration
 // and log, fio's JSON reports and, on failure, the guest's dmesg.

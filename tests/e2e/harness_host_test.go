@@ -70,8 +70,10 @@ func (h host) flags() []string {
 
 func fabricFlags() []string { return fabricFlagsPort(portRDMA) }
 
-func fabricFlagsPort(port int) []string {
-	return []string{"-t", "rdma", "-a", labAddr, "-s", strconv.Itoa(port)}
+func fabricFlagsPort(port int) []string { return fabricFlagsAt(labAddr, port) }
+
+func fabricFlagsAt(addr string, port int) []string {
+	return []string{"-t", "rdma", "-a", addr, "-s", strconv.Itoa(port)}
 }
 
 // discoveryLog is `nvme discover -o json` (nvme-cli 2.3).
@@ -128,7 +130,14 @@ func (h host) connectPort(t *testing.T, subnqn string, port int) (*controller, e
 // and sizes).
 func (h host) connectWith(t *testing.T, subnqn string, port int, extra ...string) (*controller, error) {
 	t.Helper()
-	args := append([]string{"connect"}, fabricFlagsPort(port)...)
+	return h.connectAddr(t, labAddr, subnqn, port, extra...)
+}
+
+// connectAddr is connectWith to the target at addr: in the network lab, a target guest's
+// address on one of its links.
+func (h host) connectAddr(t *testing.T, addr, subnqn string, port int, extra ...string) (*controller, error) {
+	t.Helper()
+	args := append([]string{"connect"}, fabricFlagsAt(addr, port)...)
 	args = append(args, "-n", subnqn)
 	args = append(args, h.flags()...)
 	args = append(args, extra...)

@@ -40,9 +40,18 @@ func TestMain(m *testing.M) {
 			"e2e: run it through tests/lab/e2e.sh (or tests/lab/labvm)\nFAIL\n", err)
 		os.Exit(1)
 	}
+	flag.Parse()
+	if netLab != nil {
+		// Only the TestNet tests know the network lab; the others want the one-guest lab.
+		if run := flag.Lookup("test.run").Value.String(); !strings.HasPrefix(run, "^TestNet") {
+			fmt.Fprintf(os.Stderr, "e2e: in the network lab, -test.run must begin with ^TestNet (got %q)\nFAIL\n", run)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "e2e: network lab: %s; scratch %s, results %s\n", netLab, scratchDir, resultsDir)
+		os.Exit(m.Run())
+	}
 	fmt.Fprintf(os.Stderr, "e2e: target %s, address %s, scratch %s, local NVMe %s, results %s\n",
 		targetKind, labAddr, scratchDir, localNVMe, resultsDir)
-	flag.Parse()
 	if targetKind == kindNvmeofTgt && cephWanted(flag.Lookup("test.run").Value.String()) {
 		startCephBackground()
 	}
@@ -62,6 +71,19 @@ func setupEnv() error {
 	if os.Geteuid() != 0 {
 		return errors.New("not root")
 	}
+	if lab := os.Getenv("LAB_NET"); lab != "" {
+		// The network lab (tests/lab/e2e-net.sh): this guest is the host; the targets run in
+		// the others. Neither LAB_ADDR nor a local NVMe drive.
+		if targetKind != kindNvmeofTgt {
+			return errors.New("the network lab runs nvmeof-tgt only (E2E_TARGET)")
+		}
+		for _, step := range []func() error{setupInitiator, setupScratch, setupTarget, setupResults} {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		return setupNetLab(lab)
+	}
 
 	labAddr = os.Getenv("LAB_ADDR")
 	if labAddr == "" {
@@ -74,8 +96,29 @@ func setupEnv() error {
 	if _, err := os.Stat(filepath.Join("/sys/class/infiniband", dev)); err != nil {
 		return fmt.Errorf("RDMA device %s: %w", dev, err)
 	}
+	if err := setupInitiator(); err != nil {
+		return err
+	}
+	if err := setupScratch(); err != nil {
+		return err
+	}
 
-	// The kernel initiator: nvme-rdma and the fabrics control device.
+	localNVMe = os.Getenv("LAB_NVME_DEV")
+	if localNVMe == "" {
+		return errors.New("LAB_NVME_DEV is not set (the guest's local NVMe namespace)")
+	}
+	if err := checkLocalNVMe(localNVMe); err != nil {
+		return fmt.Errorf("LAB_NVME_DEV=%s: %w", localNVMe, err)
+	}
+	if err := setupTarget(); err != nil {
+		return err
+	}
+	return setupResults()
+}
+
+// setupInitiator checks the kernel initiator, nvme-rdma and the fabrics control device, and the
+// tools the suite runs.
+func setupInitiator() error {
 	_ = exec.Command("modprobe", "nvme-rdma").Run()
 	if _, err := os.Stat("/sys/module/nvme_rdma"); err != nil {
 		return fmt.Errorf("kernel module nvme_rdma is not loaded: %w", err)
@@ -88,7 +131,10 @@ func setupEnv() error {
 			return fmt.Errorf("tool %s: %w", tool, err)
 		}
 	}
+	return nil
+}
 
+func setupScratch() error {
 	scratchDir = os.Getenv("LAB_SCRATCH")
 	if scratchDir == "" {
 		return errors.New("LAB_SCRATCH is not set")
@@ -96,15 +142,11 @@ func setupEnv() error {
 	if err := checkODirect(scratchDir); err != nil {
 		return fmt.Errorf("LAB_SCRATCH=%s must take O_DIRECT: %w", scratchDir, err)
 	}
+	return nil
+}
 
-	localNVMe = os.Getenv("LAB_NVME_DEV")
-	if localNVMe == "" {
-		return errors.New("LAB_NVME_DEV is not set (the guest's local NVMe namespace)")
-	}
-	if err := checkLocalNVMe(localNVMe); err != nil {
-		return fmt.Errorf("LAB_NVME_DEV=%s: %w", localNVMe, err)
-	}
-
+// setupTarget checks the target under test: nvmeof-tgt's binary, or the kernel's nvmet.
+func setupTarget() error {
 	switch targetKind {
 	case kindNvmeofTgt:
 		tgtBin = envOr("NVMEOF_TGT_BIN", "/work/main/bin/nvmeof-tgt")
@@ -126,7 +168,10 @@ func setupEnv() error {
 			return fmt.Errorf("kernel module nvmet_rdma is not loaded: %w", err)
 		}
 	}
+	return nil
+}
 
+func setupResults() error {
 	resultsDir = os.Getenv("E2E_RESULTS")
 	if resultsDir == "" {
 		d, err := os.MkdirTemp("", "e2e-results-")

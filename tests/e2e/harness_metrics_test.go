@@ -31,6 +31,12 @@ func scrapeMetrics(t *testing.T) map[string]float64 {
 	if err != nil {
 		t.Fatalf("scrape metrics: %v", err)
 	}
+	return parseMetrics(t, body)
+}
+
+// parseMetrics reads a Prometheus text exposition (scrapeMetrics).
+func parseMetrics(t testing.TB, body []byte) map[string]float64 {
+	t.Helper()
 	out := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
