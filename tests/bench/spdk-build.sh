@@ -96,6 +96,11 @@ chmod +x "$nonasm/nasm"
 flags=(--with-rdma --with-dpdk --without-vhost --without-virtio --without-crypto --without-fuse
   --without-nvme-cuse --without-uring --without-xnvme --without-ocf --without-vfio-user
   --without-idxd --without-usdt --disable-tests --disable-unit-tests --disable-examples)
+# bdev_rbd (ceph-nvmeof's data path, the RBD peer of make bench) where Debian's librbd-dev is
+# installed (make ceph-deps); SPDK_RBD=0 leaves it out.
+if [[ ${SPDK_RBD:-1} != 0 && -e /usr/include/rbd/librbd.h ]]; then
+  flags+=(--with-rbd)
+fi
 # With a packaged DPDK, SPDK builds shared libraries (build/lib); the binaries find them through
 # their run path, so that nvmf_tgt runs without LD_LIBRARY_PATH (and only from PREFIX).
 ldflags="-Wl,-rpath=$prefix/build/lib"
