@@ -107,48 +107,48 @@ func TCPTSAS(sectype uint8) [256]byte {
 	return t
 }
 
+// Byte offsets of the header fields a termination request may name (its
+// FEI for an Invalid PDU Header Field or an Unsupported Parameter).
+const (
+	TCPOffType   = 0
+	TCPOffFlags  = 1
+	TCPOffHLEN   = 2
+	TCPOffPDO    = 3
+	TCPOffPLEN   = 4
+	TCPOffPFV    = 8  // ICReq, ICResp
+	TCPOffPDA    = 10 // ICReq's HPDA, ICResp's CPDA
+	TCPOffMAXR2T = 12 // ICReq
+	TCPOffCCCID  = 8  // H2CData, C2HData, R2T
+	TCPOffTTAG   = 10 // H2CData, R2T
+	TCPOffDATAO  = 12
+	TCPOffDATAL  = 16
+	TCPOffSQE    = 8 // CapsuleCmd; the CQE of a CapsuleResp
+)
+
 // Field offsets. Those past the common header are the PDU-specific
 // header's, by PDU type.
 const (
-	tcpType  u8   = 0
-	tcpFlags u8   = 1
-	tcpHLEN  u8   = 2
-	tcpPDO   u8   = 3
-	tcpPLEN  le32 = 4
+	tcpType  u8   = TCPOffType
+	tcpFlags u8   = TCPOffFlags
+	tcpHLEN  u8   = TCPOffHLEN
+	tcpPDO   u8   = TCPOffPDO
+	tcpPLEN  le32 = TCPOffPLEN
 
-	icPFV    le16 = 8
-	icPDA    u8   = 10 // HPDA in ICReq, CPDA in ICResp
+	icPFV    le16 = TCPOffPFV
+	icPDA    u8   = TCPOffPDA
 	icDGST   u8   = 11
-	icMAXR2T le32 = 12 // ICReq: 0's based
-	icMAXH2C le32 = 12 // ICResp: MAXH2CDATA
+	icMAXR2T le32 = TCPOffMAXR2T // ICReq: 0's based
+	icMAXH2C le32 = 12           // ICResp: MAXH2CDATA
 
 	termFES le16 = 8
 	termFEI le32 = 10
 
-	dataCCCID le16 = 8
-	dataTTAG  le16 = 10 // H2CData and R2T
-	dataDATAO le32 = 12 // R2TO in an R2T
-	dataDATAL le32 = 16 // R2TL in an R2T
+	dataCCCID le16 = TCPOffCCCID
+	dataTTAG  le16 = TCPOffTTAG  // H2CData and R2T
+	dataDATAO le32 = TCPOffDATAO // R2TO in an R2T
+	dataDATAL le32 = TCPOffDATAL // R2TL in an R2T
 
-	capsuleSQE = 8 // CapsuleCmd: the SQE; CapsuleResp: the CQE
-)
-
-// Byte offsets of header fields, for the FEI of an Invalid PDU Header
-// Field or Unsupported Parameter.
-const (
-	TCPOffType   = int(tcpType)
-	TCPOffFlags  = int(tcpFlags)
-	TCPOffHLEN   = int(tcpHLEN)
-	TCPOffPDO    = int(tcpPDO)
-	TCPOffPLEN   = int(tcpPLEN)
-	TCPOffPFV    = int(icPFV)
-	TCPOffPDA    = int(icPDA)
-	TCPOffCCCID  = int(dataCCCID)
-	TCPOffTTAG   = int(dataTTAG)
-	TCPOffDATAO  = int(dataDATAO)
-	TCPOffDATAL  = int(dataDATAL)
-	TCPOffSQE    = capsuleSQE
-	TCPOffMAXR2T = int(icMAXR2T)
+	capsuleSQE = TCPOffSQE
 )
 
 // TCPHeader is a view of a PDU's header: the common header and whatever of

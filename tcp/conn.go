@@ -112,7 +112,8 @@ func (c *conn) serve() {
 		if a, ok := c.nc.LocalAddr().(*net.TCPAddr); ok {
 			local = a.IP.String()
 		}
-		c.maxActive = c.t.cfg.MaxQueueDepth
+		// The queue is an admin or an I/O queue: as deep as either may be.
+		c.maxActive = max(c.t.cfg.MaxQueueDepth, fabric.AdminQueueDepth)
 		c.reqs = make([]*request, 2*c.maxActive)
 		c.free = make([]uint16, 0, 2*c.maxActive)
 		c.br = bufio.NewReaderSize(c.nc, readBufSize)

@@ -183,7 +183,7 @@ type icReq struct {
 // checkICReq checks an ICReq's specific header (TCP §3.6.2.2).
 func checkICReq(h nvme.TCPHeader) (icReq, *fatal) {
 	if pfv := h.PFV(); pfv != nvme.TCPPFV10 {
-		return icReq{}, &fatal{fes: nvme.TCPFESUnsupportedParameter, fei: uint32(nvme.TCPOffPFV), why: fmt.Sprintf("PDU format version %d", pfv)}
+		return icReq{}, &fatal{fes: nvme.TCPFESUnsupportedParameter, fei: nvme.TCPOffPFV, why: fmt.Sprintf("PDU format version %d", pfv)}
 	}
 	if hpda := h.PDA(); hpda > nvme.TCPMaxHPDA {
 		return icReq{}, badField(nvme.TCPOffPDA, "HPDA %d", hpda)

@@ -65,6 +65,11 @@ type Options struct {
 	// Timeout bounds the connection, its ICReq and every wait (Default
 	// Timeout when 0).
 	Timeout time.Duration
+	// Trickle sends everything one byte per write (TCP_NODELAY: a segment
+	// each), as a hostile or very slow host might.
+	Trickle bool
+	// LocalAddr is the address to connect from ("127.0.0.2"); empty: any.
+	LocalAddr string
 }
 
 // ICResp is what the target answered.
@@ -154,7 +159,11 @@ func DialRaw(addr string, o Options) (*Conn, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
-	nc, err := net.DialTimeout("tcp", addr, o.Timeout)
+	d := net.Dialer{Timeout: o.Timeout}
+	if o.LocalAddr != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(o.LocalAddr)}
+	}
+	nc, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -173,12 +182,33 @@ func (c *Conn) Close() error { return c.nc.Close() }
 // Write sends b as it is.
 func (c *Conn) Write(b []byte) error {
 	c.nc.SetWriteDeadline(time.Now().Add(c.o.Timeout))
+	if c.o.Trickle {
+		return c.trickle(b)
+	}
 	_, err := c.nc.Write(b)
 	return err
 }
 
+func (c *Conn) trickle(b []byte) error {
+	for i := range b {
+		if _, err := c.nc.Write(b[i : i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *Conn) writev(bufs [][]byte) error {
 	c.nc.SetWriteDeadline(time.Now().Add(c.o.Timeout))
+	if c.o.Trickle {
+		for _, b := range bufs {
+			if err := c.trickle(b); err != nil {
+				return err
+			}
+		}
+		clear(bufs)
+		return nil
+	}
 	c.nb = bufs
 	_, err := c.nb.WriteTo(c.nc)
 	clear(bufs)
