@@ -96,4 +96,3 @@ func BenchmarkIO(b *testing.B) {
 		})
 	}
 }
-

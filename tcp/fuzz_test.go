@@ -109,8 +109,12 @@ func (s *streamConn) Close() error {
 	return nil
 }
 
-func (s *streamConn) LocalAddr() net.Addr              { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4420} }
-func (s *streamConn) RemoteAddr() net.Addr             { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 9), Port: 40000} }
+func (s *streamConn) LocalAddr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4420}
+}
+func (s *streamConn) RemoteAddr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 9), Port: 40000}
+}
 func (s *streamConn) SetDeadline(time.Time) error      { return nil }
 func (s *streamConn) SetReadDeadline(time.Time) error  { return nil }
 func (s *streamConn) SetWriteDeadline(time.Time) error { return nil }
