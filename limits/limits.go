@@ -142,6 +142,7 @@ const (
 	// TCPICReqTimeout is how long a new connection may take to send its
 	// ICReq before it is closed. Until then it holds no queue.
 	TCPICReqTimeout    = 10 * time.Second
+	TCPICReqTimeoutMin = 100 * time.Millisecond
 	TCPICReqTimeoutMax = 5 * time.Minute
 	// TCPSendTimeout is how long the target waits for a host to take the
 	// PDUs it sends (a full socket buffer) before it closes the

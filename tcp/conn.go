@@ -129,9 +129,7 @@ func (c *conn) serve() {
 // handshake takes the ICReq and answers it (TCP §3.3), within
 // ICReqTimeout: until then the connection holds no queue.
 func (c *conn) handshake() error {
-	if d := c.t.cfg.ICReqTimeout; d > 0 {
-		c.nc.SetReadDeadline(time.Now().Add(d))
-	}
+	c.nc.SetReadDeadline(time.Now().Add(c.t.cfg.ICReqTimeout))
 	h := nvme.TCPHeader(c.hdr[:])
 	if _, err := io.ReadFull(c.nc, c.hdr[:nvme.TCPCommonHeaderSize]); err != nil {
 		return c.icReqErr(err)
@@ -183,9 +181,7 @@ func (c *conn) icReqErr(err error) error {
 }
 
 func (c *conn) setSendDeadline() {
-	if d := c.t.cfg.SendTimeout; d > 0 {
-		c.nc.SetWriteDeadline(time.Now().Add(d))
-	}
+	c.nc.SetWriteDeadline(time.Now().Add(c.t.cfg.SendTimeout))
 }
 
 // readLoop parses the host's PDUs until the connection ends.

@@ -129,11 +129,11 @@ func (c *Config) validate() error {
 	if c.MaxConnectionsPerAddress < 1 || c.MaxConnectionsPerAddress > c.MaxConnections {
 		errs = append(errs, fmt.Errorf("max connections per address %d: want 1..max connections (%d)", c.MaxConnectionsPerAddress, c.MaxConnections))
 	}
-	if c.ICReqTimeout < 0 || c.ICReqTimeout > limits.TCPICReqTimeoutMax {
-		errs = append(errs, fmt.Errorf("icreq timeout %v: want 0..%v", c.ICReqTimeout, limits.TCPICReqTimeoutMax))
+	if c.ICReqTimeout < limits.TCPICReqTimeoutMin || c.ICReqTimeout > limits.TCPICReqTimeoutMax {
+		errs = append(errs, fmt.Errorf("icreq timeout %v: want %v..%v", c.ICReqTimeout, limits.TCPICReqTimeoutMin, limits.TCPICReqTimeoutMax))
 	}
-	if c.SendTimeout < 0 {
-		errs = append(errs, fmt.Errorf("send timeout %v: want >= 0", c.SendTimeout))
+	if c.SendTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("send timeout %v: want > 0", c.SendTimeout))
 	}
 	return errors.Join(errs...)
 }
