@@ -70,8 +70,11 @@ func (h host) flags() []string {
 
 func fabricFlags() []string { return fabricFlagsPort(portRDMA) }
 
-func fabricFlagsPort(port int) []string {
-	return []string{"-t", "rdma", "-a", labAddr, "-s", strconv.Itoa(port)}
+func fabricFlagsPort(port int) []string { return fabricFlagsOver("rdma", port) }
+
+// fabricFlagsOver is fabricFlagsPort over transport ("rdma", "tcp").
+func fabricFlagsOver(transport string, port int) []string {
+	return []string{"-t", transport, "-a", labAddr, "-s", strconv.Itoa(port)}
 }
 
 // discoveryLog is `nvme discover -o json` (nvme-cli 2.3).
@@ -128,7 +131,13 @@ func (h host) connectPort(t *testing.T, subnqn string, port int) (*controller, e
 // and sizes).
 func (h host) connectWith(t *testing.T, subnqn string, port int, extra ...string) (*controller, error) {
 	t.Helper()
-	args := append([]string{"connect"}, fabricFlagsPort(port)...)
+	return h.connectOver(t, "rdma", subnqn, port, extra...)
+}
+
+// connectOver is connectWith over transport ("rdma", "tcp").
+func (h host) connectOver(t *testing.T, transport, subnqn string, port int, extra ...string) (*controller, error) {
+	t.Helper()
+	args := append([]string{"connect"}, fabricFlagsOver(transport, port)...)
 	args = append(args, "-n", subnqn)
 	args = append(args, h.flags()...)
 	args = append(args, extra...)
