@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
@@ -87,6 +88,16 @@ type conn struct {
 	closing, writerGone, tornDown, finished bool
 	reason                                  string
 	writerDone                              chan struct{}
+
+	// r2tOut counts the requests whose R2T is out (rsData), progress the
+	// H2CData PDUs received: the listener's sweep closes a connection
+	// whose host sends no data for its R2Ts (checkDataStall).
+	r2tOut   atomic.Int32
+	progress atomic.Uint64
+	// The sweep's own: progress at its last look, and since when it has
+	// not moved with R2Ts out.
+	lastProgress uint64
+	stalledSince time.Time
 
 	// Writer only.
 	wqSpare []*request
@@ -372,9 +383,23 @@ func (c *conn) start(r *request) {
 		return
 	}
 	c.mu.Lock()
-	r.state = rsData
+	c.setData(r)
 	c.queue(r, sendR2T)
 	c.mu.Unlock()
+}
+
+// setData moves r to rsData, its R2T about to go out; c.mu is held.
+func (c *conn) setData(r *request) {
+	r.state = rsData
+	c.r2tOut.Add(1)
+}
+
+// leave takes r out of its state, counting an R2T no longer out; c.mu is
+// held.
+func (c *conn) leave(r *request) {
+	if r.state == rsData {
+		c.r2tOut.Add(-1)
+	}
 }
 
 // granted moves on a request the pool gave buffers to, off the reader:
@@ -391,7 +416,7 @@ func (c *conn) granted(r *request) {
 		r.state = rsReady
 		c.queue(r, sendRun)
 	} else {
-		r.state = rsData
+		c.setData(r)
 		c.queue(r, sendR2T)
 	}
 	c.mu.Unlock()
@@ -439,6 +464,7 @@ func (c *conn) h2cData(h nvme.TCPHeader, l layout) error {
 		}
 	}
 	r.got += n
+	c.progress.Add(1)
 	if last {
 		st := nvme.StatusSuccess
 		if r.badDigest {
@@ -452,6 +478,7 @@ func (c *conn) h2cData(h nvme.TCPHeader, l layout) error {
 // toCore hands r to the core: Execute, or Fail with st.
 func (c *conn) toCore(r *request, st nvme.Status) {
 	c.mu.Lock()
+	c.leave(r)
 	r.state = rsExecuting
 	c.mu.Unlock()
 	if st.IsSuccess() {
@@ -520,6 +547,7 @@ func (c *conn) freeLocked(r *request) {
 	if r.state == rsSend {
 		c.sending--
 	}
+	c.leave(r)
 	r.state = rsFree
 	r.send = sendNone
 	clear(r.segs)
@@ -605,6 +633,29 @@ func (c *conn) teardown(err error) {
 	if fin {
 		c.finish()
 	}
+}
+
+// checkDataStall closes the connection when its host has had R2Ts out
+// for the send timeout and sent no H2CData for any: it holds their data
+// buffers from every other host. Keep-alive does not catch it (the
+// host may keep its controller alive on the admin queue). Called by the
+// listener's sweep, at most every second.
+func (c *conn) checkDataStall(now time.Time) {
+	if c.r2tOut.Load() == 0 {
+		c.stalledSince = time.Time{}
+		return
+	}
+	if p := c.progress.Load(); p != c.lastProgress || c.stalledSince.IsZero() {
+		c.lastProgress, c.stalledSince = p, now
+		return
+	}
+	if now.Sub(c.stalledSince) < c.t.cfg.SendTimeout {
+		return
+	}
+	c.stalledSince = time.Time{}
+	c.t.stats.DataTimeouts.Add(1)
+	c.log.Warn("host sends no data for its R2Ts: closing the connection", "timeout", c.t.cfg.SendTimeout, "r2ts", c.r2tOut.Load())
+	c.close("no H2CData for " + c.t.cfg.SendTimeout.String())
 }
 
 // logEnd says why the connection ended: a fatal error of the host's as a

@@ -400,3 +400,34 @@ func TestHostGoesMidTransfer(t *testing.T) {
 	c.Close()
 	eventually(t, 5*time.Second, "pool buffers given back", func() bool { return r.tr.pool.out() == 0 })
 }
+
+// TestR2TDataTimeout: a host that is sent R2Ts and sends no data for them
+// (holding their buffers from every other host) is disconnected after the
+// send timeout, though it keeps its controller alive; a host whose data
+// comes slowly but comes is not.
+func TestR2TDataTimeout(t *testing.T) {
+	r := newRig(t, Config{SendTimeout: 400 * time.Millisecond}, fabric.Options{})
+	a, c := r.controller(t, tcptest.Options{}, 0)
+	r2tFor(t, c, 1, 64<<10, false)
+	// Slow: one H2CData every 100 ms on another connection of the host.
+	_, slow := r.controller(t, tcptest.Options{}, 0)
+	tag := r2tFor(t, slow, 1, 64<<10, false)
+	for i := range 8 {
+		if err := a.KeepAlive(); err != nil {
+			t.Fatal(err)
+		}
+		if err := slow.Write(tcptest.H2CDataPDU(1, tag, uint32(i)*8192, make([]byte, 8192), i == 7, false, false)); err != nil {
+			t.Fatalf("slow host: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	h, _, err := slow.ReadPDU()
+	if err != nil || h.Type() != nvme.TCPCapsuleResp || !h.CQE().Status().IsSuccess() {
+		t.Fatalf("slow host's write: %v type %#x", err, h.Type())
+	}
+	waitClosed(t, c, 5*time.Second)
+	if got := r.tr.Stats().DataTimeouts.Load(); got != 1 {
+		t.Errorf("%d data timeouts counted", got)
+	}
+	eventually(t, 5*time.Second, "buffers given back", func() bool { return r.tr.pool.out() == 0 })
+}

@@ -38,8 +38,10 @@ type listener struct {
 
 	live      sync.WaitGroup // connections not finished
 	accepting chan struct{}  // closed when the accept loop returns
-	closeOnce sync.Once
-	closeErr  error
+	// stop ends the sweep; swept is closed when it has.
+	stop, swept chan struct{}
+	closeOnce   sync.Once
+	closeErr    error
 }
 
 func (t *Transport) listen(tgt *fabric.Target, p *fabric.Port, addr *net.TCPAddr) (*listener, error) {
@@ -52,7 +54,7 @@ func (t *Transport) listen(tgt *fabric.Target, p *fabric.Port, addr *net.TCPAddr
 		p.Service = strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	}
 	l := &listener{t: t, tgt: tgt, port: p, ln: ln, log: t.log.With("port", ln.Addr().String()),
-		conns: map[*conn]struct{}{}, accepting: make(chan struct{})}
+		conns: map[*conn]struct{}{}, accepting: make(chan struct{}), stop: make(chan struct{}), swept: make(chan struct{})}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -62,7 +64,35 @@ func (t *Transport) listen(tgt *fabric.Target, p *fabric.Port, addr *net.TCPAddr
 	t.listeners[l] = struct{}{}
 	t.mu.Unlock()
 	go l.accept()
+	go l.sweep()
 	return l, nil
+}
+
+// sweep looks at the listener's connections now and then for hosts that
+// hold R2Ts without sending their data (conn.checkDataStall): one
+// goroutine per port, nothing per I/O.
+func (l *listener) sweep() {
+	defer close(l.swept)
+	tick := time.NewTicker(min(l.t.cfg.SendTimeout/4, time.Second))
+	defer tick.Stop()
+	var cs []*conn
+	for {
+		select {
+		case <-l.stop:
+			return
+		case now := <-tick.C:
+			l.mu.Lock()
+			cs = cs[:0]
+			for c := range l.conns {
+				cs = append(cs, c)
+			}
+			l.mu.Unlock()
+			for _, c := range cs {
+				c.checkDataStall(now)
+			}
+			clear(cs)
+		}
+	}
 }
 
 // Addr is the address the listener accepts on.
@@ -148,6 +178,8 @@ func (l *listener) Close() error {
 	l.closeOnce.Do(func() {
 		l.ln.Close()
 		<-l.accepting
+		close(l.stop)
+		<-l.swept
 		l.mu.Lock()
 		l.closing = true
 		cs := make([]*conn, 0, len(l.conns))

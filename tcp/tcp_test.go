@@ -168,3 +168,85 @@ func TestDiscoveryLog(t *testing.T) {
 		t.Fatalf("entry %+v", e)
 	}
 }
+
+// TestHPDA: a host that asks for its data aligned (HPDA 3: 16 bytes) gets
+// every C2HData's data at a PDO of that alignment, the gap padded.
+func TestHPDA(t *testing.T) {
+	r := newRig(t, Config{}, fabric.Options{})
+	for _, hdgst := range []bool{false, true} {
+		_, c := r.controller(t, tcptest.Options{HPDA: 3, HeaderDigest: hdgst}, 0)
+		data := make([]byte, 8192)
+		pattern(data, 7)
+		if rsp, err := c.Do(tcptest.IO(nvme.OpWrite, 1, 1, 0, 16), data, true, true); err != nil || !rsp.Status().IsSuccess() {
+			t.Fatalf("write: %v %v", err, rsp.Status())
+		}
+		got := make([]byte, len(data))
+		// tcptest checks that PDO is a multiple of 16 and reads the pad.
+		if rsp, err := c.Do(tcptest.IO(nvme.OpRead, 2, 1, 0, 16), got, false, false); err != nil || !rsp.Status().IsSuccess() || !bytes.Equal(got, data) {
+			t.Fatalf("read (hdgst %v): %v %v, data equal %v", hdgst, err, rsp.Status(), bytes.Equal(got, data))
+		}
+	}
+}
+
+// TestBufferPoolWaits: with a pool of one transfer's buffers, commands
+// past it wait for buffers, in line, without holding up their
+// connections' readers, and every one completes once buffers come back:
+// reads handed to the core and writes given their R2T from the goroutine
+// that gave buffers back. Each connection has a host goroutine of its own,
+// as hosts do: one connection's R2T may wait on another's data.
+func TestBufferPoolWaits(t *testing.T) {
+	const size, n = 128 << 10, 8
+	r := newRig(t, Config{MDTS: size, BufferPoolSize: size}, fabric.Options{})
+	conns := make([]*tcptest.Conn, 2)
+	_, conns[0] = r.controller(t, tcptest.Options{}, 0)
+	_, conns[1] = r.controller(t, tcptest.Options{DataDigest: true}, 0)
+	errs := make(chan error, len(conns))
+	for j, c := range conns {
+		go func() {
+			errs <- func() error {
+				written := make([][]byte, n)
+				for i := range n {
+					written[i] = make([]byte, size)
+					pattern(written[i], byte(2*i+j))
+				}
+				lba := func(i int) uint64 { return uint64(2*i+j) * size / 512 }
+				// Every write at once, then every read.
+				for i := range n {
+					if err := c.Submit(tcptest.IO(nvme.OpWrite, uint16(i), 1, lba(i), size/512), written[i], true, false); err != nil {
+						return err
+					}
+				}
+				for i := range n {
+					if rsp, err := c.Wait(uint16(i)); err != nil || !rsp.Status().IsSuccess() {
+						return fmt.Errorf("connection %d write %d: %v %v", j, i, err, rsp)
+					}
+				}
+				read := make([][]byte, n)
+				for i := range n {
+					read[i] = make([]byte, size)
+					if err := c.Submit(tcptest.IO(nvme.OpRead, uint16(i), 1, lba(i), size/512), read[i], false, false); err != nil {
+						return err
+					}
+				}
+				for i := range n {
+					if rsp, err := c.Wait(uint16(i)); err != nil || !rsp.Status().IsSuccess() {
+						return fmt.Errorf("connection %d read %d: %v %v", j, i, err, rsp)
+					}
+					if !bytes.Equal(read[i], written[i]) {
+						return fmt.Errorf("connection %d read %d: data differs", j, i)
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range conns {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if w := r.tr.Stats().BufferWaits.Load(); w == 0 {
+		t.Error("no command waited for buffers with a pool of one transfer")
+	}
+	eventually(t, 5*time.Second, "buffers given back", func() bool { return r.tr.pool.out() == 0 })
+}

@@ -53,7 +53,8 @@ type Config struct {
 	MaxConnectionsPerAddress int
 	// ICReqTimeout bounds the wait for a new connection's ICReq.
 	ICReqTimeout time.Duration
-	// SendTimeout bounds the wait for a host to take what is sent to it.
+	// SendTimeout bounds the wait for a host to take what is sent to it,
+	// and for the data of its R2Ts.
 	SendTimeout time.Duration
 	// Logger receives the transport's log; nil discards.
 	Logger *slog.Logger
@@ -171,8 +172,9 @@ type Stats struct {
 	BufferWaits atomic.Uint64
 	BufferBytes atomic.Int64
 	// SendTimeouts counts connections closed because their host took
-	// nothing sent for SendTimeout.
-	SendTimeouts atomic.Uint64
+	// nothing sent for SendTimeout; DataTimeouts those closed because it
+	// sent no data for its R2Ts for as long.
+	SendTimeouts, DataTimeouts atomic.Uint64
 }
 
 // Transport is the NVMe/TCP transport. One Transport serves every tcp port.

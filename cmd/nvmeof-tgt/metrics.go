@@ -93,7 +93,7 @@ type collector struct {
 	tcpConns, tcpLive, tcpICReqTimeouts        *prometheus.Desc
 	tcpTermReqs, tcpDigestErrors               *prometheus.Desc
 	tcpBufferWaits, tcpBufferBytes             *prometheus.Desc
-	tcpSendTimeouts                            *prometheus.Desc
+	tcpSendTimeouts, tcpDataTimeouts           *prometheus.Desc
 }
 
 func newCollector(tgt *fabric.Target, rt func() *rdma.Transport, tt func() *tcp.Transport) *collector {
@@ -148,6 +148,7 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport, tt func() *tcp.
 		tcpBufferWaits:         d("tcp_buffer_waits_total", "NVMe/TCP commands that waited for data buffers (tcp.buffer_pool_size reached)."),
 		tcpBufferBytes:         d("tcp_buffer_bytes", "NVMe/TCP data buffer bytes held by commands."),
 		tcpSendTimeouts:        d("tcp_send_timeouts_total", "NVMe/TCP connections closed because their host took nothing sent for 30 s."),
+		tcpDataTimeouts:        d("tcp_data_timeouts_total", "NVMe/TCP connections closed because their host sent no data for its R2Ts for 30 s (holding their buffers)."),
 	}
 	c.version, c.goVersion, c.commit = buildLabels()
 	return c
@@ -270,6 +271,7 @@ func (c *collector) collectTCP(ch chan<- prometheus.Metric, s *tcp.Stats) {
 	ct(c.tcpBufferWaits, s.BufferWaits.Load())
 	g(c.tcpBufferBytes, float64(s.BufferBytes.Load()))
 	ct(c.tcpSendTimeouts, s.SendTimeouts.Load())
+	ct(c.tcpDataTimeouts, s.DataTimeouts.Load())
 }
 
 // latencyHistogram turns fabric's per-bucket counts into Prometheus's
