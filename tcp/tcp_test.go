@@ -71,13 +71,16 @@ func TestReadWrite(t *testing.T) {
 					}
 					got := make([]byte, tc.size)
 					cid++
-					resps, succ := io.Responses, io.Successes
+					resps, succ, dataOnly := io.Responses, io.Successes, r.tr.Stats().DataOnlyReads.Load()
 					rsp, err = io.Do(tcptest.IO(nvme.OpRead, cid, 1, lba, nlb), got, false, false)
 					if err != nil || !rsp.Status().IsSuccess() {
 						t.Fatalf("read %d bytes: %v %v", tc.size, err, rsp.Status())
 					}
 					if !bytes.Equal(got, want) {
 						t.Fatalf("read %d bytes at LBA %d: data differs from what was written", tc.size, lba)
+					}
+					if got := r.tr.Stats().DataOnlyReads.Load() - dataOnly; noSQFlow != (got == 1) {
+						t.Errorf("read with SQ flow control disabled %v: %d counted answered by their data alone", noSQFlow, got)
 					}
 					if noSQFlow && (io.Successes != succ+1 || io.Responses != resps) {
 						t.Errorf("read with SQ flow control disabled: %d SUCCESS flags, %d responses; want the data alone", io.Successes-succ, io.Responses-resps)

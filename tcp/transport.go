@@ -167,6 +167,9 @@ type Stats struct {
 	// HeaderDigestErrors and DataDigestErrors count PDUs whose digest did
 	// not match.
 	HeaderDigestErrors, DataDigestErrors atomic.Uint64
+	// DataOnlyReads counts the reads answered by their C2HData alone, with
+	// the SUCCESS flag and no response capsule.
+	DataOnlyReads atomic.Uint64
 	// BufferWaits counts commands that waited for data buffers;
 	// BufferBytes is the pool's bytes out (held by commands).
 	BufferWaits atomic.Uint64

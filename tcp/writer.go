@@ -34,6 +34,7 @@ func (c *conn) writeLoop() {
 		c.mu.Unlock()
 
 		bufs, done := c.bufs[:0], c.done[:0]
+		dataOnly := 0
 		for i, r := range batch {
 			batch[i] = nil
 			switch r.send {
@@ -42,12 +43,19 @@ func (c *conn) writeLoop() {
 			case sendR2T:
 				bufs = c.appendR2T(bufs, r)
 			case sendResp:
-				bufs = c.appendResponse(bufs, r)
+				var only bool
+				bufs, only = c.appendResponse(bufs, r)
 				done = append(done, r)
+				if only {
+					dataOnly++
+				}
 			}
 		}
 		if term > 0 {
 			bufs = append(bufs, c.term[:term])
+		}
+		if dataOnly > 0 {
+			c.t.stats.DataOnlyReads.Add(uint64(dataOnly))
 		}
 		c.wqSpare = batch[:0]
 		c.bufs, c.done = bufs[:0], done[:0]
@@ -132,11 +140,11 @@ func (c *conn) appendR2T(bufs [][]byte, r *request) [][]byte {
 }
 
 // appendResponse adds what ends r: a read's data in one C2HData, then the
-// response capsule, unless the data stands for it. It does when the host
-// disabled SQ flow control (the only case the SUCCESS flag is allowed,
-// TCP §3.6.2.9) and the response says nothing but success: the host
-// completes a C2HData with SUCCESS as a response of zeroes.
-func (c *conn) appendResponse(bufs [][]byte, r *request) [][]byte {
+// response capsule, unless the data stands for it (dataOnly). It does when
+// the host disabled SQ flow control (the only case the SUCCESS flag is
+// allowed, TCP §3.6.2.9) and the response says nothing but success: the
+// host completes a C2HData with SUCCESS as a response of zeroes.
+func (c *conn) appendResponse(bufs [][]byte, r *request) (_ [][]byte, dataOnly bool) {
 	rsp := r.fr.Rsp
 	st := rsp.Status()
 	if r.fr.Dir == fabric.DirCtrlToHost && st.IsSuccess() && r.fr.DataLen > 0 {
@@ -169,11 +177,11 @@ func (c *conn) appendResponse(bufs [][]byte, r *request) [][]byte {
 			bufs = append(bufs, r.ddgst[:])
 		}
 		if success {
-			return bufs
+			return bufs, true
 		}
 	}
 	h := nvme.TCPHeader(r.rsp[:])
 	hl := nvme.TCPCapsuleRespHdr + c.f.hdgstLen()
 	h.SetCommon(nvme.TCPCapsuleResp, c.flags(false), nvme.TCPCapsuleRespHdr, 0, uint32(hl))
-	return append(bufs, c.header(r.rsp[:], nvme.TCPCapsuleRespHdr))
+	return append(bufs, c.header(r.rsp[:], nvme.TCPCapsuleRespHdr)), false
 }

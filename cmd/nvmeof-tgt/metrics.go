@@ -94,6 +94,7 @@ type collector struct {
 	tcpTermReqs, tcpDigestErrors               *prometheus.Desc
 	tcpBufferWaits, tcpBufferBytes             *prometheus.Desc
 	tcpSendTimeouts, tcpDataTimeouts           *prometheus.Desc
+	tcpDataOnlyReads                           *prometheus.Desc
 }
 
 func newCollector(tgt *fabric.Target, rt func() *rdma.Transport, tt func() *tcp.Transport) *collector {
@@ -148,6 +149,7 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport, tt func() *tcp.
 		tcpBufferWaits:         d("tcp_buffer_waits_total", "NVMe/TCP commands that waited for data buffers (tcp.buffer_pool_size reached)."),
 		tcpBufferBytes:         d("tcp_buffer_bytes", "NVMe/TCP data buffer bytes held by commands."),
 		tcpSendTimeouts:        d("tcp_send_timeouts_total", "NVMe/TCP connections closed because their host took nothing sent for 30 s."),
+		tcpDataOnlyReads:       d("tcp_data_only_reads_total", "NVMe/TCP reads answered by their data alone (C2HData with the SUCCESS flag, no response capsule), for hosts that disabled SQ flow control."),
 		tcpDataTimeouts:        d("tcp_data_timeouts_total", "NVMe/TCP connections closed because their host sent no data for its R2Ts for 30 s (holding their buffers)."),
 	}
 	c.version, c.goVersion, c.commit = buildLabels()
@@ -272,6 +274,7 @@ func (c *collector) collectTCP(ch chan<- prometheus.Metric, s *tcp.Stats) {
 	g(c.tcpBufferBytes, float64(s.BufferBytes.Load()))
 	ct(c.tcpSendTimeouts, s.SendTimeouts.Load())
 	ct(c.tcpDataTimeouts, s.DataTimeouts.Load())
+	ct(c.tcpDataOnlyReads, s.DataOnlyReads.Load())
 }
 
 // latencyHistogram turns fabric's per-bucket counts into Prometheus's

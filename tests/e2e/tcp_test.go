@@ -55,15 +55,21 @@ func TestTCPConnectFio(t *testing.T) {
 		t.Fatalf("no discovery record for %s: %+v", sub, log.Records)
 	}
 
+	dataOnly := func() float64 {
+		v, _ := metricSum(scrapeMetrics(t), "nvmeof_tgt_tcp_data_only_reads_total")
+		return v
+	}
 	for _, tc := range []struct {
-		name  string
-		flags []string
+		name     string
+		flags    []string
+		dataOnly bool // reads answered by C2HData with SUCCESS, no response capsule
 	}{
-		{"plain", nil},
-		{"digests", []string{"--hdr-digest", "--data-digest"}},
-		{"sqflow-disabled", []string{"--disable-sqflow"}},
+		{"plain", nil, false},
+		{"digests", []string{"--hdr-digest", "--data-digest"}, false},
+		{"sqflow-disabled", []string{"--disable-sqflow"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			before := dataOnly()
 			c, err := h.connectOver(t, "tcp", sub, portTCP, tc.flags...)
 			if err != nil {
 				t.Fatalf("nvme connect -t tcp: %v", err)
@@ -79,6 +85,15 @@ func TestTCPConnectFio(t *testing.T) {
 				}
 			}
 			c.disconnect(t)
+			if n := dataOnly() - before; (n > 0) != tc.dataOnly {
+				t.Errorf("%v reads answered by their data alone, want some: %v", n, tc.dataOnly)
+			}
 		})
+	}
+	m := scrapeMetrics(t)
+	for _, name := range []string{"nvmeof_tgt_tcp_digest_errors_total", "nvmeof_tgt_tcp_termination_requests_total", "nvmeof_tgt_tcp_data_timeouts_total", "nvmeof_tgt_tcp_send_timeouts_total"} {
+		if v, found := metricSum(m, name); !found || v != 0 {
+			t.Errorf("%s = %v (found %v), want 0", name, v, found)
+		}
 	}
 }
