@@ -40,6 +40,7 @@ type Config struct {
 	// its subsystems through RADOS; unset (no name): a target on its own.
 	GatewayGroup GatewayGroup `mapstructure:"gateway_group"`
 	RDMA         RDMA         `mapstructure:"rdma"`
+	TCP          TCP          `mapstructure:"tcp"`
 	Controller   Controller   `mapstructure:"controller"`
 	Metrics      Metrics      `mapstructure:"metrics"`
 	API          API          `mapstructure:"api"`
@@ -51,7 +52,7 @@ type Port struct {
 	// ID is the NVMe port ID (PORTID in the discovery log), 1..65519,
 	// unique; 0 (unset) takes the port's 1-based position in the list.
 	ID int `mapstructure:"id"`
-	// Transport is "rdma", or "loop" for tests.
+	// Transport is "rdma" or "tcp", or "loop" for tests.
 	Transport string `mapstructure:"transport"`
 	// Address is an IPv4 or IPv6 literal; "0.0.0.0" or "::" listens on all.
 	Address string `mapstructure:"address"`
@@ -181,6 +182,22 @@ type RDMA struct {
 	SRQ                string        `mapstructure:"srq"`                  // a shared receive queue per poller: ModeAuto (where the device has them), ModeOn or ModeOff
 }
 
+// TCP sizes the NVMe/TCP transport. Defaults and bounds are package
+// limits' (limits.TCP*) and fabric's (limits.MDTS, MaxQueueDepth,
+// MaxIOQueues); deploy/config.example.yaml lists their values.
+type TCP struct {
+	InCapsuleDataSize        Bytes         `mapstructure:"in_capsule_data_size"`        // IOCCSZ on every queue, a multiple of 16, at least 8KiB (the Linux host's fabrics commands)
+	MaxQueueDepth            int           `mapstructure:"max_queue_depth"`             // I/O queue entries
+	MaxIOQueues              int           `mapstructure:"max_io_queues"`               // per controller
+	MDTS                     Bytes         `mapstructure:"mdts"`                        // maximum data transfer, a power of two
+	MaxH2CData               Bytes         `mapstructure:"max_h2c_data"`                // MAXH2CDATA: most data of one H2CData PDU, a multiple of 4, at least 4KiB
+	IOUnitSize               Bytes         `mapstructure:"io_unit_size"`                // data buffer unit, a power of two up to MDTS
+	BufferPoolSize           Bytes         `mapstructure:"buffer_pool_size"`            // data buffers out at once for reads and R2T writes, all connections, >= MDTS; allocated as used
+	MaxConnections           int           `mapstructure:"max_connections"`             // connections of all tcp ports together
+	MaxConnectionsPerAddress int           `mapstructure:"max_connections_per_address"` // connections from one host address
+	ICReqTimeout             time.Duration `mapstructure:"icreq_timeout"`               // a new connection's wait for its ICReq
+}
+
 // Controller bounds per-controller behaviour.
 type Controller struct {
 	// KeepAliveTimeoutMax caps the KATO a host may ask for in Connect.
@@ -246,6 +263,16 @@ var scalarDefaults = []struct {
 	{"rdma.send_with_invalidate", limits.RDMAMode},
 	{"rdma.io_uring", limits.RDMAMode},
 	{"rdma.srq", limits.RDMAMode},
+	{"tcp.in_capsule_data_size", Bytes(limits.TCPInCapsuleDataSize)},
+	{"tcp.max_queue_depth", limits.MaxQueueDepth},
+	{"tcp.max_io_queues", limits.MaxIOQueues},
+	{"tcp.mdts", Bytes(limits.MDTS)},
+	{"tcp.max_h2c_data", Bytes(limits.TCPMaxH2CData)},
+	{"tcp.io_unit_size", Bytes(limits.TCPIOUnitSize)},
+	{"tcp.buffer_pool_size", Bytes(limits.TCPBufferPoolSize)},
+	{"tcp.max_connections", limits.TCPMaxConnections},
+	{"tcp.max_connections_per_address", limits.TCPMaxConnectionsPerAddress},
+	{"tcp.icreq_timeout", limits.TCPICReqTimeout},
 	{"controller.kato_max", limits.KATOMax},
 	{"controller.max_connections_per_host", limits.MaxConnectionsPerHost},
 	{"metrics.listen", "127.0.0.1:9771"},

@@ -40,6 +40,7 @@ subsystems:
 
 var wantDefaults = struct {
 	RDMA       RDMA
+	TCP        TCP
 	Controller Controller
 	Metrics    Metrics
 	Log        Log
@@ -58,6 +59,18 @@ var wantDefaults = struct {
 		SendWithInvalidate: "auto",
 		IOUring:            "auto",
 		SRQ:                "auto",
+	},
+	TCP: TCP{
+		InCapsuleDataSize:        8 * KiB,
+		MaxQueueDepth:            128,
+		MaxIOQueues:              16,
+		MDTS:                     1 * MiB,
+		MaxH2CData:               128 * KiB,
+		IOUnitSize:               16 * KiB,
+		BufferPoolSize:           64 * MiB,
+		MaxConnections:           1024,
+		MaxConnectionsPerAddress: 128,
+		ICReqTimeout:             10 * time.Second,
 	},
 	Controller: Controller{KeepAliveTimeoutMax: 2 * time.Minute, MaxConnectionsPerHost: 36},
 	Metrics:    Metrics{Listen: "127.0.0.1:9771"},
@@ -112,9 +125,9 @@ func TestLoadExample(t *testing.T) {
 	if len(c.Subsystems[0].Serial) != 20 {
 		t.Errorf("serial %q is not 20 characters", c.Subsystems[0].Serial)
 	}
-	if c.RDMA != wantDefaults.RDMA || c.Controller != wantDefaults.Controller ||
+	if c.RDMA != wantDefaults.RDMA || c.TCP != wantDefaults.TCP || c.Controller != wantDefaults.Controller ||
 		c.Metrics != wantDefaults.Metrics || c.Log != wantDefaults.Log {
-		t.Errorf("scalar sections = %+v %+v %+v %+v, want defaults %+v", c.RDMA, c.Controller, c.Metrics, c.Log, wantDefaults)
+		t.Errorf("scalar sections = %+v %+v %+v %+v %+v, want defaults %+v", c.RDMA, c.TCP, c.Controller, c.Metrics, c.Log, wantDefaults)
 	}
 }
 
@@ -134,6 +147,17 @@ rdma:
   send_with_invalidate: off
   io_uring: off
   srq: off
+tcp:
+  in_capsule_data_size: 16KiB
+  max_queue_depth: 64
+  max_io_queues: 4
+  mdts: 2MiB
+  max_h2c_data: 64KiB
+  io_unit_size: 32KiB
+  buffer_pool_size: 256MiB
+  max_connections: 100
+  max_connections_per_address: 10
+  icreq_timeout: 3s
 controller: {kato_max: 30s}
 metrics: {listen: ""}
 log: {level: DEBUG, format: json}
@@ -158,6 +182,11 @@ log: {level: DEBUG, format: json}
 	}
 	if c.RDMA != want {
 		t.Errorf("rdma = %+v, want %+v", c.RDMA, want)
+	}
+	wantTCP := TCP{InCapsuleDataSize: 16 * KiB, MaxQueueDepth: 64, MaxIOQueues: 4, MDTS: 2 * MiB, MaxH2CData: 64 * KiB,
+		IOUnitSize: 32 * KiB, BufferPoolSize: 256 * MiB, MaxConnections: 100, MaxConnectionsPerAddress: 10, ICReqTimeout: 3 * time.Second}
+	if c.TCP != wantTCP {
+		t.Errorf("tcp = %+v, want %+v", c.TCP, wantTCP)
 	}
 	if c.Controller.KeepAliveTimeoutMax != 30*time.Second {
 		t.Errorf("kato_max = %s", c.Controller.KeepAliveTimeoutMax)

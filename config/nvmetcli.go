@@ -28,13 +28,14 @@ import (
 // notes, one line each, starting with its nvmetcli path. The error is for
 // JSON that cannot be read at all, or (ErrKeysNotCarried) for hosts that
 // would lose their DH-HMAC-CHAP keys; the YAML may still fail Validate
-// (say, with no RDMA port left), which the notes then explain.
+// (say, with no RDMA or TCP port left), which the notes then explain.
 //
-// What is carried, so that hosts see what nvmet showed them: RDMA ports
-// (port ID, address, service) with the ANA state of every group that a
+// What is carried, so that hosts see what nvmet showed them: RDMA and TCP
+// ports (port ID, transport, address, service; not a TCP port that nvmet
+// serves with TLS, which this target has not) with the ANA state of every group that a
 // namespace uses or nvmet names, written out for each port, since nvmet
 // and this target differ on a group left out (anaGroups); each port's
-// enabled RDMA referrals, listed here on every port; each subsystem's
+// enabled RDMA and TCP referrals, listed here on every port; each subsystem's
 // NQN, the ports nvmet links it to, its CNTLID range, allow_any_host,
 // allowed_hosts with their DH-HMAC-CHAP keys (o says where the keys go)
 // and their preferred hash and DH group, serial and model; each enabled
@@ -44,8 +45,8 @@ import (
 // size of its filesystem capped at 4KiB, which is 4KiB on ext4, xfs and
 // tmpfs, and the host's partition table depends on it. A disabled
 // namespace (enable 0) is skipped, not served; so is a subsystem that
-// nvmet links to no RDMA port, since here a subsystem without ports is
-// served on every port.
+// nvmet links to no RDMA or TCP port, since here a subsystem without ports
+// is served on every port.
 func ImportNvmetcli(data []byte, o ImportOptions) (*Import, error) {
 	var root map[string]any
 	if err := json.Unmarshal(data, &root); err != nil {
@@ -192,7 +193,7 @@ func (im *importer) subsystems(v any) {
 		im.c.Subsystems = append(im.c.Subsystems, s)
 	}
 	if len(im.c.Ports) == 0 && len(im.c.Subsystems) > 0 {
-		im.note("subsystems", "no RDMA port is carried, so neither are the ports' links: each subsystem is served on every port you add")
+		im.note("subsystems", "no RDMA or TCP port is carried, so neither are the ports' links: each subsystem is served on every port you add")
 	}
 }
 
@@ -348,8 +349,14 @@ func (im *importer) ports(v any) {
 				im.elsewhere[nqn] = append(im.elsewhere[nqn], fmt.Sprintf("portid %s (%s)", id, get("trtype")))
 			}
 		}
-		if get("trtype") != "rdma" {
-			notCarried("this target serves RDMA only")
+		trtype := get("trtype")
+		if trtype != "rdma" && trtype != "tcp" {
+			notCarried("this target serves RDMA and TCP only")
+			continue
+		}
+		if trtype == "tcp" && (strings.HasPrefix(get("tsas"), "tls") || get("treq") == "required") {
+			// Served without TLS, its hosts' traffic would go in the clear.
+			notCarried("nvmet serves it with TLS (tsas %q, treq %q), which this target has not", get("tsas"), get("treq"))
 			continue
 		}
 		if f := get("adrfam"); f != "ipv4" && f != "ipv6" {
@@ -383,7 +390,11 @@ func (im *importer) ports(v any) {
 			map[string][]string{"treq": {"not specified", "not required"}, "tsas": {"none", "not specified"}})
 		param := asMap(m["param"])
 		if s, ok := scalar(param["inline_data_size"]); ok {
-			im.note(path+".param.inline_data_size", "%s: not carried: rdma.in_capsule_data_size (default %s) is one setting for every port", s, Bytes(limits.RDMAInCapsuleDataSize))
+			def := Bytes(limits.RDMAInCapsuleDataSize)
+			if trtype == "tcp" {
+				def = Bytes(limits.TCPInCapsuleDataSize)
+			}
+			im.note(path+".param.inline_data_size", "%s: not carried: %s.in_capsule_data_size (default %s) is one setting for every %s port", s, trtype, def, trtype)
 		}
 		im.noteRest(path+".param", param, map[string]bool{"inline_data_size": true}, map[string][]string{"pi_enable": {"0"}})
 		im.ana = append(im.ana, im.portANA(path, m))
@@ -396,7 +407,7 @@ func (im *importer) ports(v any) {
 			}
 		}
 		im.noteRest(path, m, map[string]bool{"portid": true, "addr": true, "param": true, "referrals": true, "subsystems": true, "ana_groups": true}, nil)
-		im.c.Ports = append(im.c.Ports, Port{ID: pid, Transport: "rdma", Address: a.String(), Port: port})
+		im.c.Ports = append(im.c.Ports, Port{ID: pid, Transport: trtype, Address: a.String(), Port: port})
 	}
 	for _, r := range im.referrals {
 		im.c.Referrals = append(im.c.Referrals, r.r)
@@ -490,7 +501,7 @@ type referralFrom struct {
 	ports []int
 }
 
-// referral carries an enabled RDMA referral of the port with ID pid.
+// referral carries an enabled RDMA or TCP referral of the port with ID pid.
 // nvmet keeps referrals per port; here they are one list, in the
 // discovery log of every port, so the same referral on several ports is
 // carried once.
@@ -505,8 +516,15 @@ func (im *importer) referral(path string, pid int, m map[string]any) {
 		im.note(path, "%s: not enabled, so nvmet does not list it: skipped", what)
 		return
 	}
-	if get("trtype") != "rdma" {
-		im.note(path, "%s: not carried: this target lists RDMA referrals only", what)
+	trtype := get("trtype")
+	if trtype != "rdma" && trtype != "tcp" {
+		im.note(path, "%s: not carried: this target lists RDMA and TCP referrals only", what)
+		return
+	}
+	if trtype == "tcp" && (strings.HasPrefix(get("tsas"), "tls") || get("treq") == "required") {
+		// Listed here with no security, hosts would be sent to it without
+		// TLS.
+		im.note(path, "%s: not carried: a TLS referral (tsas %q, treq %q), which this target cannot list", what, get("tsas"), get("treq"))
 		return
 	}
 	if f := get("adrfam"); f != "ipv4" && f != "ipv6" {
@@ -518,7 +536,7 @@ func (im *importer) referral(path string, pid int, m map[string]any) {
 		im.note(path, "%s: not carried: %q is not an IP address", what, get("traddr"))
 		return
 	}
-	r := Referral{Transport: "rdma", Address: a.String(), Port: defaultPort}
+	r := Referral{Transport: trtype, Address: a.String(), Port: defaultPort}
 	if s := get("trsvcid"); s != "" {
 		if r.Port, err = strconv.Atoi(s); err != nil || r.Port < 1 || r.Port > 65535 {
 			im.note(path, "%s: not carried: service %q is not a port number", what, s)
@@ -561,7 +579,7 @@ func (im *importer) yaml() []byte {
 	b.WriteString("# Converted from nvmetcli's saved configuration by `nvmeof-tgt config import-nvmetcli`.\n")
 	b.WriteString("ports:\n")
 	if len(im.c.Ports) == 0 {
-		b.WriteString("  [] # no RDMA port could be carried: add one\n")
+		b.WriteString("  [] # no RDMA or TCP port could be carried: add one\n")
 	}
 	for _, p := range im.c.Ports {
 		fmt.Fprintf(&b, "  - {id: %d, transport: %s, address: %s, port: %d", p.ID, p.Transport, q(p.Address), p.Port)

@@ -37,9 +37,11 @@ func TestImportNvmetcli(t *testing.T) {
 		// subsystem on both ports with a CNTLID range and namespaces in
 		// groups 1 and 2, one linked to port 1 only, one to TCP only.
 		{fixture: "multipath"},
-		// No RDMA port, an unused DH-HMAC-CHAP key, passthru,
+		// A TCP port only, an unused DH-HMAC-CHAP key, passthru,
 		// allow_any_host with hosts, a subsystem no host may reach.
-		{fixture: "tcp-only", loadErr: "ports: at least one port is required"},
+		{fixture: "tcp-only"},
+		// The same with TLS on its port: not carried, so no port is.
+		{fixture: "tls-only", loadErr: "ports: at least one port is required"},
 		// DH-HMAC-CHAP: hosts with keys in nvmetcli's "dhchap" group and
 		// flat, a controller key, preferred hashes and groups that differ
 		// between a subsystem's hosts, an invalid key (dropped), a
@@ -263,6 +265,14 @@ type nvmetAddr struct {
 	TrType  string `json:"trtype"`
 	TrAddr  string `json:"traddr"`
 	TrSvcID string `json:"trsvcid"`
+	TSAS    string `json:"tsas"`
+	TReq    string `json:"treq"`
+}
+
+// carried reports whether the importer carries a port or referral of a:
+// RDMA, and TCP without TLS.
+func (a nvmetAddr) carried() bool {
+	return a.TrType == "rdma" || a.TrType == "tcp" && !strings.HasPrefix(a.TSAS, "tls") && a.TReq != "required"
 }
 
 type nvmetSubsystem struct {
@@ -293,14 +303,14 @@ func (p nvmetPort) anaState(g int) string {
 }
 
 // TestImportNvmetcliView: the imported configuration serves what nvmet
-// served. Each RDMA port keeps its port ID; through each port, every ANA
-// group a namespace uses or nvmet names has nvmet's state, the implicit
-// inaccessible of a group not created there included; each namespace
-// keeps its group; a subsystem is served on the ports nvmet links it to,
-// and one linked to no RDMA port is not served; the CNTLID range is
-// nvmet's; the enabled RDMA referrals are listed.
+// served. Each RDMA and TCP port keeps its port ID and transport; through
+// each port, every ANA group a namespace uses or nvmet names has nvmet's
+// state, the implicit inaccessible of a group not created there included;
+// each namespace keeps its group; a subsystem is served on the ports nvmet
+// links it to, and one linked to no such port is not served; the CNTLID
+// range is nvmet's; the enabled RDMA and TCP referrals are listed.
 func TestImportNvmetcliView(t *testing.T) {
-	for _, fixture := range []string{"multipath", "save"} {
+	for _, fixture := range []string{"multipath", "save", "tcp-only"} {
 		t.Run(fixture, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join("testdata", "nvmetcli", fixture+".json"))
 			if err != nil {
@@ -327,29 +337,29 @@ func TestImportNvmetcliView(t *testing.T) {
 					groups[int(n.ANAGrpID)] = true
 				}
 			}
-			links := map[string][]int{} // by NQN, the RDMA ports nvmet links it to
+			links := map[string][]int{} // by NQN, the carried ports nvmet links it to
 			type ref struct {
-				addr         string
-				port, portID int
+				transport, addr string
+				port, portID    int
 			}
 			wantRefs := map[ref]bool{}
-			var rdma []int
+			var carried []int
 			for _, p := range nv.Ports {
 				for _, g := range p.ANAGroups {
 					groups[g.GrpID] = true
 				}
-				if p.Addr.TrType != "rdma" {
+				if !p.Addr.carried() {
 					continue
 				}
-				rdma = append(rdma, p.PortID)
+				carried = append(carried, p.PortID)
 				for _, nqn := range p.Subsystems {
 					links[nqn] = append(links[nqn], p.PortID)
 				}
 				for _, r := range p.Referrals {
-					if r.Enable == 1 && r.Addr.TrType == "rdma" {
+					if r.Enable == 1 && r.Addr.carried() {
 						port, _ := strconv.Atoi(r.Addr.TrSvcID)
 						id, _ := strconv.Atoi(r.Addr.PortID)
-						wantRefs[ref{r.Addr.TrAddr, port, id}] = true
+						wantRefs[ref{r.Addr.TrType, r.Addr.TrAddr, port, id}] = true
 					}
 				}
 			}
@@ -363,8 +373,8 @@ func TestImportNvmetcliView(t *testing.T) {
 					continue
 				}
 				np := nv.Ports[i]
-				if np.Addr.TrAddr != p.Address || np.Addr.TrSvcID != strconv.Itoa(p.Port) {
-					t.Errorf("port %d is %s:%d, nvmet's is %s:%s", p.ID, p.Address, p.Port, np.Addr.TrAddr, np.Addr.TrSvcID)
+				if np.Addr.TrType != p.Transport || np.Addr.TrAddr != p.Address || np.Addr.TrSvcID != strconv.Itoa(p.Port) {
+					t.Errorf("port %d is %s %s:%d, nvmet's is %s %s:%s", p.ID, p.Transport, p.Address, p.Port, np.Addr.TrType, np.Addr.TrAddr, np.Addr.TrSvcID)
 				}
 				for g := range groups {
 					got, ok := p.ANAGroups[strconv.Itoa(g)]
@@ -377,9 +387,9 @@ func TestImportNvmetcliView(t *testing.T) {
 				}
 			}
 			slices.Sort(ids)
-			slices.Sort(rdma)
-			if !slices.Equal(ids, rdma) {
-				t.Errorf("port IDs %v, nvmet's RDMA ports %v", ids, rdma)
+			slices.Sort(carried)
+			if !slices.Equal(ids, carried) {
+				t.Errorf("port IDs %v, nvmet's RDMA and TCP ports %v", ids, carried)
 			}
 
 			for _, ns := range nv.Subsystems {
@@ -393,7 +403,7 @@ func TestImportNvmetcliView(t *testing.T) {
 				}
 				s := c.Subsystems[j]
 				if len(want) == 0 {
-					t.Errorf("%s: served on ports %v, nvmet links it to no RDMA port", s.NQN, s.Ports)
+					t.Errorf("%s: served on ports %v, nvmet links it to no RDMA or TCP port", s.NQN, s.Ports)
 				}
 				got := slices.Clone(s.Ports)
 				if len(got) == 0 {
@@ -428,13 +438,10 @@ func TestImportNvmetcliView(t *testing.T) {
 
 			gotRefs := map[ref]bool{}
 			for _, r := range c.Referrals {
-				if r.Transport != "rdma" {
-					t.Errorf("referral %+v: not rdma", r)
-				}
-				gotRefs[ref{r.Address, r.Port, r.PortID}] = true
+				gotRefs[ref{r.Transport, r.Address, r.Port, r.PortID}] = true
 			}
 			if !maps.Equal(gotRefs, wantRefs) {
-				t.Errorf("referrals %v, nvmet's enabled RDMA ones %v", gotRefs, wantRefs)
+				t.Errorf("referrals %v, nvmet's enabled RDMA and TCP ones %v", gotRefs, wantRefs)
 			}
 		})
 	}
@@ -539,14 +546,27 @@ func TestImportNvmetcliMultipath(t *testing.T) {
 		// A host nvmet makes authenticate only in a subsystem not
 		// carried: neither its keys nor an error for them.
 		{name: "keys of a skipped subsystem",
-			ports:      `{"portid": 1, ` + rdma1 + `, ` + link + `}, {"portid": 2, "addr": {"trtype": "tcp", "adrfam": "ipv4", "traddr": "10.0.0.3", "trsvcid": "4420"}, "subsystems": ["nqn.2026-11.io.example:tcp"]}`,
-			subsystems: sub + `, {"nqn": "nqn.2026-11.io.example:tcp", "attr": {"allow_any_host": "0"}, "allowed_hosts": ["nqn.2026-11.io.example:h"]}`,
+			ports:      `{"portid": 1, ` + rdma1 + `, ` + link + `}, {"portid": 2, "addr": {"trtype": "tcp", "adrfam": "ipv4", "traddr": "10.0.0.3", "trsvcid": "4420", "tsas": "tls1.3", "treq": "required"}, "subsystems": ["nqn.2026-11.io.example:tls"]}`,
+			subsystems: sub + `, {"nqn": "nqn.2026-11.io.example:tls", "attr": {"allow_any_host": "0"}, "allowed_hosts": ["nqn.2026-11.io.example:h"]}`,
 			notes: []string{
-				"ports[1]: portid 2, tcp 10.0.0.3:4420: not carried: this target serves RDMA only",
-				"subsystems[1]: nqn.2026-11.io.example:tcp: skipped: nvmet serves it only on portid 2 (tcp), not carried; add it with ports: [...] to serve it here",
+				"ports[1]: portid 2, tcp 10.0.0.3:4420: not carried: nvmet serves it with TLS (tsas \"tls1.3\", treq \"required\"), which this target has not",
+				"subsystems[1]: nqn.2026-11.io.example:tls: skipped: nvmet serves it only on portid 2 (tcp), not carried; add it with ports: [...] to serve it here",
 				"hosts[0].dhchap: keys of nqn.2026-11.io.example:h not carried: only subsystems skipped for their ports (above) make it authenticate",
 			},
-			notYAML: []string{"nqn.2026-11.io.example:h\"", "nqn.2026-11.io.example:tcp"}},
+			notYAML: []string{"nqn.2026-11.io.example:h\"", "nqn.2026-11.io.example:tls"}},
+		{name: "a port of another transport",
+			ports:   `{"portid": 1, ` + rdma1 + `, ` + link + `}, {"portid": 2, "addr": {"trtype": "fc", "adrfam": "fc", "traddr": "nn-0x1000000044001123:pn-0x2000000055001123", "trsvcid": "none"}}`,
+			notes:   []string{"ports[1]: portid 2, fc nn-0x1000000044001123:pn-0x2000000055001123:none: not carried: this target serves RDMA and TCP only"},
+			notYAML: []string{"fc", "nn-0x"}},
+		{name: "a tcp port and referral",
+			ports: `{"portid": 1, "addr": {"trtype": "tcp", "adrfam": "ipv6", "traddr": "fd00::1", "trsvcid": "4420", "tsas": "none", "treq": "not specified"}, ` + link +
+				`, "referrals": [{"name": "r", "enable": 1, "addr": {"trtype": "tcp", "adrfam": "ipv4", "traddr": "10.0.0.9", "trsvcid": "8009", "portid": "4", "tsas": "none"}}]}`,
+			yaml: []string{`{id: 1, transport: tcp, address: "fd00::1", port: 4420`, `{transport: tcp, address: "10.0.0.9", port: 8009, port_id: 4}`}},
+		{name: "a tls referral",
+			ports: `{"portid": 1, ` + rdma1 + `, ` + link +
+				`, "referrals": [{"name": "r", "enable": 1, "addr": {"trtype": "tcp", "adrfam": "ipv4", "traddr": "10.0.0.9", "trsvcid": "8009", "portid": "4", "tsas": "tls1.3"}}]}`,
+			notes:   []string{`ports[0].referrals[0]: r (tcp 10.0.0.9:8009): not carried: a TLS referral (tsas "tls1.3", treq ""), which this target cannot list`},
+			notYAML: []string{"referrals", "10.0.0.9"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

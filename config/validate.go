@@ -66,6 +66,7 @@ func (c *Config) Validate() error {
 	c.validateGroupImages(&p)
 	c.validateGroupKeys(&p)
 	c.RDMA.validate(&p)
+	c.TCP.validate(&p)
 	c.Controller.validate(&p)
 	c.Metrics.validate(&p)
 	c.Log.validate(&p)
@@ -103,9 +104,9 @@ func (c *Config) validatePorts(p *problems) {
 			}
 		}
 		switch pt.Transport {
-		case "rdma", "loop":
+		case "rdma", "tcp", "loop":
 		default:
-			p.add(k+".transport", "%q is not a transport (want rdma or loop)", pt.Transport)
+			p.add(k+".transport", "%q is not a transport (want rdma, tcp or loop)", pt.Transport)
 		}
 		addr, err := netip.ParseAddr(pt.Address)
 		if err != nil {
@@ -409,6 +410,40 @@ func (r RDMA) validate(p *problems) {
 	checkMode(p, "rdma.srq", r.SRQ)
 }
 
+// validate checks the bounds package limits defines for the tcp transport
+// (limits.TCP*).
+func (c TCP) validate(p *problems) {
+	if c.InCapsuleDataSize%16 != 0 || c.InCapsuleDataSize < limits.TCPInCapsuleDataSizeMin || c.InCapsuleDataSize > limits.TCPInCapsuleDataSizeMax {
+		p.add("tcp.in_capsule_data_size", "%s: want a multiple of 16 in %s..%s", c.InCapsuleDataSize, Bytes(limits.TCPInCapsuleDataSizeMin), Bytes(limits.TCPInCapsuleDataSizeMax))
+	}
+	checkRange(p, "tcp.max_queue_depth", c.MaxQueueDepth, limits.TCPQueueDepthMin, limits.TCPQueueDepthMax)
+	checkRange(p, "tcp.max_io_queues", c.MaxIOQueues, limits.TCPIOQueuesMin, limits.TCPIOQueuesMax)
+	mdtsOK := c.MDTS.isPow2() && c.MDTS >= limits.TCPMDTSMin && c.MDTS <= limits.TCPMDTSMax
+	if !mdtsOK {
+		p.add("tcp.mdts", "%s: want a power of two in %s..%s", c.MDTS, Bytes(limits.TCPMDTSMin), Bytes(limits.TCPMDTSMax))
+	}
+	if c.MaxH2CData%4 != 0 || c.MaxH2CData < limits.TCPMaxH2CDataMin || c.MaxH2CData > limits.TCPMaxH2CDataMax {
+		p.add("tcp.max_h2c_data", "%s: want a multiple of 4 in %s..%s", c.MaxH2CData, Bytes(limits.TCPMaxH2CDataMin), Bytes(limits.TCPMaxH2CDataMax))
+	}
+	switch {
+	case !c.IOUnitSize.isPow2() || c.IOUnitSize < limits.TCPIOUnitSizeMin:
+		p.add("tcp.io_unit_size", "%s: want a power of two of at least %s", c.IOUnitSize, Bytes(limits.TCPIOUnitSizeMin))
+	case mdtsOK && c.IOUnitSize > c.MDTS:
+		p.add("tcp.io_unit_size", "%s is larger than tcp.mdts %s", c.IOUnitSize, c.MDTS)
+	}
+	if mdtsOK && c.BufferPoolSize < c.MDTS {
+		// One maximal transfer must fit, or it could never be served.
+		p.add("tcp.buffer_pool_size", "%s is smaller than tcp.mdts %s", c.BufferPoolSize, c.MDTS)
+	}
+	checkRange(p, "tcp.max_connections", c.MaxConnections, limits.TCPMaxConnectionsMin, limits.TCPMaxConnectionsMax)
+	if c.MaxConnectionsPerAddress < 1 || c.MaxConnectionsPerAddress > c.MaxConnections {
+		p.add("tcp.max_connections_per_address", "%d: want 1..tcp.max_connections (%d)", c.MaxConnectionsPerAddress, c.MaxConnections)
+	}
+	if c.ICReqTimeout < limits.TCPICReqTimeoutMin || c.ICReqTimeout > limits.TCPICReqTimeoutMax {
+		p.add("tcp.icreq_timeout", "%s: want %s..%s", c.ICReqTimeout, limits.TCPICReqTimeoutMin, limits.TCPICReqTimeoutMax)
+	}
+}
+
 // checkMode validates an auto/on/off key.
 func checkMode(p *problems, key, v string) {
 	switch v {
@@ -503,9 +538,9 @@ func (c *Config) validateReferrals(p *problems) {
 	for i, r := range c.Referrals {
 		k := fmt.Sprintf("referrals[%d]", i)
 		switch r.Transport {
-		case "rdma", "loop":
+		case "rdma", "tcp", "loop":
 		default:
-			p.add(k+".transport", "%q is not a transport (want rdma or loop)", r.Transport)
+			p.add(k+".transport", "%q is not a transport (want rdma, tcp or loop)", r.Transport)
 		}
 		if _, err := netip.ParseAddr(r.Address); err != nil {
 			p.add(k+".address", "%q is not an IP address", r.Address)

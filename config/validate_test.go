@@ -33,7 +33,7 @@ func TestValidateRejects(t *testing.T) {
 	}{
 		// Ports.
 		{"no ports", func(c *Config) { c.Ports = nil }, "ports", "at least one port"},
-		{"transport", func(c *Config) { c.Ports[0].Transport = "tcp" }, "ports[0].transport", `"tcp"`},
+		{"transport", func(c *Config) { c.Ports[0].Transport = "fc" }, "ports[0].transport", `"fc"`},
 		{"empty transport", func(c *Config) { c.Ports[0].Transport = "" }, "ports[0].transport", ""},
 		{"address hostname", func(c *Config) { c.Ports[0].Address = "target.example" }, "ports[0].address", ""},
 		{"address empty", func(c *Config) { c.Ports[0].Address = "" }, "ports[0].address", ""},
@@ -51,7 +51,7 @@ func TestValidateRejects(t *testing.T) {
 		{"ANA group not a number", func(c *Config) { c.Ports[0].ANAGroups = map[string]string{"one": "optimized"} }, "ports[0].ana_groups.one", ""},
 		{"ANA state", func(c *Config) { c.Ports[0].ANAGroups = map[string]string{"2": "fast"} }, "ports[0].ana_groups.2", `"fast"`},
 		{"referral transport", func(c *Config) {
-			c.Referrals = []Referral{{Transport: "tcp", Address: "10.0.0.2", Port: 4420}}
+			c.Referrals = []Referral{{Transport: "fc", Address: "10.0.0.2", Port: 4420}}
 		}, "referrals[0].transport", ""},
 		{"referral address", func(c *Config) {
 			c.Referrals = []Referral{{Transport: "rdma", Address: "target2", Port: 4420}}
@@ -220,6 +220,24 @@ func TestValidateRejects(t *testing.T) {
 		{"send with invalidate", func(c *Config) { c.RDMA.SendWithInvalidate = "yes" }, "rdma.send_with_invalidate", ""},
 		{"io_uring", func(c *Config) { c.RDMA.IOUring = "maybe" }, "rdma.io_uring", ""},
 
+		// TCP.
+		{"tcp icd below 8KiB", func(c *Config) { c.TCP.InCapsuleDataSize = 4 * KiB }, "tcp.in_capsule_data_size", "8KiB..64KiB"},
+		{"tcp icd too big", func(c *Config) { c.TCP.InCapsuleDataSize = 64*KiB + 16 }, "tcp.in_capsule_data_size", ""},
+		{"tcp icd not a multiple of 16", func(c *Config) { c.TCP.InCapsuleDataSize = 8*KiB + 8 }, "tcp.in_capsule_data_size", ""},
+		{"tcp queue depth low", func(c *Config) { c.TCP.MaxQueueDepth = 15 }, "tcp.max_queue_depth", "16..1024"},
+		{"tcp io queues zero", func(c *Config) { c.TCP.MaxIOQueues = 0 }, "tcp.max_io_queues", ""},
+		{"tcp mdts not power of two", func(c *Config) { c.TCP.MDTS = 3 * MiB }, "tcp.mdts", ""},
+		{"tcp maxh2cdata small", func(c *Config) { c.TCP.MaxH2CData = 2 * KiB }, "tcp.max_h2c_data", ""},
+		{"tcp maxh2cdata not a dword", func(c *Config) { c.TCP.MaxH2CData = 4*KiB + 2 }, "tcp.max_h2c_data", ""},
+		{"tcp io unit above mdts", func(c *Config) { c.TCP.IOUnitSize = 2 * MiB }, "tcp.io_unit_size", "tcp.mdts"},
+		{"tcp io unit small", func(c *Config) { c.TCP.IOUnitSize = 2 * KiB }, "tcp.io_unit_size", ""},
+		{"tcp buffer pool below mdts", func(c *Config) { c.TCP.BufferPoolSize = 512 * KiB }, "tcp.buffer_pool_size", "tcp.mdts"},
+		{"tcp max connections one", func(c *Config) { c.TCP.MaxConnections = 1 }, "tcp.max_connections", ""},
+		{"tcp per address above total", func(c *Config) { c.TCP.MaxConnectionsPerAddress = 2000 }, "tcp.max_connections_per_address", ""},
+		{"tcp per address zero", func(c *Config) { c.TCP.MaxConnectionsPerAddress = 0 }, "tcp.max_connections_per_address", ""},
+		{"tcp icreq timeout zero", func(c *Config) { c.TCP.ICReqTimeout = 0 }, "tcp.icreq_timeout", "100ms..5m"},
+		{"tcp icreq timeout long", func(c *Config) { c.TCP.ICReqTimeout = time.Hour }, "tcp.icreq_timeout", ""},
+
 		// Controller, metrics, log.
 		{"kato_max short", func(c *Config) { c.Controller.KeepAliveTimeoutMax = 500 * time.Millisecond }, "controller.kato_max", ""},
 		{"kato_max long", func(c *Config) { c.Controller.KeepAliveTimeoutMax = 50 * 24 * time.Hour }, "controller.kato_max", ""},
@@ -295,6 +313,15 @@ func TestValidateAccepts(t *testing.T) {
 		{"mdts bounds", func(c *Config) { c.RDMA.MDTS, c.RDMA.IOUnitSize = 4*KiB, 4*KiB }},
 		{"mdts 16MiB", func(c *Config) { c.RDMA.MDTS, c.RDMA.IOUnitSize = 16*MiB, 16*MiB }},
 		{"metrics disabled", func(c *Config) { c.Metrics.Listen = "" }},
+		{"tcp port", func(c *Config) { c.Ports[0].Transport = "tcp" }},
+		{"rdma and tcp on one address and port", func(c *Config) {
+			c.Ports = append(c.Ports, Port{ID: 2, Transport: "tcp", Address: "10.255.0.1", Port: 4420})
+			c.Referrals = []Referral{{Transport: "tcp", Address: "10.0.0.2", Port: 8009}}
+		}},
+		{"tcp bounds", func(c *Config) {
+			c.TCP = TCP{InCapsuleDataSize: 64 * KiB, MaxQueueDepth: 1024, MaxIOQueues: 128, MDTS: 4 * KiB, MaxH2CData: 4 * KiB,
+				IOUnitSize: 4 * KiB, BufferPoolSize: 4 * KiB, MaxConnections: 2, MaxConnectionsPerAddress: 2, ICReqTimeout: 100 * time.Millisecond}
+		}},
 		{"multipath", func(c *Config) {
 			c.Ports = append(c.Ports, Port{ID: 2, Transport: "rdma", Address: "10.255.0.1", Port: 4421,
 				ANAGroups: map[string]string{"1": "inaccessible", "2": "optimized", "128": "change"}})

@@ -250,7 +250,7 @@ func TestAPI(t *testing.T) {
 			}},
 		{name: "add IPv6 port", method: "POST", path: "/v1/ports", body: `{"transport": "loop", "address": "::1", "port": 4421}`, want: 201},
 		{name: "add existing port", method: "POST", path: "/v1/ports", body: `{"transport": "loop", "address": "127.0.0.1"}`, want: 409},
-		{name: "add port with a bad transport", method: "POST", path: "/v1/ports", body: `{"transport": "tcp", "address": "127.0.0.1"}`, want: 400, wantErr: "not a transport"},
+		{name: "add port with a bad transport", method: "POST", path: "/v1/ports", body: `{"transport": "fc", "address": "127.0.0.1"}`, want: 400, wantErr: "not a transport"},
 		{name: "remove port", setup: func(b *bench) {
 			do(b.t, b.m.Handler(), "POST", "/v1/ports", `{"transport": "loop", "address": "::1", "port": 4421}`)
 		}, method: "DELETE", path: "/v1/ports/loop/::1/4421", want: 200, check: func(t *testing.T, b *bench, rec *httptest.ResponseRecorder) {

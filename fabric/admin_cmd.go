@@ -145,10 +145,15 @@ func (c *Controller) identifyCommon(id nvme.IdentifyController) {
 	id.SetKAS(uint16(kasUnit / (100 * time.Millisecond)))
 	id.SetSubNQN(c.s.nqn)
 	id.SetMSDBD(1)
-	// SGLs without alignment, keyed data blocks, SGLs longer than the
-	// data, and offsets for in-capsule data (the Linux host's test for
-	// inline data is bit 20).
-	id.SetSGLS(nvme.SGLSSupported | nvme.SGLSKeyed | nvme.SGLSOversized | nvme.SGLSOffsetInData)
+	// SGLs without alignment, keyed data blocks (RDMA; NVMe/TCP has
+	// Transport SGL Data Blocks instead), SGLs longer than the data, and
+	// offsets for in-capsule data (the Linux host's test for inline data
+	// is bit 20).
+	sgls := uint32(nvme.SGLSSupported | nvme.SGLSKeyed | nvme.SGLSOversized | nvme.SGLSOffsetInData)
+	if c.port.TransportSGL {
+		sgls &^= nvme.SGLSKeyed
+	}
+	id.SetSGLS(sgls)
 	id.PSD(0).SetMP(psd0MaxPower)
 }
 

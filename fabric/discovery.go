@@ -126,7 +126,7 @@ func (c *Controller) discoveryLog() []byte {
 			addr = local
 		}
 		e := nvme.DiscoveryLogEntry{
-			TRTYPE: rc.p.TRType, ADRFAM: rc.p.AdrFam, SUBTYPE: nvme.SubtypeNVMe,
+			TRTYPE: rc.p.TRType, ADRFAM: rc.p.AdrFam, SUBTYPE: nvme.SubtypeNVMe, TREQ: rc.p.treq(),
 			PORTID: rc.p.ID, CNTLID: nvme.CNTLIDDynamic, ASQSZ: AdminQueueDepth,
 			TRSVCID: rc.p.Service, SubNQN: rc.s.nqn, TRADDR: addr, TSAS: rc.p.TSAS,
 		}
@@ -139,13 +139,23 @@ func (c *Controller) discoveryLog() []byte {
 	return log
 }
 
+// treq is the port's Transport Requirements: no secure channel specified,
+// and SQ flow control disable where the transport serves it (hosts then
+// disable it: nvme-cli does for an entry that says so).
+func (p *Port) treq() uint8 {
+	if p.DisableSQFlow {
+		return nvme.TREQNotSpecified | nvme.TREQDisableSQFlow
+	}
+	return nvme.TREQNotSpecified
+}
+
 // discoveryListed, in tests, runs once discoveryLog has listed the entries.
 var discoveryListed = func() {}
 
 // Referral is another discovery service, listed in the discovery log of
 // every port (NVMe-oF 1.1 §5.3: an entry of subtype referral).
 type Referral struct {
-	Transport string // "rdma"
+	Transport string // "rdma", "tcp"
 	Address   string
 	Service   string // TRSVCID, "4420"
 	// PortID is the PORTID shown for it.
@@ -165,6 +175,9 @@ func (r Referral) entry() nvme.DiscoveryLogEntry {
 	case "rdma":
 		e.TRTYPE = nvme.TRTypeRDMA
 		e.TSAS = nvme.RDMATSAS(nvme.RDMAQPTypeConnected, 1, 1, 0)
+	case "tcp":
+		e.TRTYPE = nvme.TRTypeTCP
+		e.TSAS = nvme.TCPTSAS(nvme.TCPSecTypeNone)
 	case "loop":
 		e.TRTYPE, e.ADRFAM = nvme.TRTypeLoop, nvme.AdrFamLoop
 	}

@@ -101,6 +101,9 @@ func handleConnect(r *Request) nvme.Status {
 	switch {
 	case st.IsSuccess():
 		q.t.stats.connects.Add(1)
+		if q.port.DisableSQFlow && r.Cmd.ConnectCATTR()&nvme.ConnectCATTRDisableSQFlow != 0 {
+			q.sqFlowOff.Store(true)
+		}
 	case st == nvme.StatusCommandSequenceError.WithDNR():
 		// The host's ordering (an I/O queue before CC.EN, a QID connected
 		// twice), not a refused Connect.

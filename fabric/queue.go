@@ -33,6 +33,9 @@ type Queue struct {
 	// authDone once it has.
 	auth     atomic.Pointer[queueAuth]
 	authDone atomic.Bool
+	// sqFlowOff: the host disabled SQ flow control at Connect, on a port
+	// whose transport allows it (TransportLimits.DisableSQFlow).
+	sqFlowOff atomic.Bool
 
 	mu sync.Mutex
 	// size is the number of SQ entries (SQSIZE+1) granted at Connect.
@@ -129,6 +132,12 @@ func (q *Queue) connectTimedOut() {
 		q.conn.Disconnect()
 	}
 }
+
+// SQFlowDisabled reports whether the host disabled SQ flow control at
+// Connect (CATTR bit 2), on a port whose transport allows it: the
+// transport may then leave out the response capsule of a command whose
+// data stands for it (NVMe/TCP's C2HData SUCCESS flag).
+func (q *Queue) SQFlowDisabled() bool { return q.sqFlowOff.Load() }
 
 // QID is the queue ID bound at Connect (0 before).
 func (q *Queue) QID() nvme.QID { return q.qid }

@@ -21,7 +21,7 @@ import (
 
 // Transport is one fabric's plug-in point.
 type Transport interface {
-	// Name is the configuration name ("rdma", "loop").
+	// Name is the configuration name ("rdma", "tcp", "loop").
 	Name() string
 	// Listen starts accepting host queues on p, handing them to t.
 	Listen(t *Target, p *Port) (Listener, error)
@@ -49,6 +49,16 @@ type TransportLimits struct {
 	// InCapsuleDataSize is the in-capsule data on I/O queues, reported as
 	// IOCCSZ; a multiple of 16, 0 for none.
 	InCapsuleDataSize uint32
+	// DisableSQFlow: the transport serves queues whose host disabled SQ
+	// flow control at Connect (CATTR bit 2; TREQ advertises it), as
+	// NVMe/TCP needs for a read's data to stand for its response
+	// (C2HData's SUCCESS flag, NVMe/TCP 1.0 §3.6.2.8). Queue.SQFlowDisabled
+	// reports the host's choice.
+	DisableSQFlow bool
+	// TransportSGL: data moves with Transport SGL Data Block descriptors
+	// (NVMe/TCP), not keyed ones (RDMA): Identify's SGLS leaves out the
+	// keyed data block.
+	TransportSGL bool
 }
 
 // limitsOf returns tr's limits with defaults for what it leaves unset.
@@ -120,7 +130,7 @@ type Conn interface {
 // ID (PORTID in the discovery log); AddPort gives one to a port without.
 type Port struct {
 	ID        uint16
-	Transport string // "rdma", "loop"
+	Transport string // "rdma", "tcp", "loop"
 	TRType    uint8  // nvme.TRTypeRDMA ...
 	AdrFam    uint8  // nvme.AdrFamIPv4 ...
 	Address   string // TRADDR

@@ -104,6 +104,59 @@ const (
 	RDMAPollNapMax    = time.Millisecond
 )
 
+// The TCP transport (package tcp).
+const (
+	// TCPInCapsuleDataSize is the in-capsule data a command capsule may
+	// carry, on every queue: IOCCSZ reports it. At least 8 KiB, since the
+	// Linux host sends fabrics commands (Connect, Authentication Send)
+	// with up to NVME_TCP_ADMIN_CCSZ (8 KiB) of in-capsule data on any
+	// queue, whatever IOCCSZ says.
+	TCPInCapsuleDataSize    = 8 << 10
+	TCPInCapsuleDataSizeMin = 8 << 10
+	TCPInCapsuleDataSizeMax = 64 << 10
+	// TCPMaxH2CData is MAXH2CDATA, the most data of one H2CData PDU the
+	// target takes (the host splits an R2T's data into PDUs of at most
+	// this). At least 4 KiB (NVMe/TCP 1.0 §3.6.2.3), a multiple of 4.
+	TCPMaxH2CData    = 128 << 10
+	TCPMaxH2CDataMin = 4 << 10
+	TCPMaxH2CDataMax = 16 << 20
+	// TCPIOUnitSize is the size of one data buffer of the pool; a
+	// transfer takes as many as it needs.
+	TCPIOUnitSize    = 16 << 10
+	TCPIOUnitSizeMin = 4 << 10
+	// TCPBufferPoolSize bounds the data buffers of reads and of writes
+	// fetched with R2T, all connections together: a command past it waits
+	// for buffers. It is allocated as used, not at start. In-capsule data
+	// is not held back by it (it is on the wire already), and is bounded
+	// by the connections' queue depths instead.
+	TCPBufferPoolSize = 64 << 20
+	// TCPMaxConnections bounds the connections of every tcp port together,
+	// TCPMaxConnectionsPerAddress those from one host address: connections
+	// past either are closed at once. Below the total, so that one address
+	// cannot take every connection; above MaxConnectionsPerHost, so that
+	// a host reaches its cap on one path.
+	TCPMaxConnections           = 1024
+	TCPMaxConnectionsPerAddress = 128
+	TCPMaxConnectionsMin        = 2
+	TCPMaxConnectionsMax        = 65536
+	// TCPICReqTimeout is how long a new connection may take to send its
+	// ICReq before it is closed. Until then it holds no queue.
+	TCPICReqTimeout    = 10 * time.Second
+	TCPICReqTimeoutMin = 100 * time.Millisecond
+	TCPICReqTimeoutMax = 5 * time.Minute
+	// TCPSendTimeout is how long the target waits for a host to take the
+	// PDUs it sends (a full socket buffer) before it closes the
+	// connection: a host that reads no more would hold its buffers.
+	TCPSendTimeout = 30 * time.Second
+	// Bounds shared with the RDMA transport's keys of the same names.
+	TCPQueueDepthMin = RDMAQueueDepthMin
+	TCPQueueDepthMax = RDMAQueueDepthMax
+	TCPIOQueuesMin   = RDMAIOQueuesMin
+	TCPIOQueuesMax   = RDMAIOQueuesMax
+	TCPMDTSMin       = RDMAMDTSMin
+	TCPMDTSMax       = RDMAMDTSMax
+)
+
 // Values of the auto/on/off settings (rdma.send_with_invalidate,
 // rdma.io_uring, rdma.srq).
 const (

@@ -438,3 +438,35 @@ func FuzzResvNotification(f *testing.F) {
 		}
 	})
 }
+
+func FuzzTCPHeader(f *testing.F) {
+	f.Add(make([]byte, TCPMaxHdrSize))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// The transport reads a header into a buffer of TCPMaxHdrSize
+		// bytes and looks only at the HLEN bytes it holds.
+		buf := make([]byte, TCPMaxHdrSize)
+		copy(buf, data)
+		h := TCPHeader(buf)
+		checkTCPHeaderRef(t, h)
+		_ = h.FES().String()
+
+		// Setters write back what the accessors read.
+		w := TCPHeader(make([]byte, TCPMaxHdrSize))
+		w.SetCommon(h.Type(), h.Flags(), h.HLEN(), h.PDO(), h.PLEN())
+		if !bytes.Equal(w[:TCPCommonHeaderSize], buf[:TCPCommonHeaderSize]) {
+			t.Fatalf("common header round trip = %x, want %x", []byte(w[:8]), buf[:8])
+		}
+		w.SetICReq(h.PFV(), h.PDA(), h.DGST(), h.MAXR2T())
+		if !bytes.Equal(w[8:16], buf[8:16]) {
+			t.Fatalf("ICReq round trip = %x, want %x", []byte(w[8:16]), buf[8:16])
+		}
+		w.SetData(h.CCCID(), h.TTAG(), h.DATAO(), h.DATAL())
+		if !bytes.Equal(w[8:20], buf[8:20]) {
+			t.Fatalf("data header round trip = %x, want %x", []byte(w[8:20]), buf[8:20])
+		}
+		w.SetTermReq(h.FES(), h.FEI())
+		if !bytes.Equal(w[8:14], buf[8:14]) {
+			t.Fatalf("termination request round trip = %x, want %x", []byte(w[8:14]), buf[8:14])
+		}
+	})
+}

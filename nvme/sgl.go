@@ -21,6 +21,9 @@ const (
 	SGLSubtypeAddress       = 0x0 // Address is a host address
 	SGLSubtypeOffset        = 0x1 // Address is an offset into in-capsule data
 	SGLSubtypeInvalidateKey = 0xf // NVMe/RDMA: remote invalidate the key
+	// SGLSubtypeTransportA is NVMe/TCP's Transport SGL Data Block: the
+	// data moves in C2HData and H2CData PDUs (NVMe/TCP 1.0 §3.3).
+	SGLSubtypeTransportA = 0xa
 )
 
 // SGL descriptor offsets (base 1.4 §4.4).
@@ -72,6 +75,15 @@ func (d SGLDescriptor) SetKeyed(addr uint64, length uint32, key uint32, invalida
 		sub = SGLSubtypeInvalidateKey
 	}
 	d[sglID] = SGLTypeKeyedDataBlock<<4 | sub
+}
+
+// SetTransportDataBlock makes d NVMe/TCP's Transport SGL Data Block
+// descriptor for length bytes moved by the transport (NVMe/TCP 1.0 §3.3).
+func (d SGLDescriptor) SetTransportDataBlock(length uint32) {
+	binary.LittleEndian.PutUint64(d[sglAddress:], 0)
+	binary.LittleEndian.PutUint32(d[sglLength:], length)
+	d[12], d[13], d[14] = 0, 0, 0
+	d[sglID] = SGLTypeTransportDataBlock<<4 | SGLSubtypeTransportA
 }
 
 // SetDataBlockOffset makes d a data block descriptor for in-capsule data at

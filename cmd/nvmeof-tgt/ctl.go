@@ -465,7 +465,7 @@ func hostCmd(o *ctlOptions) *cobra.Command {
 func portCmd(o *ctlOptions) *cobra.Command {
 	c := &cobra.Command{Use: "port", Short: "Add, remove or list the ports the target listens on"}
 	portFlags := func(c *cobra.Command, p *control.PortRequest) {
-		c.Flags().StringVar(&p.Transport, "transport", "rdma", "rdma")
+		c.Flags().StringVar(&p.Transport, "transport", "rdma", "rdma or tcp")
 		c.Flags().StringVar(&p.Address, "address", "", "IP address; 0.0.0.0 or :: for all")
 		c.Flags().IntVar(&p.Port, "port", 4420, "service port")
 		c.MarkFlagRequired("address")

@@ -19,8 +19,9 @@ func importNvmetcliCmd() *cobra.Command {
 		Short: "Convert an `nvmetcli save` JSON file to this target's YAML",
 		Long: `Convert the JSON that nvmetcli save writes (by default /etc/nvmet/config.json)
 to this target's configuration, printed on standard output. Every setting
-that cannot be carried (TCP ports, disabled namespaces, subsystems linked
-to no RDMA port, ...) is named on standard error, one line each. Port IDs,
+that cannot be carried (ports of other transports or with TLS, disabled
+namespaces, subsystems linked to no RDMA or TCP port, ...) is named on
+standard error, one line each. Port IDs,
 ANA group states, referrals, CNTLID ranges and the ports each subsystem is
 linked to are carried, so hosts see what nvmet showed them. It exits 0
 when it converted, even with notes; run "config validate" on the result

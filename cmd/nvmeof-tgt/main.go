@@ -1,5 +1,5 @@
 // Command nvmeof-tgt is an NVMe over Fabrics target: it serves files, block
-// devices and memory as NVMe namespaces over RDMA.
+// devices and memory as NVMe namespaces over RDMA and TCP.
 package main
 
 import (
@@ -60,8 +60,8 @@ func exitCode(err error) int {
 func rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "nvmeof-tgt",
-		Short:         "NVMe over Fabrics target (RDMA)",
-		Long:          "NVMe over Fabrics target (RDMA).\n\n" + exitCodesHelp,
+		Short:         "NVMe over Fabrics target (RDMA, TCP)",
+		Long:          "NVMe over Fabrics target (RDMA, TCP).\n\n" + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       readBuildInfo().String(),

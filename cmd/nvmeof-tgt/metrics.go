@@ -11,6 +11,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
+	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
 )
 
 // sysInfiniband is where the kernel lists RDMA devices and their ports.
@@ -21,11 +22,12 @@ const sysInfiniband = "/sys/class/infiniband"
 // ibRoot (sysInfiniband, or a fake tree in tests).
 //
 // rt returns the RDMA transport, or nil before there is one: it is made
-// with the first rdma port, which the management API may add later.
-func newRegistry(tgt *fabric.Target, rt func() *rdma.Transport, ibRoot string) *prometheus.Registry {
+// with the first rdma port, which the management API may add later; tt the
+// TCP transport likewise.
+func newRegistry(tgt *fabric.Target, rt func() *rdma.Transport, tt func() *tcp.Transport, ibRoot string) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newCollector(tgt, rt), newPortCollector(ibRoot))
+		newCollector(tgt, rt, tt), newPortCollector(ibRoot))
 	return reg
 }
 
@@ -67,6 +69,7 @@ func buildLabels() (ver, goVer, commit string) {
 type collector struct {
 	tgt *fabric.Target
 	rt  func() *rdma.Transport
+	tt  func() *tcp.Transport
 
 	buildInfo                                  *prometheus.Desc
 	version, goVersion, commit                 string
@@ -87,14 +90,19 @@ type collector struct {
 	rdmaRegistered, rdmaSRQLimit               *prometheus.Desc
 	rdmaSRQErrors, rdmaSRQPosted, rdmaSRQHeld  *prometheus.Desc
 	rdmaSRQEmpty, rdmaSRQLastWQETimeouts       *prometheus.Desc
+	tcpConns, tcpLive, tcpICReqTimeouts        *prometheus.Desc
+	tcpTermReqs, tcpDigestErrors               *prometheus.Desc
+	tcpBufferWaits, tcpBufferBytes             *prometheus.Desc
+	tcpSendTimeouts, tcpDataTimeouts           *prometheus.Desc
+	tcpDataOnlyReads                           *prometheus.Desc
 }
 
-func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
+func newCollector(tgt *fabric.Target, rt func() *rdma.Transport, tt func() *tcp.Transport) *collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("nvmeof_tgt_"+name, help, labels, nil)
 	}
 	c := &collector{
-		tgt: tgt, rt: rt,
+		tgt: tgt, rt: rt, tt: tt,
 		buildInfo:              d("build_info", "Always 1: the target's version, the Go version it was built with and its VCS commit.", "version", "goversion", "commit"),
 		queues:                 d("queues", "Host queues connected."),
 		controllers:            d("controllers", "Controllers (admin queues) live."),
@@ -133,6 +141,16 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport) *collector {
 		rdmaSRQEmpty:           d("rdma_srq_empty_total", "Receives that left a poller's shared receive queue with none posted: the next command capsule on the poller meets an RNR NAK, and rxe flushes a QP whose retries run out. If it grows, the hosts' queues at full depth outnumber the buffers: add pollers (rdma.pollers) or lower the hosts' queue depth.", "device", "poller"),
 		rdmaSRQLastWQETimeouts: d("rdma_srq_last_wqe_timeouts_total", "QPs of torn-down queues on a shared receive queue destroyed without IBV_EVENT_QP_LAST_WQE_REACHED, after waiting 5 s for it."),
 		rdmaSRQHeld:            d("rdma_srq_held", "Receive buffers of a poller's shared receive queue bound to queues: command capsules their requests or parked capsules hold. 0 once every host has left.", "device", "poller"),
+		tcpConns:               d("tcp_connections_total", "NVMe/TCP connections: accepted, refused at once for tcp.max_connections or tcp.max_connections_per_address, closed.", "event"),
+		tcpLive:                d("tcp_connections_live", "NVMe/TCP connections open (each one queue once initialized), or closed with commands still in the backends."),
+		tcpICReqTimeouts:       d("tcp_icreq_timeouts_total", "NVMe/TCP connections closed for sending no ICReq within tcp.icreq_timeout."),
+		tcpTermReqs:            d("tcp_termination_requests_total", "NVMe/TCP termination requests: sent to hosts for a fatal error of theirs (C2HTermReq), received from hosts (H2CTermReq).", "direction"),
+		tcpDigestErrors:        d("tcp_digest_errors_total", "NVMe/TCP PDUs whose CRC32C did not match: a header digest error ends the connection, a data digest error fails its command.", "digest"),
+		tcpBufferWaits:         d("tcp_buffer_waits_total", "NVMe/TCP commands that waited for data buffers (tcp.buffer_pool_size reached)."),
+		tcpBufferBytes:         d("tcp_buffer_bytes", "NVMe/TCP data buffer bytes held by commands."),
+		tcpSendTimeouts:        d("tcp_send_timeouts_total", "NVMe/TCP connections closed because their host took nothing sent for 30 s."),
+		tcpDataOnlyReads:       d("tcp_data_only_reads_total", "NVMe/TCP reads answered by their data alone (C2HData with the SUCCESS flag, no response capsule), for hosts that disabled SQ flow control."),
+		tcpDataTimeouts:        d("tcp_data_timeouts_total", "NVMe/TCP connections closed because their host sent no data for its R2Ts for 30 s (holding their buffers)."),
 	}
 	c.version, c.goVersion, c.commit = buildLabels()
 	return c
@@ -197,6 +215,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ct(c.nsBusy, n.WorkersFull, s.NQN(), id)
 		}
 	}
+	if tt := c.tt(); tt != nil {
+		c.collectTCP(ch, tt.Stats())
+	}
 	rt := c.rt()
 	if rt == nil {
 		return
@@ -230,6 +251,30 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		g(c.rdmaSRQHeld, float64(s.Held), s.Device, p)
 		ct(c.rdmaSRQEmpty, s.Empty, s.Device, p)
 	}
+}
+
+// collectTCP reports the TCP transport's counters.
+func (c *collector) collectTCP(ch chan<- prometheus.Metric, s *tcp.Stats) {
+	g := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	ct := func(d *prometheus.Desc, v uint64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
+	}
+	ct(c.tcpConns, s.Accepted.Load(), "accepted")
+	ct(c.tcpConns, s.Refused.Load(), "refused")
+	ct(c.tcpConns, s.Closed.Load(), "closed")
+	g(c.tcpLive, float64(s.Live.Load()))
+	ct(c.tcpICReqTimeouts, s.ICReqTimeouts.Load())
+	ct(c.tcpTermReqs, s.TermReqsSent.Load(), "sent")
+	ct(c.tcpTermReqs, s.TermReqsReceived.Load(), "received")
+	ct(c.tcpDigestErrors, s.HeaderDigestErrors.Load(), "header")
+	ct(c.tcpDigestErrors, s.DataDigestErrors.Load(), "data")
+	ct(c.tcpBufferWaits, s.BufferWaits.Load())
+	g(c.tcpBufferBytes, float64(s.BufferBytes.Load()))
+	ct(c.tcpSendTimeouts, s.SendTimeouts.Load())
+	ct(c.tcpDataTimeouts, s.DataTimeouts.Load())
+	ct(c.tcpDataOnlyReads, s.DataOnlyReads.Load())
 }
 
 // latencyHistogram turns fabric's per-bucket counts into Prometheus's

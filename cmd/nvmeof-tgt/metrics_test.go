@@ -24,6 +24,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
+	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
 )
 
 const testSubNQN = "nqn.2026-11.io.example:metrics"
@@ -235,15 +236,23 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 }
 
 // testRegistry is the registry /metrics serves, over a target that ran
-// I/O, an RDMA transport with no port and a fake sysfs with one rxe port.
+// I/O, an RDMA transport with no port, a TCP transport with no port (two
+// connections refused, one header digest error) and a fake sysfs with one
+// rxe port.
 func testRegistry(t *testing.T, reads, writes int) *prometheus.Registry {
 	t.Helper()
 	rt, err := rdma.New(rdma.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	tt, err := tcp.New(tcp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt.Stats().Refused.Add(2)
+	tt.Stats().HeaderDigestErrors.Add(1)
 	ib := fakeIB(t, map[string]string{"rxe0/1/hw_counters/sent_pkts": "5\n"})
-	return newRegistry(testTarget(t, reads, writes), func() *rdma.Transport { return rt }, ib)
+	return newRegistry(testTarget(t, reads, writes), func() *rdma.Transport { return rt }, func() *tcp.Transport { return tt }, ib)
 }
 
 func TestRegistry(t *testing.T) {
@@ -274,6 +283,13 @@ func TestRegistry(t *testing.T) {
 		{`nvmeof_tgt_rdma_srq_errors_total`, 0},
 		{`nvmeof_tgt_rdma_srq_last_wqe_timeouts_total`, 0},
 		{`nvmeof_tgt_port_up{address="m",port="1",transport="loop"}`, 1},
+		{`nvmeof_tgt_tcp_connections_total{event="refused"}`, 2},
+		{`nvmeof_tgt_tcp_connections_total{event="accepted"}`, 0},
+		{`nvmeof_tgt_tcp_connections_live`, 0},
+		{`nvmeof_tgt_tcp_digest_errors_total{digest="header"}`, 1},
+		{`nvmeof_tgt_tcp_digest_errors_total{digest="data"}`, 0},
+		{`nvmeof_tgt_tcp_termination_requests_total{direction="sent"}`, 0},
+		{`nvmeof_tgt_tcp_buffer_bytes`, 0},
 	}
 	for _, tc := range tests {
 		v, ok := got[tc.series]

@@ -27,6 +27,7 @@ import (
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/internal/dirlock"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
+	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
 )
 
 func serveCmd() *cobra.Command {
@@ -103,6 +104,8 @@ type server struct {
 	rcfg    rdma.Config
 	rtMu    sync.Mutex      // guards rt: ports are added by the API's goroutines too
 	rt      *rdma.Transport // made with the first rdma port
+	tcfg    tcp.Config
+	tt      *tcp.Transport // made with the first tcp port; guarded by rtMu
 	loop    *fabric.LoopTransport
 	metrics *http.Server // only with metrics.listen set
 	api     *http.Server // only with api.socket set
@@ -119,7 +122,7 @@ type server struct {
 // endpoint. file is the configuration file, which reload reads and API
 // changes are saved to. On failure it releases whatever it made.
 func build(cfg *config.Config, file configFile, log *slog.Logger) (_ *server, err error) {
-	s := &server{log: log, rcfg: rdmaConfig(cfg.RDMA, log), fenced: make(chan error, 1)}
+	s := &server{log: log, rcfg: rdmaConfig(cfg.RDMA, log), tcfg: tcpConfig(cfg.TCP, log), fenced: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			// The failure is what the operator needs; close errors would
@@ -241,10 +244,29 @@ func (s *server) rdma() *rdma.Transport {
 	return s.rt
 }
 
+// tcp is the TCP transport, or nil before the first tcp port.
+func (s *server) tcp() *tcp.Transport {
+	s.rtMu.Lock()
+	defer s.rtMu.Unlock()
+	return s.tt
+}
+
 // transport returns the transport of a port; the RDMA transport, which
-// registers its pools, is made with the first rdma port and serves them all.
+// registers its pools, is made with the first rdma port and serves them all,
+// the TCP transport with the first tcp port.
 func (s *server) transport(name string) (fabric.Transport, error) {
 	switch name {
+	case "tcp":
+		s.rtMu.Lock()
+		defer s.rtMu.Unlock()
+		if s.tt == nil {
+			tt, err := tcp.New(s.tcfg)
+			if err != nil {
+				return nil, err
+			}
+			s.tt = tt
+		}
+		return s.tt, nil
 	case "rdma":
 		s.rtMu.Lock()
 		defer s.rtMu.Unlock()
@@ -264,7 +286,7 @@ func (s *server) transport(name string) (fabric.Transport, error) {
 
 // startMetrics serves Prometheus metrics, and pprof if asked, on m.Listen.
 func (s *server) startMetrics(m config.Metrics) error {
-	reg := newRegistry(s.tgt, s.rdma, sysInfiniband)
+	reg := newRegistry(s.tgt, s.rdma, s.tcp, sysInfiniband)
 	if s.m.Group() != nil {
 		reg.MustRegister(newGroupCollector(s.m.Group))
 	}
@@ -342,7 +364,7 @@ func (s *server) shutdown() error {
 
 // close releases what build made: the API and metrics endpoints (their
 // shutdown errors are not the target's), then the target, whose listeners
-// disconnect every host, then the RDMA transport under them.
+// disconnect every host, then the transports under them.
 func (s *server) close() error {
 	// The API first: no change may start while the target closes. Its
 	// listener removes the socket as it closes.
@@ -370,6 +392,11 @@ func (s *server) close() error {
 	}
 	if s.rt != nil {
 		if err := s.rt.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.tt != nil {
+		if err := s.tt.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -406,6 +433,24 @@ func rdmaConfig(c config.RDMA, log *slog.Logger) rdma.Config {
 		IOUring:            c.IOUring,
 		SRQ:                c.SRQ,
 		Logger:             log,
+	}
+}
+
+// tcpConfig is the TCP transport's configuration; like the RDMA transport
+// it hands fabric its ports' controller limits itself.
+func tcpConfig(c config.TCP, log *slog.Logger) tcp.Config {
+	return tcp.Config{
+		InCapsuleDataSize:        uint32(c.InCapsuleDataSize),
+		MaxQueueDepth:            c.MaxQueueDepth,
+		MaxIOQueueID:             c.MaxIOQueues,
+		MDTS:                     uint32(c.MDTS),
+		MaxH2CData:               uint32(c.MaxH2CData),
+		IOUnitSize:               uint32(c.IOUnitSize),
+		BufferPoolSize:           uint64(c.BufferPoolSize),
+		MaxConnections:           c.MaxConnections,
+		MaxConnectionsPerAddress: c.MaxConnectionsPerAddress,
+		ICReqTimeout:             c.ICReqTimeout,
+		Logger:                   log,
 	}
 }
 

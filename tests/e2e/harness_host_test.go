@@ -70,10 +70,18 @@ func (h host) flags() []string {
 
 func fabricFlags() []string { return fabricFlagsPort(portRDMA) }
 
-func fabricFlagsPort(port int) []string { return fabricFlagsAt(labAddr, port) }
+func fabricFlagsPort(port int) []string { return fabricFlagsTo("rdma", labAddr, port) }
 
-func fabricFlagsAt(addr string, port int) []string {
-	return []string{"-t", "rdma", "-a", addr, "-s", strconv.Itoa(port)}
+func fabricFlagsAt(addr string, port int) []string { return fabricFlagsTo("rdma", addr, port) }
+
+// fabricFlagsOver is fabricFlagsPort over transport ("rdma", "tcp").
+func fabricFlagsOver(transport string, port int) []string {
+	return fabricFlagsTo(transport, labAddr, port)
+}
+
+// fabricFlagsTo is nvme-cli's flags for transport to addr:port.
+func fabricFlagsTo(transport, addr string, port int) []string {
+	return []string{"-t", transport, "-a", addr, "-s", strconv.Itoa(port)}
 }
 
 // discoveryLog is `nvme discover -o json` (nvme-cli 2.3).
@@ -130,14 +138,26 @@ func (h host) connectPort(t *testing.T, subnqn string, port int) (*controller, e
 // and sizes).
 func (h host) connectWith(t *testing.T, subnqn string, port int, extra ...string) (*controller, error) {
 	t.Helper()
-	return h.connectAddr(t, labAddr, subnqn, port, extra...)
+	return h.connectTo(t, "rdma", labAddr, subnqn, port, extra...)
 }
 
 // connectAddr is connectWith to the target at addr: in the network lab, a target guest's
 // address on one of its links.
 func (h host) connectAddr(t *testing.T, addr, subnqn string, port int, extra ...string) (*controller, error) {
 	t.Helper()
-	args := append([]string{"connect"}, fabricFlagsAt(addr, port)...)
+	return h.connectTo(t, "rdma", addr, subnqn, port, extra...)
+}
+
+// connectOver is connectWith over transport ("rdma", "tcp").
+func (h host) connectOver(t *testing.T, transport, subnqn string, port int, extra ...string) (*controller, error) {
+	t.Helper()
+	return h.connectTo(t, transport, labAddr, subnqn, port, extra...)
+}
+
+// connectTo connects over transport to the target at addr.
+func (h host) connectTo(t *testing.T, transport, addr, subnqn string, port int, extra ...string) (*controller, error) {
+	t.Helper()
+	args := append([]string{"connect"}, fabricFlagsTo(transport, addr, port)...)
 	args = append(args, "-n", subnqn)
 	args = append(args, h.flags()...)
 	args = append(args, extra...)

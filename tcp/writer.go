@@ -1,0 +1,187 @@
+package tcp
+
+import (
+	"errors"
+	"hash/crc32"
+	"net"
+	"os"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
+)
+
+// zeros pads a C2HData's header to the data alignment the host asked for.
+var zeros [128]byte
+
+// writeLoop sends what the connection queued: a batch at a time, every
+// PDU of the batch (headers, digests and data buffers in place) in one
+// vectored write. Responses are freed once written.
+func (c *conn) writeLoop() {
+	defer close(c.writerDone)
+	for {
+		c.mu.Lock()
+		for len(c.wq) == 0 && !c.closing && c.termLen == 0 {
+			c.wake.Wait()
+		}
+		if c.closing {
+			c.writerGone = true
+			c.mu.Unlock()
+			return
+		}
+		batch := c.wq
+		c.wq = c.wqSpare[:0]
+		term := c.termLen
+		c.mu.Unlock()
+
+		bufs, done := c.bufs[:0], c.done[:0]
+		dataOnly := 0
+		for i, r := range batch {
+			batch[i] = nil
+			switch r.send {
+			case sendRun:
+				c.toCore(r, nvme.StatusSuccess)
+			case sendR2T:
+				bufs = c.appendR2T(bufs, r)
+			case sendResp:
+				var only bool
+				bufs, only = c.appendResponse(bufs, r)
+				done = append(done, r)
+				if only {
+					dataOnly++
+				}
+			}
+		}
+		if term > 0 {
+			bufs = append(bufs, c.term[:term])
+		}
+		if dataOnly > 0 {
+			c.t.stats.DataOnlyReads.Add(uint64(dataOnly))
+		}
+		c.wqSpare = batch[:0]
+		c.bufs, c.done = bufs[:0], done[:0]
+		if len(bufs) > 0 {
+			c.setSendDeadline()
+			c.nb = bufs
+			_, err := c.nb.WriteTo(c.nc)
+			clear(bufs)
+			if err != nil {
+				c.writeFailed(err)
+				return
+			}
+		}
+		for _, r := range done {
+			c.t.pool.put(r)
+		}
+		c.mu.Lock()
+		for i, r := range done {
+			c.freeLocked(r)
+			done[i] = nil
+		}
+		if term > 0 {
+			c.writerGone = true
+		}
+		c.mu.Unlock()
+		if term > 0 {
+			return
+		}
+	}
+}
+
+// writeFailed ends a connection whose writes fail: the reader, woken by
+// the closed socket, tears it down; the requests left in the writer's
+// hands are the teardown's to free.
+func (c *conn) writeFailed(err error) {
+	reason := "write failed: " + err.Error()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.t.stats.SendTimeouts.Add(1)
+		reason = "the host took nothing sent for " + c.t.cfg.SendTimeout.String()
+		c.log.Warn("host takes no more data: closing the connection", "timeout", c.t.cfg.SendTimeout)
+	} else if !errors.Is(err, net.ErrClosed) {
+		c.log.Debug("write failed", "err", err)
+	}
+	c.mu.Lock()
+	c.writerGone = true
+	c.mu.Unlock()
+	c.close(reason)
+}
+
+// flags is the digest flags of the connection's PDUs, the data digest's
+// only for a PDU with data.
+func (c *conn) flags(data bool) uint8 {
+	var fl uint8
+	if c.f.hdgst {
+		fl |= nvme.TCPFlagHDGST
+	}
+	if data && c.f.ddgst {
+		fl |= nvme.TCPFlagDDGST
+	}
+	return fl
+}
+
+// header finishes a header of hlen bytes in b with its digest, and returns
+// what is sent of it.
+func (c *conn) header(b []byte, hlen int) []byte {
+	if !c.f.hdgst {
+		return b[:hlen]
+	}
+	putDigest(b[hlen:], b[:hlen])
+	return b[:hlen+nvme.TCPDigestSize]
+}
+
+// appendR2T adds r's R2T: the whole transfer at once, which any MAXR2T
+// allows (TCP §3.6.2.8); the host splits it into H2CData of at most
+// MAXH2CDATA. The transfer tag is r's slot.
+func (c *conn) appendR2T(bufs [][]byte, r *request) [][]byte {
+	h := nvme.TCPHeader(r.xfer[:])
+	hl := nvme.TCPDataHdrSize + c.f.hdgstLen()
+	h.SetCommon(nvme.TCPR2T, c.flags(false), nvme.TCPDataHdrSize, 0, uint32(hl))
+	h.SetData(r.fr.Cmd.CID(), r.idx, 0, r.fr.DataLen)
+	return append(bufs, c.header(r.xfer[:], nvme.TCPDataHdrSize))
+}
+
+// appendResponse adds what ends r: a read's data in one C2HData, then the
+// response capsule, unless the data stands for it (dataOnly). It does when
+// the host disabled SQ flow control (the only case the SUCCESS flag is
+// allowed, TCP §3.6.2.9) and the response says nothing but success: the
+// host completes a C2HData with SUCCESS as a response of zeroes.
+func (c *conn) appendResponse(bufs [][]byte, r *request) (_ [][]byte, dataOnly bool) {
+	rsp := r.fr.Rsp
+	st := rsp.Status()
+	if r.fr.Dir == fabric.DirCtrlToHost && st.IsSuccess() && r.fr.DataLen > 0 {
+		success := c.fq.SQFlowDisabled() && rsp.DW0() == 0 && rsp.DW1() == 0
+		fl := c.flags(true) | nvme.TCPFlagLast
+		if success {
+			fl |= nvme.TCPFlagSuccess
+		}
+		dd := 0
+		if c.f.ddgst {
+			dd = nvme.TCPDigestSize
+		}
+		h := nvme.TCPHeader(r.xfer[:])
+		h.SetCommon(nvme.TCPC2HData, fl, nvme.TCPDataHdrSize, uint8(c.pdo), uint32(c.pdo)+r.fr.DataLen+uint32(dd))
+		h.SetData(r.fr.Cmd.CID(), 0, 0, r.fr.DataLen)
+		hdr := c.header(r.xfer[:], nvme.TCPDataHdrSize)
+		bufs = append(bufs, hdr)
+		if pad := c.pdo - len(hdr); pad > 0 {
+			bufs = append(bufs, zeros[:pad])
+		}
+		var crc uint32
+		for _, s := range r.segs {
+			bufs = append(bufs, s)
+			if dd > 0 {
+				crc = crc32.Update(crc, castagnoli, s)
+			}
+		}
+		if dd > 0 {
+			r.ddgst[0], r.ddgst[1], r.ddgst[2], r.ddgst[3] = byte(crc), byte(crc>>8), byte(crc>>16), byte(crc>>24)
+			bufs = append(bufs, r.ddgst[:])
+		}
+		if success {
+			return bufs, true
+		}
+	}
+	h := nvme.TCPHeader(r.rsp[:])
+	hl := nvme.TCPCapsuleRespHdr + c.f.hdgstLen()
+	h.SetCommon(nvme.TCPCapsuleResp, c.flags(false), nvme.TCPCapsuleRespHdr, 0, uint32(hl))
+	return append(bufs, c.header(r.rsp[:], nvme.TCPCapsuleRespHdr)), false
+}
