@@ -323,10 +323,14 @@ func (q *queue) postResponse(r *request) reqState {
 	// response (a batch posts receives first), so the host's next command
 	// finds it posted.
 	if r.recv >= 0 {
-		if q.e.srq != nil {
-			q.srqDone(r.recv)
-		} else {
+		switch s := q.e.srq; {
+		case s == nil:
 			q.stageRecv(r.recv)
+		case r.recv < s.n: // srqDone, in the room reserved
+			q.srqHeld--
+			q.e.stageSRQRecv(r.recv)
+		default:
+			q.srqDone(r.recv) // an overflow buffer
 		}
 		r.recv = -1
 	}

@@ -146,27 +146,34 @@ func (s *sharedRecv) icdAt(b int) []byte {
 }
 
 // keep binds SRQ buffer b, holding a capsule of n bytes, to q, against
-// q's share. Past the share the capsule is copied to an overflow buffer,
-// which keep returns, and b is posted again; with the overflow full, b
-// stays q's past the share.
+// q's share; past it, moveOut.
 func (q *queue) keep(b, n int) int {
-	s := q.e.srq
-	if q.srqHeld >= s.share {
-		if len(s.overFree) > 0 {
-			o := int(s.overFree[len(s.overFree)-1])
-			s.overFree = s.overFree[:len(s.overFree)-1]
-			copy(s.cmdAt(o), s.cmdAt(b))
-			if icd := n - nvme.CommandSize; icd > 0 {
-				copy(s.icdAt(o), s.icdAt(b)[:icd])
-			}
-			q.e.srqRepost(b)
-			s.moved.Add(1)
-			return o
-		}
-		s.overflowFull.Add(1)
+	if q.srqHeld < q.e.srq.share {
+		q.srqHeld++
+		return b
 	}
-	q.srqHeld++
-	return b
+	return q.moveOut(b, n)
+}
+
+// moveOut copies the capsule in SRQ buffer b to an overflow buffer, which
+// it returns, and posts b again; with the overflow full, b stays q's past
+// its share.
+func (q *queue) moveOut(b, n int) int {
+	s := q.e.srq
+	if len(s.overFree) == 0 {
+		s.overflowFull.Add(1)
+		q.srqHeld++
+		return b
+	}
+	o := int(s.overFree[len(s.overFree)-1])
+	s.overFree = s.overFree[:len(s.overFree)-1]
+	copy(s.cmdAt(o), s.cmdAt(b))
+	if icd := n - nvme.CommandSize; icd > 0 {
+		copy(s.icdAt(o), s.icdAt(b)[:icd])
+	}
+	q.e.srqRepost(b)
+	s.moved.Add(1)
+	return o
 }
 
 // srqDone gives back buffer b, which held a capsule of q: an overflow
