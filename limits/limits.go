@@ -70,12 +70,22 @@ const (
 	RDMAMaxQueuesSRQ = 1024
 	// RDMASRQDepth is the receive buffers registered for each poller's
 	// shared receive queue, all posted at start, and capped by the
-	// device's max_srq_wr. Twice what one controller may have out
-	// (MaxIOQueues × MaxQueueDepth), so that a single host at full depth
-	// cannot empty it (rxe then flushes the hosts' QPs). SPDK's
-	// max_srq_depth is 4096 per poll group; nvmet's srq_size 1024 per
-	// completion vector.
-	RDMASRQDepth       = 4096
+	// device's max_srq_wr: twice what one controller may have out
+	// (MaxIOQueues × MaxQueueDepth). SPDK's max_srq_depth is 4096 per
+	// poll group; nvmet's srq_size 1024 per completion vector.
+	RDMASRQDepth = 4096
+	// RDMASRQQueueShare is the most buffers of its poller's shared
+	// receive queue one queue's commands hold; a capsule that lands past
+	// it is copied to the poller's overflow buffers (as many as the SRQ
+	// has, not registered) and its SRQ buffer posted again at once. A
+	// command holds its buffer until it is answered, so without it a host
+	// whose commands run long could hold every one (two controllers at
+	// full depth are 4096 commands), and every other host's capsules
+	// would meet RNR NAKs until one finished. A host of
+	// MaxConnectionsPerHost queues holds at most 36 × 32 = 1152 of the
+	// default 4096; a queue that keeps 32 commands out or fewer never
+	// has a capsule copied.
+	RDMASRQQueueShare  = 32
 	RDMAIOUnitSize     = 64 << 10
 	RDMABufferPoolSize = 64 << 20
 	RDMAPollers        = 1

@@ -37,6 +37,10 @@ type device struct {
 	mr   *verbs.MR
 	mem  []byte
 	lkey uint32
+	// overflow is the pollers' SRQ overflow buffers (srq.go), poller p's
+	// srqOverflow(srqDepth) commands and in-capsule data at p's share:
+	// mapped, not registered, resident only as far as used.
+	overflow []byte
 
 	depth int // commands per block
 	icd   int
@@ -190,6 +194,12 @@ func openDevice(t *Transport, ctx *verbs.Context) (*device, error) {
 		d.close()
 		return nil, err
 	}
+	if d.srqDepth > 0 {
+		n := cfg.Pollers * srqOverflow(d.srqDepth) * (nvme.CommandSize + d.icd)
+		if d.overflow, err = unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+			return fail(fmt.Errorf("device %s: mmap %d bytes of SRQ overflow: %w", attr.Name, n, err))
+		}
+	}
 	if d.pd, err = ctx.AllocPD(); err != nil {
 		return fail(err)
 	}
@@ -255,8 +265,14 @@ func (d *device) srqMem(p int) srqConfig {
 	n := d.srqDepth
 	cmd := d.lay.cmdOff + p*n*nvme.CommandSize
 	icd := d.lay.icdOff + p*n*d.icd
-	return srqConfig{cmd: d.mem[cmd : cmd+n*nvme.CommandSize], icd: d.mem[icd : icd+n*d.icd], icdSize: d.icd, n: n,
+	c := srqConfig{cmd: d.mem[cmd : cmd+n*nvme.CommandSize], icd: d.mem[icd : icd+n*d.icd], icdSize: d.icd, n: n,
 		start: min(verbs.SRQStartFault(), n)} // 0 but in a faultinject build
+	o := srqOverflow(n)
+	off := p * o * (nvme.CommandSize + d.icd)
+	icdOff := off + o*nvme.CommandSize
+	c.overCmd = d.overflow[off:icdOff:icdOff]
+	c.overICD = d.overflow[icdOff : icdOff+o*d.icd : icdOff+o*d.icd]
+	return c
 }
 
 // errNoBlock: every queue block of the region is taken (rdma.max_queues).
@@ -482,6 +498,12 @@ func (d *device) close() error {
 			errs = append(errs, err)
 		}
 		d.mem = nil
+	}
+	if d.overflow != nil {
+		if err := unix.Munmap(d.overflow); err != nil {
+			errs = append(errs, err)
+		}
+		d.overflow = nil
 	}
 	// Last: the anchor keeps librdmacm from closing the context under
 	// what was destroyed above.

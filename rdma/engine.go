@@ -346,5 +346,6 @@ func (e *engine) publishSRQ() {
 	if s := e.srq; s != nil {
 		s.gPosted.Store(int64(s.posted))
 		s.gHeld.Store(int64(s.given() - s.posted))
+		s.gOverflow.Store(int64(s.over - len(s.overFree)))
 	}
 }

@@ -283,6 +283,9 @@ type benchOpts struct {
 	// srq is the receive buffers of a shared receive queue; 0 gives every
 	// queue receives of its own. srqStart posts only that many at start.
 	srq, srqStart int
+	// srqShare is the SRQ buffers one queue may hold (0: the default);
+	// srqOver the overflow buffers (0: srqOverflow(srq); -1: none).
+	srqShare, srqOver int
 	// maxReqs sizes the engine's buffer line; default 4 queues × 2·16.
 	maxReqs int
 }
@@ -319,7 +322,15 @@ func newBench(t *testing.T, o benchOpts) *bench {
 	if o.srq > 0 {
 		h.srq = &fakeSRQ{}
 		h.b.srq = h.srq
-		c.srq = &srqConfig{cmd: make([]byte, o.srq*nvme.CommandSize), icd: make([]byte, o.srq*testICD), icdSize: testICD, n: o.srq, start: o.srqStart}
+		over := o.srqOver
+		switch over {
+		case 0:
+			over = srqOverflow(o.srq)
+		case -1:
+			over = 0
+		}
+		c.srq = &srqConfig{cmd: make([]byte, o.srq*nvme.CommandSize), icd: make([]byte, o.srq*testICD), icdSize: testICD, n: o.srq, start: o.srqStart,
+			overCmd: make([]byte, over*nvme.CommandSize), overICD: make([]byte, over*testICD), share: o.srqShare}
 	}
 	h.e = newEngine(c)
 	h.e.after = func(d time.Duration, fn func()) func() bool {
@@ -447,6 +458,21 @@ func (h *bench) capsule(q *queue, c *fakeConn, command nvme.Command, icd int) {
 	_, _, _, slot := splitWRID(w.WRID)
 	copy(q.mem.cmdBuf(int(slot)), command)
 	h.e.complete(&verbs.WC{WRID: w.WRID, Status: verbs.WCSuccess, ByteLen: uint32(nvme.CommandSize + icd), QPNum: c.qpn})
+	h.e.flush()
+}
+
+// capsuleData is capsule with in-capsule data: data lands in the receive
+// buffer after the command.
+func (h *bench) capsuleData(q *queue, c *fakeConn, command nvme.Command, data []byte) {
+	h.t.Helper()
+	w, ok := h.take(c)
+	if !ok {
+		h.t.Fatalf("capsule CID %d: no receive posted", command.CID())
+	}
+	_, _, _, slot := splitWRID(w.WRID)
+	copy(q.mem.cmdBuf(int(slot)), command)
+	copy(q.mem.icdBuf(int(slot), q.icd), data)
+	h.e.complete(&verbs.WC{WRID: w.WRID, Status: verbs.WCSuccess, ByteLen: uint32(nvme.CommandSize + len(data)), QPNum: c.qpn})
 	h.e.flush()
 }
 
@@ -607,16 +633,29 @@ func (h *bench) check(qs ...*queue) {
 
 // checkSRQ asserts that every SRQ buffer is in exactly one place: posted
 // to the SRQ, staged for the next round's post (what a failed post let
-// go), held by a request or a parked capsule of a queue, or spare; and that
-// the engine counts as posted what the SRQ holds.
+// go), held by a request or a parked capsule of a queue, or spare; that
+// the engine counts as posted what the SRQ holds; that each overflow
+// buffer is free or held by one request or parked capsule; and that each
+// queue counts against its share the SRQ buffers it holds.
 func (h *bench) checkSRQ(qs []*queue) {
 	h.t.Helper()
 	seen := map[int]string{}
+	over := map[int]string{}
 	own := func(b int, who string) {
-		if prev, dup := seen[b]; dup {
-			h.t.Fatalf("SRQ buffer %d is in two places: %s and %s", b, prev, who)
+		m, what := seen, "SRQ"
+		if b >= h.e.srq.n {
+			m, what = over, "overflow"
 		}
-		seen[b] = who
+		if prev, dup := m[b]; dup {
+			h.t.Fatalf("%s buffer %d is in two places: %s and %s", what, b, prev, who)
+		}
+		m[b] = who
+	}
+	for _, b := range h.e.srq.overFree {
+		if b < int32(h.e.srq.n) {
+			h.t.Fatalf("SRQ buffer %d on the overflow's free list", b)
+		}
+		own(int(b), "overflow free")
 	}
 	for _, w := range h.srq.recvs {
 		_, _, _, idx := splitWRID(w.WRID)
@@ -634,17 +673,30 @@ func (h *bench) checkSRQ(qs []*queue) {
 		own(int(b), "spare")
 	}
 	for _, q := range qs {
+		held := 0
+		hold := func(b int, who string) {
+			own(b, who)
+			if b < h.e.srq.n {
+				held++
+			}
+		}
 		for i := range q.reqs {
 			if r := &q.reqs[i]; r.recv >= 0 {
-				own(r.recv, fmt.Sprintf("request %d of queue %d", i, q.slot))
+				hold(r.recv, fmt.Sprintf("request %d of queue %d", i, q.slot))
 			}
 		}
 		for i := 0; i < q.parked.len(); i++ {
-			own(q.parked.buf[(q.parked.head+i)%len(q.parked.buf)].slot, "parked")
+			hold(q.parked.buf[(q.parked.head+i)%len(q.parked.buf)].slot, "parked")
+		}
+		if held != q.srqHeld {
+			h.t.Fatalf("queue %d holds %d SRQ buffers and counts %d against its share", q.slot, held, q.srqHeld)
 		}
 	}
 	if len(seen) != h.e.srq.n {
 		h.t.Fatalf("%d SRQ buffers accounted for, want %d: %v", len(seen), h.e.srq.n, seen)
+	}
+	if len(over) != h.e.srq.over {
+		h.t.Fatalf("%d overflow buffers accounted for, want %d: %v", len(over), h.e.srq.over, over)
 	}
 	if h.e.srq.posted != len(h.srq.recvs)+len(h.inflight) {
 		h.t.Fatalf("engine counts %d SRQ receives posted, the SRQ holds %d and QPs took %d", h.e.srq.posted, len(h.srq.recvs), len(h.inflight))

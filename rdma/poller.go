@@ -271,14 +271,14 @@ func (p *poller) cqRoom() int { return p.cqSize - p.d.srqDepth }
 // pollerMaxReqs is the most requests a poller may have handed over by the
 // core (mbox) or waiting for data buffers (the pool's line): a queue block
 // holds 2·depth requests. With an SRQ of srqDepth buffers it is fewer: a
-// request holds its capsule's receive buffer from the capsule's arrival
-// until its response is staged, all the time it is in the core or in that
-// line, so no more than srqDepth can be (a request held past its depth
-// tears its queue down: srqReceived).
+// request holds its capsule's receive buffer, the SRQ's or its overflow's,
+// from the capsule's arrival until its response is staged, all the time it
+// is in the core or in that line, so no more than those buffers can be (a
+// request held past its depth tears its queue down: srqReceived).
 func pollerMaxReqs(blocks, depth, srqDepth int) int {
 	n := blocks * 2 * depth
 	if srqDepth > 0 {
-		n = min(n, srqDepth)
+		n = min(n, srqDepth+srqOverflow(srqDepth))
 	}
 	return n
 }

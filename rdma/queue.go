@@ -115,6 +115,9 @@ type queue struct {
 	bufWait    fifo
 	bufShare   int
 	bufClaimed int
+	// srqHeld is the SRQ buffers q's requests and parked capsules hold,
+	// against the SRQ's share (srq.go).
+	srqHeld int
 	// parked are capsules that arrived while every request was still
 	// waiting for its SEND to complete.
 	parked ring[parkedCapsule]
@@ -198,18 +201,21 @@ func (q *queue) received(slot int, wc *verbs.WC) {
 		q.recvPosted--
 	}
 	if wc.Status != verbs.WCSuccess || !q.live() {
-		q.recvDone(slot)
+		q.recvUnused(slot)
 		q.teardown("receive flushed")
 		q.checkDrained()
 		return
 	}
 	if wc.ByteLen < nvme.CommandSize {
 		q.log.Warn("short command capsule", "bytes", wc.ByteLen)
-		q.recvDone(slot)
+		q.recvUnused(slot)
 		q.teardown("short command capsule")
 		return
 	}
 	icdLen := int(wc.ByteLen) - nvme.CommandSize
+	if q.e.srq != nil {
+		slot = q.keep(slot, int(wc.ByteLen))
+	}
 	if len(q.free) == 0 {
 		// Every request still waits for its SEND: park the capsule. With
 		// receives of its own, there are never more than those posted.
@@ -231,13 +237,38 @@ func (q *queue) received(slot int, wc *verbs.WC) {
 	q.start(slot, icdLen)
 }
 
-// recvDone lets go of a receive the queue will not use: with an SRQ, the
-// buffer is the poller's and goes back to it; without, it was the queue's
-// own, and the queue is being torn down.
-func (q *queue) recvDone(slot int) {
+// recvUnused lets go of a receive that brought no capsule for the queue:
+// with an SRQ, the buffer is the poller's and goes back to it; without, it
+// was the queue's own, and the queue is being torn down.
+func (q *queue) recvUnused(slot int) {
 	if q.e.srq != nil {
 		q.e.srqRepost(slot)
 	}
+}
+
+// recvDone lets go of a capsule the queue kept and will not run, as
+// recvUnused.
+func (q *queue) recvDone(slot int) {
+	if q.e.srq != nil {
+		q.srqDone(slot)
+	}
+}
+
+// cmdBuf is the command capsule in receive buffer b: the queue's own, the
+// SRQ's, or the SRQ's overflow.
+func (q *queue) cmdBuf(b int) []byte {
+	if s := q.e.srq; s != nil {
+		return s.cmdAt(b)
+	}
+	return q.mem.cmdBuf(b)
+}
+
+// icdBuf is the in-capsule data of receive buffer b, as cmdBuf.
+func (q *queue) icdBuf(b int) []byte {
+	if s := q.e.srq; s != nil {
+		return s.icdAt(b)
+	}
+	return q.mem.icdBuf(b, q.icd)
 }
 
 // start binds a free request to the capsule in slot.
@@ -246,7 +277,7 @@ func (q *queue) start(slot, icdLen int) {
 	q.free = q.free[:len(q.free)-1]
 	r.recv = slot
 	r.icdLen = icdLen
-	r.fr.Cmd = q.mem.cmdBuf(slot)
+	r.fr.Cmd = q.cmdBuf(slot)
 	r.invalidate = false
 	q.advance(r, evCapsule)
 }

@@ -77,7 +77,7 @@ type request struct {
 	state reqState
 	// waitingIn is the line r waits in, or nil.
 	waitingIn *fifo
-	recv      int // receive slot holding the capsule, -1 when none
+	recv      int // receive slot holding the capsule (an SRQ's, or its overflow's), -1 when none
 	icdLen    int // in-capsule bytes received
 	// status is a failure found before execution (Parse, the SGL): the
 	// core fails r with it instead of executing it.
@@ -175,7 +175,7 @@ func (q *queue) parse(r *request) reqState {
 		r.status = st
 		return rsReady
 	case m.inCapsule:
-		icd := q.mem.icdBuf(r.recv, q.icd)
+		icd := q.icdBuf(r.recv)
 		r.segs = append(r.segs[:0], icd[m.off:m.off+uint64(r.fr.DataLen)])
 		r.fr.Data = r.segs
 		return rsReady
@@ -323,10 +323,14 @@ func (q *queue) postResponse(r *request) reqState {
 	// response (a batch posts receives first), so the host's next command
 	// finds it posted.
 	if r.recv >= 0 {
-		if q.e.srq != nil {
-			q.e.stageSRQRecv(r.recv)
-		} else {
+		switch s := q.e.srq; {
+		case s == nil:
 			q.stageRecv(r.recv)
+		case r.recv < s.n: // srqDone, in the room reserved
+			q.srqHeld--
+			q.e.stageSRQRecv(r.recv)
+		default:
+			q.srqDone(r.recv) // an overflow buffer
 		}
 		r.recv = -1
 	}
@@ -399,7 +403,7 @@ func (q *queue) release(r *request) {
 		r.recv = -1
 		switch {
 		case q.e.srq != nil:
-			q.e.srqRepost(slot)
+			q.srqDone(slot)
 		case q.live():
 			q.postRecv(slot)
 		}

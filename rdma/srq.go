@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma/internal/verbs"
 )
@@ -39,6 +40,23 @@ import (
 // ibv_modify_srq(3)), the spare are posted again. (A faultinject build may
 // post fewer at start, FaultSRQStartEnv, and the event grows the SRQ the
 // same way.)
+//
+// A queue's share (audit item 13). A command holds its buffer until it is
+// answered, so commands that run long (a slow or stalled backend) hold
+// theirs as long, and a host with deep enough queues (two controllers of
+// 16 queues of 128 are the default SRQ's 4096 buffers) could hold them
+// all: every other host's capsules would meet RNR NAKs, and the buffer one
+// of its commands frees would most often go to its own next command, sent
+// as soon as the response arrives. So one queue's capsules hold at most
+// share SRQ buffers (limits.RDMASRQQueueShare). A capsule that lands past
+// that is copied, command and in-capsule data, to one of the poller's
+// overflow buffers, memory of the process that is not registered (nothing
+// but the CPU reads it), and its SRQ buffer is posted again at once. The
+// overflow has as many buffers as the SRQ, so that one host at the default
+// limits fits in it whatever it keeps out; when it is full a capsule keeps
+// its SRQ buffer past the share (counted: overflowFull). Buffer n+i is
+// overflow buffer i: the request or parked capsule that holds it treats it
+// as any other, and gives it back to the overflow, not the SRQ.
 
 // srqConfig is a poller's shared receive queue, for its engine: n receive
 // buffers of nvme.CommandSize command bytes and icd in-capsule data bytes.
@@ -48,7 +66,16 @@ type srqConfig struct {
 	n        int
 	// start is the buffers posted at start; 0 posts all of them.
 	start int
+	// overCmd and overICD are the overflow's buffers, as many as
+	// len(overCmd)/64 (srqOverflow), outside the registered region.
+	overCmd, overICD []byte
+	// share is the SRQ buffers one queue may hold; 0 is
+	// limits.RDMASRQQueueShare.
+	share int
 }
+
+// srqOverflow is the overflow buffers of an SRQ of n: as many.
+func srqOverflow(n int) int { return n }
 
 // sharedRecv is the engine's side of the poller's SRQ.
 type sharedRecv struct {
@@ -71,14 +98,94 @@ type sharedRecv struct {
 	// next capsule of any host on the poller meets an RNR NAK, and rxe
 	// flushes a QP whose retries run out.
 	empty atomic.Uint64
+	// overFree are the overflow buffers free (n+i for overflow buffer i);
+	// over is how many there are.
+	overFree []int32
+	over     int
+	// moved counts the capsules copied to the overflow; overflowFull
+	// those that kept their SRQ buffer past their queue's share, the
+	// overflow full; gOverflow is the overflow buffers held, for metrics.
+	moved, overflowFull atomic.Uint64
+	gOverflow           atomic.Int64
 }
 
 func newSharedRecv(c srqConfig) *sharedRecv {
-	s := &sharedRecv{srqConfig: c, spare: make([]int32, 0, c.n)}
+	if c.share == 0 {
+		c.share = limits.RDMASRQQueueShare
+	}
+	s := &sharedRecv{srqConfig: c, spare: make([]int32, 0, c.n), over: len(c.overCmd) / nvme.CommandSize}
 	for i := c.n - 1; i >= 0; i-- {
 		s.spare = append(s.spare, int32(i))
 	}
+	s.overFree = make([]int32, 0, s.over)
+	for i := s.n + s.over - 1; i >= s.n; i-- {
+		s.overFree = append(s.overFree, int32(i))
+	}
 	return s
+}
+
+// cmdAt is the command capsule in buffer b: an SRQ buffer, or past n an
+// overflow buffer.
+func (s *sharedRecv) cmdAt(b int) []byte {
+	mem := s.cmd
+	if b >= s.n {
+		mem, b = s.overCmd, b-s.n
+	}
+	off := b * nvme.CommandSize
+	return mem[off : off+nvme.CommandSize : off+nvme.CommandSize]
+}
+
+// icdAt is the in-capsule data room of buffer b, as cmdAt.
+func (s *sharedRecv) icdAt(b int) []byte {
+	mem := s.icd
+	if b >= s.n {
+		mem, b = s.overICD, b-s.n
+	}
+	off := b * s.icdSize
+	return mem[off : off+s.icdSize : off+s.icdSize]
+}
+
+// keep binds SRQ buffer b, holding a capsule of n bytes, to q, against
+// q's share; past it, moveOut.
+func (q *queue) keep(b, n int) int {
+	if q.srqHeld < q.e.srq.share {
+		q.srqHeld++
+		return b
+	}
+	return q.moveOut(b, n)
+}
+
+// moveOut copies the capsule in SRQ buffer b to an overflow buffer, which
+// it returns, and posts b again; with the overflow full, b stays q's past
+// its share.
+func (q *queue) moveOut(b, n int) int {
+	s := q.e.srq
+	if len(s.overFree) == 0 {
+		s.overflowFull.Add(1)
+		q.srqHeld++
+		return b
+	}
+	o := int(s.overFree[len(s.overFree)-1])
+	s.overFree = s.overFree[:len(s.overFree)-1]
+	copy(s.cmdAt(o), s.cmdAt(b))
+	if icd := n - nvme.CommandSize; icd > 0 {
+		copy(s.icdAt(o), s.icdAt(b)[:icd])
+	}
+	q.e.srqRepost(b)
+	s.moved.Add(1)
+	return o
+}
+
+// srqDone gives back buffer b, which held a capsule of q: an overflow
+// buffer to the overflow, an SRQ buffer to the SRQ, off q's share.
+func (q *queue) srqDone(b int) {
+	s := q.e.srq
+	if b >= s.n {
+		s.overFree = append(s.overFree, int32(b))
+		return
+	}
+	q.srqHeld--
+	q.e.srqRepost(b)
 }
 
 // given is the buffers the SRQ has been given: posted, or held by the

@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"bytes"
 	"log/slog"
 	"slices"
 	"strings"
@@ -518,60 +519,71 @@ func (c *quietCore) Fail(r *fabric.Request, st nvme.Status) {
 func (c *quietCore) Destroy() {}
 
 // TestEngineIOAllocs: an I/O allocates nothing on the engine's path, in
-// either receive mode: a keyed read (buffers, WRITE+SEND) and a keyed
-// write (buffers, READ, SEND), each from its capsule to its SEND's
-// completion.
+// either receive mode, and with an SRQ also when its capsule is moved to
+// the overflow (its queue past its share): a keyed read (buffers,
+// WRITE+SEND) and a keyed write (buffers, READ, SEND), each from its
+// capsule to its SEND's completion.
 func TestEngineIOAllocs(t *testing.T) {
-	forModes(t, func(t *testing.T, srq int) {
-		h := newBench(t, benchOpts{srq: srq})
-		q, c, _ := h.open(benchOpts{})
-		q.core = &quietCore{q: q}
-		read, write := cmd(1, nvme.OpRead, 2*testUnit, false), cmd(2, nvme.OpWrite, 2*testUnit, false)
-		var wc verbs.WC
-		recvs := &c.recvs
-		if h.srq != nil {
-			recvs = &h.srq.recvs
-		}
-		// take and complete consume from the back and truncate, so that
-		// the fakes' slices never move and the fakes allocate nothing.
-		capsule := func(command nvme.Command) {
-			w := (*recvs)[len(*recvs)-1]
-			*recvs = (*recvs)[:len(*recvs)-1]
-			_, _, _, slot := splitWRID(w.WRID)
-			copy(q.mem.cmdBuf(int(slot)), command)
-			wc = verbs.WC{WRID: w.WRID, Status: verbs.WCSuccess, ByteLen: nvme.CommandSize, QPNum: c.qpn}
-			h.e.complete(&wc)
-			h.e.flush()
-		}
-		complete := func() { // the last, signaled send posted
-			w := c.sends[len(c.sends)-1]
-			c.sends = c.sends[:0]
-			wc = verbs.WC{WRID: w.WRID, Status: verbs.WCSuccess, QPNum: c.qpn}
-			h.e.complete(&wc)
-			h.e.flush()
-		}
-		io := func() {
-			capsule(read)
-			complete() // SEND
-			capsule(write)
-			complete() // READ
-			complete() // SEND
-		}
-		io() // the fakes' groups and slices made once
-		if n := testing.AllocsPerRun(100, io); n != 0 {
-			t.Errorf("%v allocations per read and write", n)
-		}
-		h.check(q)
-	})
+	forModes(t, func(t *testing.T, srq int) { testIOAllocs(t, srq, false) })
+	t.Run("srq past the share", func(t *testing.T) { testIOAllocs(t, testSRQ, true) })
+}
+
+func testIOAllocs(t *testing.T, srq int, pastShare bool) {
+	h := newBench(t, benchOpts{srq: srq})
+	if pastShare {
+		h.e.srq.share = 0 // every capsule moves
+	}
+	q, c, _ := h.open(benchOpts{})
+	q.core = &quietCore{q: q}
+	read, write := cmd(1, nvme.OpRead, 2*testUnit, false), cmd(2, nvme.OpWrite, 2*testUnit, false)
+	var wc verbs.WC
+	recvs := &c.recvs
+	if h.srq != nil {
+		recvs = &h.srq.recvs
+	}
+	// take and complete consume from the back and truncate, so that
+	// the fakes' slices never move and the fakes allocate nothing.
+	capsule := func(command nvme.Command) {
+		w := (*recvs)[len(*recvs)-1]
+		*recvs = (*recvs)[:len(*recvs)-1]
+		_, _, _, slot := splitWRID(w.WRID)
+		copy(q.mem.cmdBuf(int(slot)), command)
+		wc = verbs.WC{WRID: w.WRID, Status: verbs.WCSuccess, ByteLen: nvme.CommandSize, QPNum: c.qpn}
+		h.e.complete(&wc)
+		h.e.flush()
+	}
+	complete := func() { // the last, signaled send posted
+		w := c.sends[len(c.sends)-1]
+		c.sends = c.sends[:0]
+		wc = verbs.WC{WRID: w.WRID, Status: verbs.WCSuccess, QPNum: c.qpn}
+		h.e.complete(&wc)
+		h.e.flush()
+	}
+	io := func() {
+		capsule(read)
+		complete() // SEND
+		capsule(write)
+		complete() // READ
+		complete() // SEND
+	}
+	io() // the fakes' groups and slices made once
+	if n := testing.AllocsPerRun(100, io); n != 0 {
+		t.Errorf("%v allocations per read and write", n)
+	}
+	if moved := h.e.srq != nil && h.e.srq.moved.Load() > 0; moved != pastShare {
+		t.Errorf("capsules moved to the overflow: %v, want %v", moved, pastShare)
+	}
+	h.check(q)
 }
 
 // TestPollerMaxReqs: a poller's request lines hold what its queues may
 // have in the core or waiting for buffers: with an SRQ, no more than its
-// receive buffers (each such request holds one).
+// receive buffers and their overflow (each such request holds one).
 func TestPollerMaxReqs(t *testing.T) {
 	for _, tc := range []struct{ blocks, depth, srq, want int }{
 		{64, 128, 0, 64 * 2 * 128},
-		{1024, 128, 2048, 2048},
+		{1024, 128, 2048, 2 * 2048},
+		{1024, 128, limits.RDMASRQDepth, 2 * limits.RDMASRQDepth},
 		{4, 8, 2048, 64}, // fewer queue slots than buffers
 	} {
 		if got := pollerMaxReqs(tc.blocks, tc.depth, tc.srq); got != tc.want {
@@ -749,5 +761,118 @@ func TestEngineSRQGaugesCurrent(t *testing.T) {
 	h := newBench(t, benchOpts{srq: testSRQ})
 	if p, held := h.e.srq.gPosted.Load(), h.e.srq.gHeld.Load(); p != testSRQ || held != 0 {
 		t.Fatalf("gauges at start: posted %d held %d, want %d and 0", p, held, testSRQ)
+	}
+}
+
+// TestEngineSRQShare: a queue whose commands run long cannot hold every
+// buffer of the poller's shared receive queue (audit item 13). Queue a, as
+// deep as the SRQ, fills it with commands the core holds (backend I/O that
+// takes long): writes in the capsule, and flushes. It holds its share of
+// the SRQ's buffers; the capsules past it are copied to the overflow and
+// their SRQ buffers posted again, or, the overflow full, keep them
+// (counted). Another queue's capsule still finds a receive posted, and
+// runs; a's commands run with the command and in-capsule data their host
+// sent; and once they are answered every buffer is back.
+func TestEngineSRQShare(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		share, over         int // benchOpts.srqShare, srqOver
+		held, moved, pastIt int // a's SRQ buffers, capsules moved, and kept past the share
+	}{
+		{"overflow", 0, 0, limits.RDMASRQQueueShare, testSRQ - limits.RDMASRQQueueShare, 0},
+		{"overflow full", 8, 8, 8 + 48, 8, 48},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newBench(t, benchOpts{srq: testSRQ, srqShare: tc.share, srqOver: tc.over})
+			const depth = testSRQ
+			a, ac, acore := h.open(benchOpts{depth: depth})
+			b, bc, bcore := h.open(benchOpts{})
+			acore.hold, bcore.hold = true, true
+			data := func(cid uint16) []byte { return bytes.Repeat([]byte{byte(cid) ^ 0x5a}, 200) }
+			for cid := uint16(1); cid <= depth; cid++ {
+				if cid%2 == 1 {
+					h.capsuleData(a, ac, cmd(cid, nvme.OpWrite, 200, true), data(cid))
+				} else {
+					h.capsule(a, ac, cmd(cid, nvme.OpFlush, 0, false), 0)
+				}
+			}
+			if len(acore.held) != depth {
+				t.Fatalf("queue a's core holds %d commands, want %d", len(acore.held), depth)
+			}
+			if n := h.posted(ac); n == 0 {
+				t.Fatalf("queue a's %d long commands hold all %d SRQ buffers: none is left posted for another queue", depth, testSRQ)
+			}
+			s := h.e.srq
+			if a.srqHeld != tc.held || s.moved.Load() != uint64(tc.moved) || s.overflowFull.Load() != uint64(tc.pastIt) {
+				t.Fatalf("queue a holds %d SRQ buffers, %d capsules moved, %d kept past the share; want %d, %d, %d",
+					a.srqHeld, s.moved.Load(), s.overflowFull.Load(), tc.held, tc.moved, tc.pastIt)
+			}
+			if got, want := h.posted(ac), testSRQ-tc.held; got != want {
+				t.Fatalf("%d SRQ receives posted, want %d: all but a's", got, want)
+			}
+			h.capsule(b, bc, cmd(1000, nvme.OpFlush, 0, false), 0)
+			if !slices.Equal(bcore.executed, []uint16{1000}) {
+				t.Fatalf("queue b executed %v, want its flush", bcore.executed)
+			}
+			for _, r := range acore.held {
+				cid := r.Cmd.CID()
+				switch {
+				case cid%2 == 1 && (r.Cmd.Opcode() != nvme.OpWrite || len(r.Data) != 1 || !bytes.Equal(r.Data[0], data(cid))):
+					t.Fatalf("write CID %d runs with opcode %#x and data %x, want its own", cid, r.Cmd.Opcode(), r.Data)
+				case cid%2 == 0 && r.Cmd.Opcode() != nvme.OpFlush:
+					t.Fatalf("flush CID %d runs with opcode %#x", cid, r.Cmd.Opcode())
+				}
+			}
+			h.check(a, b)
+			h.e.publish()
+			if got := s.gOverflow.Load(); got != int64(tc.moved) {
+				t.Fatalf("overflow gauge %d, want %d", got, tc.moved)
+			}
+			h.respond(acore)
+			h.respond(bcore)
+			for len(ac.sends) > 0 {
+				h.finish(a, ac, kindSend, verbs.WCSuccess)
+			}
+			for len(bc.sends) > 0 {
+				h.finish(b, bc, kindSend, verbs.WCSuccess)
+			}
+			if got := len(h.srq.recvs); got != testSRQ || len(s.overFree) != s.over || a.srqHeld != 0 {
+				t.Fatalf("%d SRQ receives posted, %d of %d overflow buffers free, a holds %d once every command was answered; want all back",
+					got, len(s.overFree), s.over, a.srqHeld)
+			}
+			h.check(a, b)
+		})
+	}
+}
+
+// TestEngineSRQShareTeardown: a queue past its share torn down gives the
+// overflow buffers of its parked capsules back at once, and those of its
+// requests once the core lets go of them; the SRQ's come back as ever.
+func TestEngineSRQShareTeardown(t *testing.T) {
+	h := newBench(t, benchOpts{srq: testSRQ, srqShare: 2})
+	const depth = 2
+	a, ac, acore := h.open(benchOpts{depth: depth})
+	acore.hold = true
+	// Every request held by the core and depth capsules parked: 2 SRQ
+	// buffers, then 4 overflow ones (2 requests', 2 parked).
+	for cid := uint16(1); cid <= 3*depth; cid++ {
+		h.capsuleData(a, ac, cmd(cid, nvme.OpWrite, 100, true), bytes.Repeat([]byte{byte(cid)}, 100))
+	}
+	s := h.e.srq
+	if a.parked.len() != depth || a.srqHeld != 2 || s.over-len(s.overFree) != 4 {
+		t.Fatalf("queue a: %d parked, %d SRQ buffers, %d overflow buffers; want %d, 2, 4", a.parked.len(), a.srqHeld, s.over-len(s.overFree), depth)
+	}
+	h.check(a)
+	a.teardown("host disconnected")
+	h.e.flush()
+	if n := s.over - len(s.overFree); n != 2 {
+		t.Fatalf("%d overflow buffers held after the teardown, want the requests' 2", n)
+	}
+	h.respond(acore)
+	h.flushAll(ac)
+	h.gone(a, ac)
+	if len(h.srq.recvs) != testSRQ || len(s.overFree) != s.over || a.srqHeld != 0 {
+		t.Fatalf("%d SRQ receives posted, %d of %d overflow buffers free, %d counted held: want all back",
+			len(h.srq.recvs), len(s.overFree), s.over, a.srqHeld)
 	}
 }

@@ -307,13 +307,16 @@ func (t *Transport) Stats() *Stats { return &t.stats }
 // SRQStat is one poller's shared receive queue, for metrics: its receive
 // buffers posted (in the SRQ, or taken by a QP that has not reported them
 // yet) and held (bound to a queue by a capsule that landed in them, until
-// the queue is done with it). Without hosts, held is 0. Empty counts the
-// receives that left it with nothing posted.
+// the queue is done with it), and its overflow buffers holding capsules
+// (srq.go). Without hosts, held and overflow are 0. Empty counts the
+// receives that left it with nothing posted; Moved the capsules copied to
+// the overflow, OverflowFull those that found it full.
 type SRQStat struct {
-	Device       string
-	Poller       int
-	Posted, Held int64
-	Empty        uint64
+	Device                 string
+	Poller                 int
+	Posted, Held, Overflow int64
+	Empty                  uint64
+	Moved, OverflowFull    uint64
 }
 
 // SRQStats reports the shared receive queue of every poller of the open
@@ -331,7 +334,8 @@ func (t *Transport) SRQStats() []SRQStat {
 		// and cleared only after it is removed.
 		for _, p := range d.pollers {
 			if s := p.e.srq; s != nil {
-				out = append(out, SRQStat{Device: d.attr.Name, Poller: p.idx, Posted: s.gPosted.Load(), Held: s.gHeld.Load(), Empty: s.empty.Load()})
+				out = append(out, SRQStat{Device: d.attr.Name, Poller: p.idx, Posted: s.gPosted.Load(), Held: s.gHeld.Load(),
+					Overflow: s.gOverflow.Load(), Empty: s.empty.Load(), Moved: s.moved.Load(), OverflowFull: s.overflowFull.Load()})
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
 	"github.com/nvmeof-tgt/nvmeof-tgt/rdma"
 	"github.com/nvmeof-tgt/nvmeof-tgt/tcp"
@@ -90,6 +91,8 @@ type collector struct {
 	rdmaRegistered, rdmaSRQLimit               *prometheus.Desc
 	rdmaSRQErrors, rdmaSRQPosted, rdmaSRQHeld  *prometheus.Desc
 	rdmaSRQEmpty, rdmaSRQLastWQETimeouts       *prometheus.Desc
+	rdmaSRQOverflow, rdmaSRQMoved              *prometheus.Desc
+	rdmaSRQOverflowFull                        *prometheus.Desc
 	tcpConns, tcpLive, tcpICReqTimeouts        *prometheus.Desc
 	tcpTermReqs, tcpDigestErrors               *prometheus.Desc
 	tcpBufferWaits, tcpBufferBytes             *prometheus.Desc
@@ -98,6 +101,7 @@ type collector struct {
 }
 
 func newCollector(tgt *fabric.Target, rt func() *rdma.Transport, tt func() *tcp.Transport) *collector {
+	share := strconv.Itoa(limits.RDMASRQQueueShare)
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("nvmeof_tgt_"+name, help, labels, nil)
 	}
@@ -141,6 +145,9 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport, tt func() *tcp.
 		rdmaSRQEmpty:           d("rdma_srq_empty_total", "Receives that left a poller's shared receive queue with none posted: the next command capsule on the poller meets an RNR NAK, and rxe flushes a QP whose retries run out. If it grows, the hosts' queues at full depth outnumber the buffers: add pollers (rdma.pollers) or lower the hosts' queue depth.", "device", "poller"),
 		rdmaSRQLastWQETimeouts: d("rdma_srq_last_wqe_timeouts_total", "QPs of torn-down queues on a shared receive queue destroyed without IBV_EVENT_QP_LAST_WQE_REACHED, after waiting 5 s for it."),
 		rdmaSRQHeld:            d("rdma_srq_held", "Receive buffers of a poller's shared receive queue bound to queues: command capsules their requests or parked capsules hold. 0 once every host has left.", "device", "poller"),
+		rdmaSRQOverflow:        d("rdma_srq_overflow_held", "Overflow buffers of a poller's shared receive queue holding command capsules: those that landed on a queue holding its share of the SRQ's buffers ("+share+") were copied there, their SRQ buffers posted again. 0 once every host has left.", "device", "poller"),
+		rdmaSRQMoved:           d("rdma_srq_moved_total", "Command capsules copied from a poller's shared receive queue to its overflow: their queue held its share of the SRQ's buffers ("+share+"): commands running long, or more than that out.", "device", "poller"),
+		rdmaSRQOverflowFull:    d("rdma_srq_overflow_full_total", "Command capsules that kept their SRQ buffer past their queue's share because the poller's overflow was full: the hosts' commands out outnumber the SRQ's buffers twice. If it grows, add pollers (rdma.pollers) or lower the hosts' queue depth.", "device", "poller"),
 		tcpConns:               d("tcp_connections_total", "NVMe/TCP connections: accepted, refused at once for tcp.max_connections or tcp.max_connections_per_address, closed.", "event"),
 		tcpLive:                d("tcp_connections_live", "NVMe/TCP connections open (each one queue once initialized), or closed with commands still in the backends."),
 		tcpICReqTimeouts:       d("tcp_icreq_timeouts_total", "NVMe/TCP connections closed for sending no ICReq within tcp.icreq_timeout."),
@@ -250,6 +257,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		g(c.rdmaSRQPosted, float64(s.Posted), s.Device, p)
 		g(c.rdmaSRQHeld, float64(s.Held), s.Device, p)
 		ct(c.rdmaSRQEmpty, s.Empty, s.Device, p)
+		g(c.rdmaSRQOverflow, float64(s.Overflow), s.Device, p)
+		ct(c.rdmaSRQMoved, s.Moved, s.Device, p)
+		ct(c.rdmaSRQOverflowFull, s.OverflowFull, s.Device, p)
 	}
 }
 

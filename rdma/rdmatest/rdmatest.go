@@ -376,6 +376,14 @@ func (c *Conn) Send(capsule []byte) error {
 	return nil
 }
 
+// SendRoom is how many capsules Send takes now without waiting for a send
+// slot (a SEND of ours the target has not yet taken: an empty shared
+// receive queue keeps it retrying).
+func (c *Conn) SendRoom() int {
+	c.reap()
+	return len(c.sendFree)
+}
+
 // Recv returns the next response capsule, waiting up to timeout.
 func (c *Conn) Recv(timeout time.Duration) (nvme.Completion, error) {
 	return c.RecvCID(-1, timeout)

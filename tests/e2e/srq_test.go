@@ -226,17 +226,19 @@ func TestSRQ(t *testing.T) {
 
 // checkSRQBuffers asserts that the pollers' shared receive queues
 // (nvmeof_tgt_rdma_srq_posted and _held) have depth buffers each, all
-// posted: none bound to a queue. depth 0: no SRQ, and no such series.
+// posted: none bound to a queue, and none of their overflow holding a
+// capsule. depth 0: no SRQ, and no such series.
 func checkSRQBuffers(t *testing.T, depth int) {
 	t.Helper()
 	m := scrapeMetrics(t)
 	posted, ok := metricSum(m, "nvmeof_tgt_rdma_srq_posted")
 	held, _ := metricSum(m, "nvmeof_tgt_rdma_srq_held")
+	over, _ := metricSum(m, "nvmeof_tgt_rdma_srq_overflow_held")
 	switch {
 	case depth == 0 && ok:
 		t.Errorf("nvmeof_tgt_rdma_srq_posted = %v without an SRQ, want no series", posted)
-	case depth > 0 && (posted != float64(depth) || held != 0):
-		t.Errorf("SRQ buffers posted %v (found %v), held %v; want %d and 0", posted, ok, held, depth)
+	case depth > 0 && (posted != float64(depth) || held != 0 || over != 0):
+		t.Errorf("SRQ buffers posted %v (found %v), held %v, overflow held %v; want %d, 0 and 0", posted, ok, held, over, depth)
 	}
 }
 

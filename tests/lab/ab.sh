@@ -50,6 +50,7 @@ $ns
         size: 256MiB
 metrics: {listen: "127.0.0.1:$((9500 + i))"}
 api: {socket: /run/nvmeof-tgt-ab/$name.sock}  # not /tmp: a directory others may write is refused
+state_dir: ""  # none: each process must have its own, and the jobs persist nothing
 rdma:
   buffer_pool_size: 32MiB
 Y
@@ -110,7 +111,7 @@ done
 i=0
 for n in "${names[@]}"; do
   i=$((i + 1))
-  curl -s "127.0.0.1:$((9500 + i))/metrics" | grep -E '^(nvmeof_tgt_rdma_(poller_sleeps|io_uring_requests|post_calls|work_requests)_total|process_cpu_seconds_total)' | sed "s/^/$n /" >>"$out/metrics.txt"
+  curl -s "127.0.0.1:$((9500 + i))/metrics" | grep -E '^(nvmeof_tgt_rdma_(poller_sleeps|io_uring_requests|post_calls|work_requests|srq_moved)_total|process_cpu_seconds_total)' | sed "s/^/$n /" >>"$out/metrics.txt"
 done
 nvme disconnect-all >/dev/null
 kill $(jobs -p) 2>/dev/null; sleep 1
