@@ -142,13 +142,15 @@ func TestRBD(t *testing.T) {
 			serving(tc.name)
 		}
 
-		// serve: a configuration whose namespace cannot be opened does not start.
+		// serve: a configuration whose namespace cannot be opened does not start. Its own
+		// state_dir: the target serving beside it holds the default one.
 		cfg := filepath.Join(dir, "missing-pool.yaml")
 		os.WriteFile(cfg, []byte(fmt.Sprintf(`ports: [{transport: rdma, address: %q, port: 4499}]
 subsystems: [{nqn: %q, allow_any_host: true, namespaces: [{nsid: 1, pool: no-such-pool, image: x, size: 8MiB}]}]
 api: {socket: ""}
 metrics: {listen: ""}
-`, labAddr, nqn("rbd-serve"))), 0o600)
+state_dir: %q
+`, labAddr, nqn("rbd-serve"), filepath.Join(dir, "serve-state"))), 0o600)
 		r := execCmd(2*time.Minute, bin, "serve", "--config", cfg)
 		if r.err == nil || !strings.Contains(string(r.stderr), "pool no-such-pool does not exist") {
 			t.Errorf("serve with a missing pool: %v; want it refused naming the pool:\n%s", r.err, limit(r.stderr))
