@@ -131,6 +131,8 @@ unit: build-deps
 # Every fuzz target in the tree (tests/fuzz/run.sh finds them), 200,000
 # executions each. fuzz-long takes each to 10 million, nice'd, and writes
 # what each did to tests/fuzz/results.txt (FUZZ_PARALLEL workers, default 1).
+# FUZZ_ONLY='/tcp:|:FuzzTCP' (a regexp on package:Target) runs only those and
+# appends their table to the file.
 fuzz: build-deps
 	tests/fuzz/run.sh 200000
 
