@@ -131,6 +131,8 @@ unit: build-deps
 # Every fuzz target in the tree (tests/fuzz/run.sh finds them), 200,000
 # executions each. fuzz-long takes each to 10 million, nice'd, and writes
 # what each did to tests/fuzz/results.txt (FUZZ_PARALLEL workers, default 1).
+# FUZZ_ONLY='/tcp:|:FuzzTCP' (a regexp on package:Target) runs only those and
+# appends their table to the file.
 fuzz: build-deps
 	tests/fuzz/run.sh 200000
 
@@ -164,15 +166,16 @@ bench: lab-deps ceph-deps build
 # blktests' NVMe-oF tests in the test guest, against nvmeof-tgt as a remote target
 # (tests/lab/blktests.sh; README.md, "blktests"). BLKTESTS_DIR is a blktests checkout: it is not
 # packaged for Debian 12, so `make test` and CI do not run this. Results in tests/out/blktests/.
-# BLKTESTS_TESTS (default: the list in tests/lab/blktests.sh), BLKTESTS_IMG_SIZE (64M) and
-# BLKTESTS_BLOCK_SIZE (512) are optional.
+# BLKTESTS_TESTS (default: the list in tests/lab/blktests.sh), BLKTESTS_IMG_SIZE (64M),
+# BLKTESTS_BLOCK_SIZE (512) and BLKTESTS_TRTYPE (rdma, or tcp) are optional.
 BLKTESTS_DIR ?=
 BLKTESTS_TESTS ?=
 BLKTESTS_IMG_SIZE ?=
 BLKTESTS_BLOCK_SIZE ?=
+BLKTESTS_TRTYPE ?=
 blktests: build lab-deps
 	BLKTESTS_DIR="$(BLKTESTS_DIR)" BLKTESTS_TESTS="$(BLKTESTS_TESTS)" BLKTESTS_IMG_SIZE="$(BLKTESTS_IMG_SIZE)" \
-		BLKTESTS_BLOCK_SIZE="$(BLKTESTS_BLOCK_SIZE)" tests/lab/blktests.sh
+		BLKTESTS_BLOCK_SIZE="$(BLKTESTS_BLOCK_SIZE)" BLKTESTS_TRTYPE="$(BLKTESTS_TRTYPE)" tests/lab/blktests.sh
 
 # The test cluster alone in the guest: ceph-up.sh, rbd create/bench/resize/rm,
 # osd blocklist, ceph-down.sh (tests/lab/ceph-smoke.sh).

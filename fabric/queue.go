@@ -142,6 +142,16 @@ func (q *Queue) SQFlowDisabled() bool { return q.sqFlowOff.Load() }
 // QID is the queue ID bound at Connect (0 before).
 func (q *Queue) QID() nvme.QID { return q.qid }
 
+// Size is the number of SQ entries (SQSIZE+1) granted at Connect, or 0
+// before: the most commands the host may have out on the queue. size is
+// written before ctrl is published, and never again.
+func (q *Queue) Size() int {
+	if q.ctrl.Load() == nil {
+		return 0
+	}
+	return int(q.size)
+}
+
 // Controller is the queue's controller, or nil before Connect.
 func (q *Queue) Controller() *Controller {
 	return q.ctrl.Load()

@@ -140,6 +140,15 @@ const (
 	// is not held back by it (it is on the wire already), and is bounded
 	// by the connections' queue depths instead.
 	TCPBufferPoolSize = 64 << 20
+	// TCPConnBufferShareDivisor: one connection holds at most
+	// 1/TCPConnBufferShareDivisor of the buffer pool (but always one
+	// largest transfer, and no more than its queue depth of them), so
+	// that a host sent R2Ts that sends no data, or one that reads
+	// slowly, leaves the other connections the rest of the pool until
+	// the send timeout closes it. Its commands past its share wait in
+	// its own line. The RDMA transport's share of a poller's pool is
+	// the same half (rdma/pool.go, queueShare).
+	TCPConnBufferShareDivisor = 2
 	// TCPMaxConnections bounds the connections of every tcp port together,
 	// TCPMaxConnectionsPerAddress those from one host address: connections
 	// past either are closed at once. Below the total, so that one address

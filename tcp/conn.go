@@ -52,8 +52,11 @@ type conn struct {
 	pdo int // PDO of the target's C2HData
 	fq  *fabric.Queue
 	br  *bufio.Reader
-	// maxActive bounds the commands the host may have out.
+	// maxActive bounds the commands the host may have out before
+	// Connect: the port's deepest queue. Connect grants the queue its
+	// size, the bound after (sqSize, the reader's, 0 until then).
 	maxActive int
+	sqSize    int
 
 	// Reader only: the header being parsed (and how much of it was read,
 	// for a termination request that quotes it), and a data digest.
@@ -98,6 +101,12 @@ type conn struct {
 	// not moved with R2Ts out.
 	lastProgress uint64
 	stalledSince time.Time
+
+	// held is the pool units the connection's requests claimed of its
+	// share, line its requests waiting for room in it; the pool's mutex
+	// guards both (pool.go).
+	held int
+	line line
 
 	// Writer only.
 	wqSpare []*request
@@ -297,7 +306,7 @@ func (c *conn) takeRequest() (*request, error) {
 		if c.writerGone || c.closing || c.reason != "" {
 			return nil, errWriterGone
 		}
-		if c.active-c.sending >= c.maxActive {
+		if c.active-c.sending >= c.depth() {
 			return nil, errQueueDepth
 		}
 		var r *request
@@ -317,6 +326,19 @@ func (c *conn) takeRequest() (*request, error) {
 		c.active++
 		return r, nil
 	}
+}
+
+// depth is the most commands the host may have out: the SQ size granted
+// at Connect (the host's queue holds no more: NVMe-oF 1.1 §3.3, SQSIZE),
+// or the port's deepest queue before. Reader only.
+func (c *conn) depth() int {
+	if c.sqSize == 0 {
+		c.sqSize = min(c.fq.Size(), c.maxActive)
+		if c.sqSize == 0 {
+			return c.maxActive
+		}
+	}
+	return c.sqSize
 }
 
 // capsule takes a command capsule: the command, its in-capsule data and
@@ -668,7 +690,7 @@ func (c *conn) logEnd(err error, f *fatal) {
 	case f != nil:
 		c.log.Warn("fatal transport error: terminating the connection", "fes", f.fes.String(), "fei", f.fei, "why", f.why)
 	case errors.Is(err, errQueueDepth):
-		c.log.Warn("host sent more commands than the queue holds: closing the connection", "max", c.maxActive)
+		c.log.Warn("host sent more commands than the queue holds: closing the connection", "max", c.depth())
 	case reason != "":
 		c.log.Debug("connection closed", "reason", reason)
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, io.ErrUnexpectedEOF):

@@ -181,6 +181,12 @@ func FuzzConn(f *testing.F) {
 		if n := r.tr.pool.out(); n != 0 {
 			t.Fatalf("%d pool bytes out after the connection finished", n)
 		}
+		r.tr.pool.mu.Lock()
+		held, waiting := c.held, c.line.head != nil
+		r.tr.pool.mu.Unlock()
+		if held != 0 || waiting {
+			t.Fatalf("connection finished with %d units claimed of its share, requests in its line: %v", held, waiting)
+		}
 		if total, _ := r.tr.Connections(""); total != 0 {
 			t.Fatalf("%d connections counted after the connection finished", total)
 		}

@@ -366,25 +366,36 @@ func TestConnectionLimits(t *testing.T) {
 	}
 }
 
-// TestQueueDepthExceeded: a host with more commands out than a queue of
-// the port may hold (the deeper of an admin and an I/O queue) is
-// disconnected. An admin queue of 32 entries is taken where I/O queues
-// have 16.
+// TestQueueDepthExceeded: a host with more commands out than the SQ size
+// it was granted at Connect is disconnected; as many as that are taken.
+// The port's admin queue of 32 entries is taken where I/O queues have 16.
 func TestQueueDepthExceeded(t *testing.T) {
-	r := newRig(t, Config{MaxQueueDepth: 16}, fabric.Options{})
-	_, cntlid := r.admin(t, tcptest.Options{}, testNQN, 0)
-	c := r.dial(t, tcptest.Options{})
-	if _, err := c.Connect(1, 15, 0, 0, testNQN, testHostNQN, testHostID, cntlid); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name   string
+		depth  int    // the port's deepest I/O queue
+		sqsize uint16 // asked at Connect, 0's based
+	}{
+		{"port's depth", 16, 15},
+		{"below the port's depth", 0, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, Config{MaxQueueDepth: tc.depth}, fabric.Options{})
+			_, cntlid := r.admin(t, tcptest.Options{}, testNQN, 0)
+			c := r.dial(t, tcptest.Options{})
+			if _, err := c.Connect(1, tc.sqsize, 0, 0, testNQN, testHostNQN, testHostID, cntlid); err != nil {
+				t.Fatal(err)
+			}
+			// Writes whose data never comes: each holds its slot.
+			n := int(tc.sqsize) + 1
+			for i := range n {
+				r2tFor(t, c, uint16(i), 4096, false)
+			}
+			if err := c.Write(tcptest.CapsulePDU(writeCmd(uint16(n), 4096), nil, false, false)); err != nil {
+				t.Fatal(err)
+			}
+			waitClosed(t, c, 5*time.Second)
+		})
 	}
-	// Writes whose data never comes: each holds its slot.
-	for i := range fabric.AdminQueueDepth {
-		r2tFor(t, c, uint16(i), 4096, false)
-	}
-	if err := c.Write(tcptest.CapsulePDU(writeCmd(fabric.AdminQueueDepth, 4096), nil, false, false)); err != nil {
-		t.Fatal(err)
-	}
-	waitClosed(t, c, 5*time.Second)
 }
 
 // TestHostGoesMidTransfer: commands in flight when the host goes are let

@@ -1,6 +1,10 @@
 package tcp
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/nvmeof-tgt/nvmeof-tgt/limits"
+)
 
 // bufPool is the data buffers of every connection of the transport: units
 // of one size (Config.IOUnitSize), a transfer taking as many as it needs.
@@ -13,20 +17,73 @@ import "sync"
 // (getNow): the reader may never wait for buffers, or a reader waiting for
 // buffers held by commands whose data is behind it in its stream would
 // never get them.
+//
+// One connection holds at most share units (shareOf): a request past its
+// connection's share waits in the connection's own line, not the pool's,
+// so that a host sent R2Ts that sends no data (or one that reads slowly)
+// leaves the other connections the rest of the pool until the send
+// timeout closes it, and never holds up the pool's line.
 type bufPool struct {
 	unit  int
 	limit int64
+	share int
 	stats *Stats
 
 	mu    sync.Mutex
 	free  [][]byte
 	inUse int64 // bytes out
-	// head and tail are the line of requests waiting (request.next).
-	head, tail *request
+	// line is the requests waiting for the pool.
+	line line
 }
 
-func newBufPool(unit int, limit int64, stats *Stats) *bufPool {
-	return &bufPool{unit: unit, limit: limit, stats: stats}
+// line is requests waiting, in order (request.next), under the pool's
+// mutex: the pool's, or one connection's for its share.
+type line struct{ head, tail *request }
+
+func (l *line) push(r *request) {
+	if l.tail == nil {
+		l.head = r
+	} else {
+		l.tail.next = r
+	}
+	l.tail = r
+}
+
+// unlink takes w out; prev is the request before it, nil for the head.
+func (l *line) unlink(w, prev *request) {
+	if prev == nil {
+		l.head = w.next
+	} else {
+		prev.next = w.next
+	}
+	if l.tail == w {
+		l.tail = prev
+	}
+	w.next = nil
+}
+
+// remove takes r out, reporting whether it was in.
+func (l *line) remove(r *request) bool {
+	var prev *request
+	for w := l.head; w != nil; prev, w = w, w.next {
+		if w == r {
+			l.unlink(w, prev)
+			return true
+		}
+	}
+	return false
+}
+
+// shareOf is the most units one connection may hold of a pool of total:
+// what depth commands of maxUnits each can use, but at most
+// 1/limits.TCPConnBufferShareDivisor of the pool, and at least one largest
+// transfer, so every command can run.
+func shareOf(total, depth, maxUnits int) int {
+	return max(maxUnits, min(depth*maxUnits, total/limits.TCPConnBufferShareDivisor))
+}
+
+func newBufPool(unit int, limit int64, share int, stats *Stats) *bufPool {
+	return &bufPool{unit: unit, limit: limit, share: share, stats: stats}
 }
 
 // units is how many units n bytes take.
@@ -36,6 +93,12 @@ func (p *bufPool) units(n uint32) int { return (int(n) + p.unit - 1) / p.unit }
 // nothing out always gives, so a transfer as large as the limit goes.
 func (p *bufPool) fits(k int) bool {
 	return p.inUse == 0 || p.inUse+int64(k*p.unit) <= p.limit
+}
+
+// shareFits reports whether k more units stay within c's share; a
+// connection holding none always may claim. p.mu is held.
+func (p *bufPool) shareFits(c *conn, k int) bool {
+	return c.held == 0 || c.held+k <= p.share
 }
 
 // take appends k units to r.chunks; p.mu is held.
@@ -55,31 +118,45 @@ func (p *bufPool) take(r *request, k int) {
 	p.stats.BufferBytes.Store(p.inUse)
 }
 
-// get gives r the units for n bytes and reports true, or puts r in line
-// and reports false: the units come later, through r.c.granted, on the
-// goroutine that gave some back.
-func (p *bufPool) get(r *request, n uint32) bool {
-	k := p.units(n)
-	p.mu.Lock()
-	if p.head == nil && p.fits(k) {
+// admit claims k units of r's connection's share for r, and gives them if
+// the pool's line is empty and they fit, reporting true; else r joins the
+// pool's line. p.mu is held.
+func (p *bufPool) admit(r *request, k int) bool {
+	r.claimed = k
+	r.c.held += k
+	if p.line.head == nil && p.fits(k) {
 		p.take(r, k)
-		p.mu.Unlock()
 		return true
 	}
 	r.need = k
-	r.waiting = true
-	if p.tail == nil {
-		p.head = r
+	r.waiting, r.inConn = true, false
+	p.line.push(r)
+	return false
+}
+
+// get gives r the units for n bytes and reports true, or puts r in line
+// (its connection's or the pool's) and reports false: the units come
+// later, through r.c.granted, on the goroutine that gave some back.
+func (p *bufPool) get(r *request, n uint32) bool {
+	k := p.units(n)
+	c := r.c
+	p.mu.Lock()
+	if c.line.head == nil && p.shareFits(c, k) {
+		if p.admit(r, k) {
+			p.mu.Unlock()
+			return true
+		}
 	} else {
-		p.tail.next = r
+		r.need = k
+		r.waiting, r.inConn = true, true
+		c.line.push(r)
 	}
-	p.tail = r
 	p.mu.Unlock()
 	p.stats.BufferWaits.Add(1)
 	return false
 }
 
-// getNow gives r the units for n bytes whatever the limit.
+// getNow gives r the units for n bytes whatever the limit and the share.
 func (p *bufPool) getNow(r *request, n uint32) {
 	p.mu.Lock()
 	p.take(r, p.units(n))
@@ -87,12 +164,22 @@ func (p *bufPool) getNow(r *request, n uint32) {
 }
 
 // put gives r's units back, and the units of the requests in line that
-// now fit, in order.
+// now fit, in order: first those of r's connection's line that its share
+// now allows, then the pool's.
 func (p *bufPool) put(r *request) {
 	if len(r.chunks) == 0 {
 		return
 	}
 	var granted, last *request
+	grant := func(w *request) {
+		if last == nil {
+			granted = w
+		} else {
+			last.granted = w
+		}
+		last = w
+	}
+	c := r.c
 	p.mu.Lock()
 	for i, b := range r.chunks {
 		p.free = append(p.free, b)
@@ -100,15 +187,20 @@ func (p *bufPool) put(r *request) {
 	}
 	p.inUse -= int64(len(r.chunks) * p.unit)
 	r.chunks = r.chunks[:0]
-	for w := p.head; w != nil && p.fits(w.need); w = p.head {
-		p.unlink(w, nil)
-		p.take(w, w.need)
-		if last == nil {
-			granted = w
-		} else {
-			last.granted = w
+	c.held -= r.claimed
+	r.claimed = 0
+	for w := c.line.head; w != nil && p.shareFits(c, w.need); w = c.line.head {
+		c.line.unlink(w, nil)
+		w.waiting = false
+		if p.admit(w, w.need) {
+			grant(w)
 		}
-		last = w
+	}
+	for w := p.line.head; w != nil && p.fits(w.need); w = p.line.head {
+		p.line.unlink(w, nil)
+		w.waiting = false
+		p.take(w, w.need)
+		grant(w)
 	}
 	p.stats.BufferBytes.Store(p.inUse)
 	p.mu.Unlock()
@@ -120,37 +212,24 @@ func (p *bufPool) put(r *request) {
 	}
 }
 
-// unlink takes w out of the line; prev is the request before it, nil for
-// the head. p.mu is held.
-func (p *bufPool) unlink(w, prev *request) {
-	if prev == nil {
-		p.head = w.next
-	} else {
-		prev.next = w.next
-	}
-	if p.tail == w {
-		p.tail = prev
-	}
-	w.next = nil
-	w.waiting = false
-}
-
-// cancel takes r out of the line. It reports false when r was not in it
-// (its units are granted, or on their way through r.c.granted).
+// cancel takes r out of its line, and its claim on its connection's share
+// back. It reports false when r was in none (its units are granted, or on
+// their way through r.c.granted).
 func (p *bufPool) cancel(r *request) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !r.waiting {
 		return false
 	}
-	var prev *request
-	for w := p.head; w != nil; prev, w = w, w.next {
-		if w == r {
-			p.unlink(w, prev)
-			return true
-		}
+	if r.inConn {
+		r.c.line.remove(r)
+	} else {
+		p.line.remove(r)
+		r.c.held -= r.claimed
+		r.claimed = 0
 	}
-	return false
+	r.waiting = false
+	return true
 }
 
 // out is the bytes the pool has given and not got back.

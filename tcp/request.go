@@ -67,11 +67,16 @@ type request struct {
 	// data digest error, so it is failed instead of executed.
 	got       uint32
 	badDigest bool
-	// The pool's line (pool.go): need is the units asked for, waiting
-	// whether r is in line, next the one after it, granted the next of a
-	// grant's list. Guarded by the pool's mutex.
+	// The pool's lines (pool.go): need is the units asked for, waiting
+	// whether r is in a line (inConn: its connection's, for its share;
+	// else the pool's), next the one after it, granted the next of a
+	// grant's list; claimed is the units r counts against its
+	// connection's share, from when it joins the pool's line or gets
+	// units until it gives them back. Guarded by the pool's mutex.
 	need    int
+	claimed int
 	waiting bool
+	inConn  bool
 	next    *request
 	granted *request
 }

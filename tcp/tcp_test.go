@@ -253,3 +253,49 @@ func TestBufferPoolWaits(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "buffers given back", func() bool { return r.tr.pool.out() == 0 })
 }
+
+// TestBufferShare: one connection holds at most its share of the pool (half
+// of it here), so a host that is sent R2Ts and sends no data leaves other
+// connections buffers until the send timeout; its commands past the share
+// wait in its own line and go on as its buffers come back.
+func TestBufferShare(t *testing.T) {
+	const size = 128 << 10
+	r := newRig(t, Config{MDTS: size, BufferPoolSize: 4 * size}, fabric.Options{})
+	_, a := r.controller(t, tcptest.Options{}, 0)
+	tags := []uint16{r2tFor(t, a, 0, size, false), r2tFor(t, a, 1, size, false)}
+	// Past a's share: no R2T for these while the first two hold theirs.
+	for cid := uint16(2); cid < 4; cid++ {
+		if err := a.Write(tcptest.CapsulePDU(writeCmd(cid, size), nil, false, false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, b := r.controller(t, tcptest.Options{Timeout: 3 * time.Second}, 0)
+	data := make([]byte, size)
+	pattern(data, 7)
+	if rsp, err := b.Do(tcptest.IO(nvme.OpWrite, 1, 1, 0, size/512), data, true, false); err != nil || !rsp.Status().IsSuccess() {
+		t.Fatalf("another connection's write while one holds R2Ts: %v %v", err, rsp)
+	}
+	// a's data for its first R2T: it completes, and its third write gets
+	// the buffers back.
+	if err := a.Write(tcptest.H2CDataPDU(0, tags[0], 0, make([]byte, size), true, false, false)); err != nil {
+		t.Fatal(err)
+	}
+	var resp, r2t bool
+	for !resp || !r2t {
+		h, _, err := a.ReadPDU()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case h.Type() == nvme.TCPCapsuleResp && h.CQE().CID() == 0 && h.CQE().Status().IsSuccess():
+			resp = true
+		case h.Type() == nvme.TCPR2T && h.CCCID() == 2:
+			r2t = true
+		default:
+			t.Fatalf("PDU type %#x for %#x", h.Type(), h.CCCID())
+		}
+	}
+	if got := r.tr.pool.out(); got > 2*size {
+		t.Errorf("%d bytes out of the pool, want at most a's share %d", got, 2*size)
+	}
+}

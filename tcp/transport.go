@@ -170,7 +170,8 @@ type Stats struct {
 	// DataOnlyReads counts the reads answered by their C2HData alone, with
 	// the SUCCESS flag and no response capsule.
 	DataOnlyReads atomic.Uint64
-	// BufferWaits counts commands that waited for data buffers;
+	// BufferWaits counts commands that waited for data buffers (for
+	// the pool, or for room in their connection's share of it);
 	// BufferBytes is the pool's bytes out (held by commands).
 	BufferWaits atomic.Uint64
 	BufferBytes atomic.Int64
@@ -203,7 +204,10 @@ func New(cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("tcp config: %w", err)
 	}
 	t := &Transport{cfg: cfg, log: cfg.Logger, listeners: map[*listener]struct{}{}, byAddr: map[string]int{}}
-	t.pool = newBufPool(int(cfg.IOUnitSize), int64(cfg.BufferPoolSize), &t.stats)
+	unit := int(cfg.IOUnitSize)
+	maxUnits := (int(cfg.MDTS) + unit - 1) / unit
+	share := shareOf(int(cfg.BufferPoolSize/uint64(unit)), cfg.MaxQueueDepth, maxUnits)
+	t.pool = newBufPool(unit, int64(cfg.BufferPoolSize), share, &t.stats)
 	return t, nil
 }
 

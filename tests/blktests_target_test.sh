@@ -3,8 +3,8 @@
 # a live nvmeof-tgt on the loop transport, so without RDMA and without blktests: the config
 # answers, setup (a subsystem for that host only, namespace 1 with the UUID blktests gave, the
 # port; secrets), cleanup (the port goes with the last subsystem), a setup over a leftover, bad
-# input refused before anything changes, and the nvmet shim in a private mount namespace (when
-# this machine lets us mount one). cmd/nvmeof-tgt's TestBlktestsTarget runs it.
+# input refused before anything changes, the same over a tcp port, and the nvmet shim in a private
+# mount namespace (when this machine lets us mount one). cmd/nvmeof-tgt's TestBlktestsTarget runs it.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -111,6 +111,19 @@ cli port list --json | tr -d ' \n' | grep -q '"id":2,' || fail "cleanup: port 2 
 cli port list --json | tr -d ' \n' | grep -q '"id":2,' && fail "cleanup: port 2 left after the last subsystem"
 "$ctl" cleanup --subsysnqn "$nqn" || fail "cleanup of a subsystem that is gone failed"
 cli subsystem list --json | grep -q '"nqn": "nqn.2026-11.io.nvmeof-tgt:blktests-anchor"' || fail "the anchor is gone"
+
+# Over TCP (BLKTESTS_TRTYPE=tcp): the same verbs, with a tcp port.
+tport=$((20000 + $$ % 20000))
+(
+  export BLKTESTS_TGT_TRANSPORT=tcp BLKTESTS_TGT_TRSVCID=$tport
+  [[ $("$ctl" config --show-trtype) == tcp ]] || fail "config --show-trtype over tcp"
+  "$ctl" setup --subsysnqn "$nqn" --subsys-uuid "$uuid" --hostnqn "$host" || fail "setup over tcp failed"
+  cli port list --json | tr -d ' \n' | grep -q "\"id\":2,\"transport\":\"tcp\",\"address\":\"127.0.0.2\",\"port\":$tport" ||
+    fail "setup over tcp: no tcp port 2 on 127.0.0.2:$tport"
+  "$ctl" cleanup --subsysnqn "$nqn" || fail "cleanup over tcp failed"
+  cli port list --json | tr -d ' \n' | grep -q '"id":2,' && fail "cleanup over tcp: port 2 left"
+  true
+) || exit 1
 
 # The shim: only a tmpfs mounted exactly at BLKTESTS_NVMET_SHIM is written, and only resv_enable.
 mkdir -p "$tmp/shim"

@@ -16,10 +16,13 @@ import (
 // TestAuth: DH-HMAC-CHAP with the Linux host (nvme connect --dhchap-secret,
 // --dhchap-ctrl-secret), configured by a reload of the target's file. Every
 // hash and the groups null, ffdhe2048 and ffdhe4096 are negotiated, as the
-// host's log confirms; wrong or missing keys are refused; discovery
-// authenticates too; a key rotated by the API applies to the next connect.
+// host's log confirms (sha384 with ffdhe2048, bidirectional, over NVMe/TCP:
+// the admin and the I/O queues authenticate over TCP); wrong or missing keys
+// are refused; discovery authenticates too; a key rotated by the API applies
+// to the next connect.
 func TestAuth(t *testing.T) {
 	requireTgt(t, "keys reloaded from nvmeof-tgt's file and rotated through its API (TestAuthPeer runs the kernel target)")
+	requireNVMeTCP(t)
 	h, other := newHost(t), newHost(t)
 	base := nqn("auth-base")
 	p, dir := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
@@ -35,18 +38,21 @@ func TestAuth(t *testing.T) {
 	type sub struct {
 		name, hash, group string
 		bidi              bool
+		transport         string
 	}
 	subs := []sub{
-		{nqn("auth-sha256"), "sha256", "null", false},
-		{nqn("auth-sha384"), "sha384", "ffdhe2048", true},
-		{nqn("auth-sha512"), "sha512", "null", false},
-		{nqn("auth-ffdhe4096"), "sha512", "ffdhe4096", true},
+		{nqn("auth-sha256"), "sha256", "null", false, "rdma"},
+		{nqn("auth-sha384"), "sha384", "ffdhe2048", true, "tcp"},
+		{nqn("auth-sha512"), "sha512", "null", false, "rdma"},
+		{nqn("auth-ffdhe4096"), "sha512", "ffdhe4096", true, "rdma"},
 	}
+	portOf := map[string]int{"rdma": portRDMA, "tcp": portTCP}
 	saved, err := os.ReadFile(p.cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := string(saved)
+	cfg := strings.Replace(string(saved), "subsystems:\n",
+		fmt.Sprintf("  - {transport: \"tcp\", address: %q, port: %d}\nsubsystems:\n", labAddr, portTCP), 1)
 	for _, s := range subs {
 		entry := fmt.Sprintf("{nqn: %q, dhchap_key_file: %q}", h.NQN, keyFile)
 		if s.bidi {
@@ -77,13 +83,16 @@ func TestAuth(t *testing.T) {
 
 	// ffdhe4096 goes last: the host's DH is slowest there under emulation.
 	connectCase := func(s sub) {
-		t.Run(s.hash+"-"+s.group, func(t *testing.T) {
+		t.Run(s.hash+"-"+s.group+"-"+s.transport, func(t *testing.T) {
 			flags := []string{"--dhchap-secret=" + hostKey}
 			if s.bidi {
 				flags = append(flags, "--dhchap-ctrl-secret="+ctrlKey)
 			}
+			connect := func(h host, flags ...string) (*controller, error) {
+				return h.connectOver(t, s.transport, s.name, portOf[s.transport], flags...)
+			}
 			before := dmesgText(t)
-			c, err := h.connectWith(t, s.name, portRDMA, flags...)
+			c, err := connect(h, flags...)
 			if err != nil {
 				t.Fatalf("connect with the right key: %v", err)
 			}
@@ -100,7 +109,7 @@ func TestAuth(t *testing.T) {
 
 			refused := func(what string, flags ...string) {
 				t.Helper()
-				if c, err := h.connectWith(t, s.name, portRDMA, flags...); err == nil {
+				if c, err := connect(h, flags...); err == nil {
 					t.Fatalf("%s: connected as %s", what, c.name)
 				}
 			}
@@ -114,7 +123,12 @@ func TestAuth(t *testing.T) {
 				}
 			}
 			// A host without a key on the subsystem connects without one.
-			other.mustConnect(t, s.name, 1).disconnect(t)
+			oc, err := connect(other)
+			if err != nil {
+				t.Fatalf("a host without a key: %v", err)
+			}
+			oc.blockDev(t, 1)
+			oc.disconnect(t)
 		})
 	}
 	for _, s := range subs[:len(subs)-1] {

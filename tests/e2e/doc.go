@@ -13,7 +13,9 @@
 // A test starts the target with startTarget(t, spec), which gives the selected one. A test, or a
 // subtest, whose assertions hold for nvmeof-tgt only (its API, its metrics, its process, its
 // fault injection, its answers where nvmet's differ) first calls requireTgt(t, why), which skips
-// it in kernel mode with the reason; that is the suite's one skip. Such a test gets the process
+// it in kernel mode with the reason; that is the suite's one skip but one: TestTCPSPDKHost skips
+// without SPDK_DIR, SPDK's host being no part of the lab (a skip is never a pass). A
+// nvmeof-tgt-only test gets the process
 // from startTgt(t, spec, opts...), whose options set what Spec does not:
 //
 //	withEnv(kv...)         variables for the target (NVMEOF_TGT_*, fault plans, WATCHDOG_USEC)

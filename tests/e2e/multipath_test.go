@@ -65,8 +65,14 @@ func (p *tgtProcess) setPorts(t *testing.T, ports string) {
 // nvmeN; it is disconnected when the test ends.
 func mpConnect(t *testing.T, h host, subnqn, addr string, port int) string {
 	t.Helper()
+	return mpConnectOver(t, h, "rdma", subnqn, addr, port)
+}
+
+// mpConnectOver is mpConnect over transport ("rdma", "tcp").
+func mpConnectOver(t *testing.T, h host, transport, subnqn, addr string, port int) string {
+	t.Helper()
 	before := nvmeControllers()
-	args := append([]string{"connect", "-t", "rdma", "-a", addr, "-s", strconv.Itoa(port), "-n", subnqn}, h.flags()...)
+	args := append([]string{"connect", "-t", transport, "-a", addr, "-s", strconv.Itoa(port), "-n", subnqn}, h.flags()...)
 	args = append(args, "--ctrl-loss-tmo=60", "--reconnect-delay=1")
 	mustRun(t, connectTimeout, "nvme", args...)
 	for name := range nvmeControllers() {
@@ -93,6 +99,15 @@ var pathDisk = regexp.MustCompile(`^nvme[0-9]+c([0-9]+)n[0-9]+$`)
 // pathState is the ANA state the host shows for namespace nsid through controller ctrl
 // (/sys/block/nvmeXcYnZ/ana_state), "" while it has no such path.
 func pathState(ctrl string, nsid uint32) string {
+	if d := pathBlock(ctrl, nsid); d != "" {
+		return readSys(filepath.Join("/sys/block", d, "ana_state"))
+	}
+	return ""
+}
+
+// pathBlock is the host's hidden disk of namespace nsid through controller ctrl (nvmeXcYnZ),
+// "" while it has none.
+func pathBlock(ctrl string, nsid uint32) string {
 	inst := strings.TrimPrefix(ctrl, "nvme")
 	ents, _ := os.ReadDir("/sys/block")
 	for _, e := range ents {
@@ -101,7 +116,7 @@ func pathState(ctrl string, nsid uint32) string {
 			continue
 		}
 		if n, err := readSysUint(filepath.Join("/sys/block", e.Name(), "nsid")); err == nil && uint32(n) == nsid {
-			return readSys(filepath.Join("/sys/block", e.Name(), "ana_state"))
+			return e.Name()
 		}
 	}
 	return ""

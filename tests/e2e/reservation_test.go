@@ -104,24 +104,26 @@ func hostIDHex(id string) string { return strings.ReplaceAll(id, "-", "") }
 // TestReservations: every reservation type between two hosts, a write the holder's type forbids
 // refused to the other host, preempt-and-abort, release, clear, the extended report, the
 // notification log, and PTPL: the state survives a restart of the target when a host asked for
-// it, and is gone after a restart when none did.
+// it, and is gone after a restart when none did. Host A is on RDMA and host B on NVMe/TCP, so
+// that each transport carries every command, and reservations hold across the two.
 func TestReservations(t *testing.T) {
 	requireTgt(t, "the 6.12 kernel target has no reservations")
+	requireNVMeTCP(t)
 	sub := nqn("resv")
 	dir := testDir(t)
 	// Reservations persist in a state directory of the test's own. Host B connects through a
-	// second port: nvme-cli refuses a second controller of a subsystem through the same address
-	// and port, whatever the host NQN (even with --duplicate-connect).
+	// second port (nvme-cli refuses a second controller of a subsystem through the same address
+	// and port, whatever the host NQN, even with --duplicate-connect): a TCP one.
 	p, _ := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
 		NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 0, "")},
 	}}}, withConfigEdit(func(y string) string {
-		second := fmt.Sprintf("  - {transport: \"rdma\", address: %q, port: %d}\nsubsystems:\n", labAddr, mpPort2)
+		second := fmt.Sprintf("  - {transport: \"tcp\", address: %q, port: %d}\nsubsystems:\n", labAddr, portTCP)
 		return strings.Replace(y, "subsystems:\n", second, 1) + fmt.Sprintf("state_dir: %q\n", filepath.Join(dir, "state"))
 	}))
 
 	ha, hb := newHost(t), newHost(t)
 	a := resvHost{host: ha, ctrl: "/dev/" + mpConnect(t, ha, sub, labAddr, portRDMA), id: ha.ID}
-	bh := resvHost{host: hb, ctrl: "/dev/" + mpConnect(t, hb, sub, labAddr, mpPort2), id: hb.ID}
+	bh := resvHost{host: hb, ctrl: "/dev/" + mpConnectOver(t, hb, "tcp", sub, labAddr, portTCP), id: hb.ID}
 
 	a.ok(t, "resv-register", "--nrkey=1", "--rrega=0", "--cptpl=3")
 	bh.ok(t, "resv-register", "--nrkey=2", "--rrega=0")

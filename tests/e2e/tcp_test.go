@@ -3,10 +3,15 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // portTCP is the NVMe/TCP port of the TCP tests, apart from the RDMA one.
@@ -23,8 +28,9 @@ func requireNVMeTCP(t *testing.T) {
 // TestTCPConnectFio serves a subsystem on an NVMe/TCP port and runs the kernel's NVMe/TCP host
 // against it: the discovery log over TCP (TRTYPE tcp, SQ flow control disable supported), then
 // fio with crc32c verification at 4 KiB QD32, 128 KiB and 1 MiB, on file and memory namespaces,
-// connected plainly, with header and data digests, and with SQ flow control disabled (reads
-// answered by their data alone, C2HData's SUCCESS flag).
+// and on a block one (a loop device) with digests on and off, connected plainly, with header and
+// data digests, and with SQ flow control disabled (reads answered by their data alone,
+// C2HData's SUCCESS flag).
 func TestTCPConnectFio(t *testing.T) {
 	requireTgt(t, "NVMe/TCP ports in the harness's target configuration")
 	requireNVMeTCP(t)
@@ -32,7 +38,7 @@ func TestTCPConnectFio(t *testing.T) {
 	sub := nqn("tcp")
 	spec := Spec{Port: Port{Transport: "tcp", Address: labAddr, Service: portTCP}, Subsystems: []Subsystem{{
 		NQN: sub, AllowAnyHost: true,
-		Namespaces: []Namespace{fileNS(t, 1, 64*mib, 512, ""), memNS(2, 64*mib, 4096, "")},
+		Namespaces: []Namespace{fileNS(t, 1, 64*mib, 512, ""), memNS(2, 64*mib, 4096, ""), blockNS(t, 3, 64*mib, 4096)},
 	}}}
 	_, dir := startTarget(t, spec)
 
@@ -62,11 +68,12 @@ func TestTCPConnectFio(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		flags    []string
+		nsids    []uint32
 		dataOnly bool // reads answered by C2HData with SUCCESS, no response capsule
 	}{
-		{"plain", nil, false},
-		{"digests", []string{"--hdr-digest", "--data-digest"}, false},
-		{"sqflow-disabled", []string{"--disable-sqflow"}, true},
+		{"plain", nil, []uint32{1, 2, 3}, false},
+		{"digests", []string{"--hdr-digest", "--data-digest"}, []uint32{1, 2, 3}, false},
+		{"sqflow-disabled", []string{"--disable-sqflow"}, []uint32{1, 2}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := dataOnly()
@@ -74,7 +81,7 @@ func TestTCPConnectFio(t *testing.T) {
 			if err != nil {
 				t.Fatalf("nvme connect -t tcp: %v", err)
 			}
-			for _, nsid := range []uint32{1, 2} {
+			for _, nsid := range tc.nsids {
 				dev := c.blockDev(t, nsid)
 				for _, fc := range []fioCase{
 					{rw: "randwrite", bs: 4 * kib, iodepth: 32, size: 8 * mib},
@@ -94,6 +101,210 @@ func TestTCPConnectFio(t *testing.T) {
 	for _, name := range []string{"nvmeof_tgt_tcp_digest_errors_total", "nvmeof_tgt_tcp_termination_requests_total", "nvmeof_tgt_tcp_data_timeouts_total", "nvmeof_tgt_tcp_send_timeouts_total"} {
 		if v, found := metricSum(m, name); !found || v != 0 {
 			t.Errorf("%s = %v (found %v), want 0", name, v, found)
+		}
+	}
+}
+
+// pathIOs is the reads and writes the host completed through its path to namespace nsid by
+// controller ctrl (/sys/block/nvmeXcYnZ/stat), 0 while it has no such path.
+func pathIOs(ctrl string, nsid uint32) uint64 {
+	d := pathBlock(ctrl, nsid)
+	if d == "" {
+		return 0
+	}
+	f := strings.Fields(readSys(filepath.Join("/sys/block", d, "stat")))
+	if len(f) < 5 {
+		return 0
+	}
+	r, _ := strconv.ParseUint(f[0], 10, 64)
+	w, _ := strconv.ParseUint(f[4], 10, 64)
+	return r + w
+}
+
+// TestTCPANAFailover: one subsystem on an RDMA port and a TCP port, listed by discovery over
+// either transport with both; the Linux host's native multipath has a path over each, ANA
+// optimized through RDMA and non-optimized through TCP. Under fio verify at 4 KiB and 128 KiB,
+// the states are swapped through the API (I/O moves to TCP), swapped back (to RDMA), the RDMA
+// port is removed (to TCP, the one path left) and added back (to RDMA): no I/O fails, and each
+// time the host's I/O goes through the optimized path or the only live one.
+func TestTCPANAFailover(t *testing.T) {
+	requireTgt(t, "ANA states set through nvmeof-tgt's API, an RDMA and a TCP port")
+	requireNVMeTCP(t)
+	h := newHost(t)
+	sub := nqn("tcp-ana")
+	p, dir := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
+		NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 64*mib, 0, ""), fileNS(t, 2, 64*mib, 0, "")},
+	}}})
+	p.setPorts(t, fmt.Sprintf("ports:\n"+
+		"  - {id: 1, transport: rdma, address: %q, port: %d}\n"+
+		"  - {id: 2, transport: tcp, address: %q, port: %d, ana_groups: {1: non-optimized}}\n",
+		labAddr, portRDMA, labAddr, portTCP))
+
+	for _, tr := range []struct {
+		transport string
+		port      int
+	}{{"rdma", portRDMA}, {"tcp", portTCP}} {
+		var log discoveryLog
+		nvmeJSON(t, &log, append(append([]string{"discover"}, fabricFlagsOver(tr.transport, tr.port)...), h.flags()...)...)
+		got := map[string]bool{}
+		for _, r := range log.Records {
+			if r.Subnqn == sub {
+				got[r.Trtype+":"+r.Trsvcid] = true
+			}
+		}
+		if want := []string{fmt.Sprintf("rdma:%d", portRDMA), fmt.Sprintf("tcp:%d", portTCP)}; !got[want[0]] || !got[want[1]] || len(got) != 2 {
+			t.Errorf("discovery over %s lists %s through %v, want %v", tr.transport, sub, got, want)
+		}
+	}
+
+	ctrls := []string{mpConnectOver(t, h, "rdma", sub, labAddr, portRDMA), mpConnectOver(t, h, "tcp", sub, labAddr, portTCP)}
+	onRDMA := [3]map[uint32]string{{1: "optimized", 2: "optimized"}, {1: "non-optimized", 2: "non-optimized"}}
+	onTCP := [3]map[uint32]string{{1: "non-optimized", 2: "non-optimized"}, {1: "optimized", 2: "optimized"}}
+	waitPathStates(t, "at connect", ctrls, onRDMA, 10*time.Second)
+	dev1, dev2 := headDev(t, sub, 1), headDev(t, sub, 2)
+
+	const runtime = 50 * time.Second
+	start := time.Now()
+	fios := []<-chan error{mpFio(t, dev1, dir, 4096, runtime), mpFio(t, dev2, dir, 128<<10, runtime)}
+	ios := func() (n [2]uint64) {
+		for i, c := range ctrls {
+			n[i] = pathIOs(c, 1) + pathIOs(c, 2)
+		}
+		return n
+	}
+	// expect checks that the host's I/O goes through path want (0 RDMA, 1 TCP) for a few
+	// seconds, once what the other path had in flight has completed.
+	names := [2]string{"RDMA", "TCP"}
+	expect := func(phase string, want int) {
+		t.Helper()
+		time.Sleep(time.Second)
+		a := ios()
+		time.Sleep(4 * time.Second)
+		b := ios()
+		var d [2]uint64
+		for i := range d {
+			if b[i] > a[i] {
+				d[i] = b[i] - a[i]
+			}
+		}
+		t.Logf("%s: %d I/Os through RDMA, %d through TCP in 4 s", phase, d[0], d[1])
+		if d[want] == 0 || 20*d[1-want] > d[want] {
+			t.Errorf("%s: %d I/Os through RDMA and %d through TCP, want them through %s (fio runs %v from %v ago)",
+				phase, d[0], d[1], names[want], runtime, time.Since(start).Round(time.Second))
+		}
+	}
+	ana := func(port, state string) { p.ctl(t, "port", "ana", "set", port, "1", state) }
+
+	time.Sleep(2 * time.Second)
+	expect("RDMA optimized", 0)
+	ana("2", "optimized")
+	ana("1", "non-optimized")
+	waitPathStates(t, "TCP optimized", ctrls, onTCP, anaFollows)
+	expect("TCP optimized", 1)
+	ana("1", "optimized")
+	ana("2", "non-optimized")
+	waitPathStates(t, "RDMA optimized again", ctrls, onRDMA, anaFollows)
+	expect("RDMA optimized again", 0)
+	rdmaFlags := []string{"--transport", "rdma", "--address", labAddr, "--port", strconv.Itoa(portRDMA)}
+	p.ctl(t, append([]string{"port", "remove"}, rdmaFlags...)...)
+	expect("RDMA port removed", 1)
+	p.ctl(t, append([]string{"port", "add", "--id", "1"}, rdmaFlags...)...)
+	if err := waitFor(30*time.Second, func() bool { return ctrlState(ctrls[0]) == "live" }); err != nil {
+		t.Fatalf("the RDMA path did not come back: %s is %s", ctrls[0], ctrlState(ctrls[0]))
+	}
+	waitPathStates(t, "RDMA port back", ctrls, onRDMA, 10*time.Second)
+	expect("RDMA port back", 0)
+	for _, ch := range fios {
+		if err := <-ch; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// reserveHugepages reserves n 2 MiB hugepages and mounts hugetlbfs where none is, as SPDK's
+// DPDK needs, until the test ends.
+func reserveHugepages(t *testing.T, n int) {
+	t.Helper()
+	const nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+	before := strings.TrimSpace(readSys(nr))
+	if before == "" {
+		before = "0"
+	}
+	if err := writeAttr(nr, strconv.Itoa(n)); err != nil {
+		t.Fatalf("hugepages: %v", err)
+	}
+	t.Cleanup(func() { _ = writeAttr(nr, before) })
+	if got, _ := strconv.Atoi(strings.TrimSpace(readSys(nr))); got < n {
+		t.Fatalf("hugepages: %d of %d reserved", got, n)
+	}
+	if strings.Contains(readSys("/proc/mounts"), " hugetlbfs ") {
+		return
+	}
+	if err := os.MkdirAll("/dev/hugepages", 0o755); err != nil {
+		t.Fatalf("hugetlbfs: %v", err)
+	}
+	mustRun(t, cmdTimeout, "mount", "-t", "hugetlbfs", "nodev", "/dev/hugepages")
+	t.Cleanup(func() { _ = runQuiet(cmdTimeout, "umount", "/dev/hugepages") })
+}
+
+var spdkPerfTotal = regexp.MustCompile(`(?m)^Total\s*:\s*([0-9.]+)\s+([0-9.]+)`)
+
+// TestTCPSPDKHost: SPDK's NVMe/TCP host (spdk_nvme_identify and spdk_nvme_perf of SPDK_DIR, a
+// tree tests/bench/spdk-build.sh built) against the TCP port: identify reads the controller and
+// its namespace; perf runs 4 KiB random reads and writes with header and data digests, then
+// 128 KiB writes, with no command failed. Without SPDK_DIR it is skipped, which is not a pass.
+func TestTCPSPDKHost(t *testing.T) {
+	requireTgt(t, "SPDK's host against nvmeof-tgt's TCP port")
+	spdk := os.Getenv("SPDK_DIR")
+	if spdk == "" {
+		t.Skip("SPDK_DIR is not set: SPDK's NVMe/TCP host not tested (tests/bench/spdk-build.sh builds it; tests/lab/e2e.sh passes SPDK_DIR to the guest)")
+	}
+	identify, perf := filepath.Join(spdk, "build/bin/spdk_nvme_identify"), filepath.Join(spdk, "build/bin/spdk_nvme_perf")
+	for _, b := range []string{identify, perf} {
+		if _, err := os.Stat(b); err != nil {
+			t.Fatalf("SPDK_DIR=%s: %v (build it with tests/bench/spdk-build.sh)", spdk, err)
+		}
+	}
+	sub := nqn("tcp-spdk")
+	_, dir := startTgt(t, Spec{Port: Port{Transport: "tcp", Address: labAddr, Service: portTCP}, Subsystems: []Subsystem{{
+		NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 64*mib, 0, "")},
+	}}})
+	reserveHugepages(t, 256)
+	trid := fmt.Sprintf("trtype:TCP adrfam:IPv4 traddr:%s trsvcid:%d subnqn:%s", labAddr, portTCP, sub)
+	save := func(name string, r cmdResult) {
+		_ = os.WriteFile(filepath.Join(dir, name), []byte(r.String()), 0o644)
+	}
+
+	r := run(t, 2*time.Minute, identify, "-r", trid, "-d", "256")
+	save("spdk_nvme_identify.txt", r)
+	if r.err != nil {
+		t.Fatalf("spdk_nvme_identify: %v", r.err)
+	}
+	for _, want := range []string{"Subsystem NQN: *" + regexp.QuoteMeta(sub), "Model Number: *nvmeof-tgt", "Namespace ID:1\n"} {
+		if !regexp.MustCompile(want).Match(r.stdout) {
+			t.Errorf("spdk_nvme_identify shows no %q (spdk_nvme_identify.txt)", want)
+		}
+	}
+
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"randrw-4k-digests", []string{"-q", "16", "-o", "4096", "-w", "randrw", "-M", "50", "-t", "5", "-H", "-I"}},
+		{"write-128k", []string{"-q", "4", "-o", "131072", "-w", "write", "-t", "3"}},
+	} {
+		r := run(t, 2*time.Minute, perf, append([]string{"-r", trid, "-s", "256", "-c", "0x1"}, c.args...)...)
+		save("spdk_nvme_perf-"+c.name+".txt", r)
+		m := spdkPerfTotal.FindSubmatch(r.stdout)
+		switch {
+		case r.err != nil:
+			t.Errorf("spdk_nvme_perf %s: %v", c.name, r.err)
+		case strings.Contains(string(r.stdout)+string(r.stderr), "with error"):
+			t.Errorf("spdk_nvme_perf %s: commands failed (spdk_nvme_perf-%s.txt)", c.name, c.name)
+		case m == nil || string(m[1]) == "0.00":
+			t.Errorf("spdk_nvme_perf %s: no I/O done (spdk_nvme_perf-%s.txt)", c.name, c.name)
+		default:
+			t.Logf("spdk_nvme_perf %s: %s IOPS, %s MiB/s", c.name, m[1], m[2])
 		}
 	}
 }

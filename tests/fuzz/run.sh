@@ -10,6 +10,11 @@
 # with the Go version, commit and date; `make fuzz-long` writes
 # tests/fuzz/results.txt this way. FUZZ_PARALLEL sets the workers (default
 # 1), FUZZ_MINIMIZE the time to minimize an input (default 10s).
+# FUZZ_ONLY, an extended regexp matched against "package:Target", runs only
+# the targets it matches; with RESULTS, their table is then appended to the
+# file (a full run replaces it):
+#
+#   FUZZ_ONLY='/tcp:|:FuzzTCP' nice -n 19 tests/fuzz/run.sh 10000000 tests/fuzz/results.txt
 #
 # Counts, not -fuzztime durations: a duration races the fuzz coordinator's
 # deadline and can fail a clean run with "context deadline exceeded" (Go
@@ -28,6 +33,10 @@ minimize=${FUZZ_MINIMIZE:-10s}
 
 targets=$($GO test -list '^Fuzz' ./... | awk '/^Fuzz/ { f[n++] = $1 } /^ok/ { for (i = 0; i < n; i++) print $2 ":" f[i]; n = 0 }') || exit 1
 [ -n "$targets" ] || { echo "fuzz: no fuzz targets found" >&2; exit 1; }
+only=${FUZZ_ONLY:-}
+if [ -n "$only" ]; then
+	targets=$(grep -E -- "$only" <<<"$targets") || { echo "fuzz: no fuzz target matches FUZZ_ONLY=$only" >&2; exit 1; }
+fi
 
 tmp=
 if [ -n "$results" ]; then
@@ -35,7 +44,11 @@ if [ -n "$results" ]; then
 	commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 	git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
 	{
-		echo "# tests/fuzz/run.sh $execs: every fuzz target to $execs executions, one at a time"
+		if [ -n "$only" ]; then
+			echo "# tests/fuzz/run.sh $execs, FUZZ_ONLY='$only': those fuzz targets to $execs executions, one at a time"
+		else
+			echo "# tests/fuzz/run.sh $execs: every fuzz target to $execs executions, one at a time"
+		fi
 		echo "# $($GO version), $parallel worker(s), minimizing for $minimize, commit $commit"
 		echo "# started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nproc) CPUs ($(uname -m))"
 		printf '%-40s %-22s %10s %9s %8s %9s %s\n' package target execs elapsed execs/s 'new' result
@@ -74,7 +87,12 @@ done
 if [ -n "$tmp" ]; then
 	echo "# finished $(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$tmp"
 	mkdir -p "$(dirname "$results")"
-	mv "$tmp" "$results"
+	if [ -n "$only" ] && [ -f "$results" ]; then
+		{ echo; cat "$tmp"; } >>"$results"
+		rm -f "$tmp"
+	else
+		mv "$tmp" "$results"
+	fi
 	tmp=
 	chmod 0644 "$results"
 	echo "fuzz: results in $results"

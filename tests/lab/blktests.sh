@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # blktests.sh (make blktests): run blktests' NVMe-oF tests in the lab guest against bin/nvmeof-tgt
-# over Soft-RoCE, as a remote target (blktests' NVME_TARGET_CONTROL, here tests/lab/blktests-target),
-# and write what blktests found to tests/out/blktests/.
+# over Soft-RoCE or NVMe/TCP, as a remote target (blktests' NVME_TARGET_CONTROL, here
+# tests/lab/blktests-target), and write what blktests found to tests/out/blktests/.
 #
-#   BLKTESTS_DIR=/path/to/blktests [BLKTESTS_TESTS='nvme/054 ...'] tests/lab/blktests.sh
+#   BLKTESTS_DIR=/path/to/blktests [BLKTESTS_TESTS='nvme/054 ...'] [BLKTESTS_TRTYPE=tcp] tests/lab/blktests.sh
 #
 # blktests is not packaged for Debian 12 and is not vendored here: BLKTESTS_DIR is a checkout of
 # https://github.com/linux-blktests/blktests (README.md, "blktests"). Nothing in it is built: the
@@ -11,8 +11,9 @@
 #
 # In the guest: nvmeof-tgt serves only a placeholder subsystem (a target keeps at least one) on
 # LAB_ADDR:4419; blktests-target adds each test's subsystem and the port blktests connects to
-# (LAB_ADDR:4420) and removes them again. blktests runs with NVMET_TRTYPES=rdma, USE_RXE=1 (the
-# guest's rxe0 on lab0) and NVME_IMG_SIZE=BLKTESTS_IMG_SIZE (default 64M). Namespaces are files on
+# (LAB_ADDR:4420) and removes them again. blktests runs with NVMET_TRTYPES=BLKTESTS_TRTYPE (rdma,
+# the default, with USE_RXE=1: the guest's rxe0 on lab0; or tcp, the target's ports then tcp
+# too) and NVME_IMG_SIZE=BLKTESTS_IMG_SIZE (default 64M). Namespaces are files on
 # the guest's scratch disk with BLKTESTS_BLOCK_SIZE-byte blocks (default 512, as blktests' own
 # default namespace, a loop device, has: nvme/029 moves 511 blocks in one command, which at 4 KiB
 # is past the Linux RDMA host's 1 MiB; 4096 makes fio's I/O, sized by the block, 8 times fewer).
@@ -65,16 +66,18 @@ img=${BLKTESTS_IMG_SIZE:-64M}
 [[ $img =~ ^[0-9]+[KMG]?$ ]] || die "BLKTESTS_IMG_SIZE=$img: want a size such as 64M or 1G"
 bs=${BLKTESTS_BLOCK_SIZE:-512}
 [[ $bs == 512 || $bs == 4096 ]] || die "BLKTESTS_BLOCK_SIZE=$bs: want 512 or 4096"
+trtype=${BLKTESTS_TRTYPE:-rdma}
+[[ $trtype == rdma || $trtype == tcp ]] || die "BLKTESTS_TRTYPE=$trtype: want rdma or tcp"
 
 rm -rf "$out" && mkdir -p "$out"
 inner=$(mktemp "${TMPDIR:-/tmp}/blktests-inner.XXXXXX")
 trap 'rm -f "$inner"' EXIT
 cat >"$inner" <<'INNER'
 # In the guest: $1 repo, $2 blktests, $3 out dir, $4 image size, $5 block size, $6 the lab's kernel
-# cache, then the tests.
+# cache, $7 the transport, then the tests.
 set -uo pipefail
-repo=$1 dir=$2 out=$3 img=$4 bs=$5 cache=$6
-shift 6
+repo=$1 dir=$2 out=$3 img=$4 bs=$5 cache=$6 trtype=$7
+shift 7
 
 # blktests asks /boot/config-$(uname -r) which options the kernel has (_have_kernel_option); the
 # guest's / is the host's, without it. Take it from the guest kernel's own package.
@@ -94,7 +97,7 @@ mkdir -p "$run"
 anchor=nqn.2026-11.io.nvmeof-tgt:blktests-anchor
 cat >"$run/config.yaml" <<YAML
 ports:
-  - {id: 1, transport: rdma, address: $LAB_ADDR, port: 4419}
+  - {id: 1, transport: $trtype, address: $LAB_ADDR, port: 4419}
 subsystems:
   # The placeholder: a target keeps at least one subsystem. No blktests host may use it.
   - nqn: $anchor
@@ -118,19 +121,19 @@ if ! grep -q "target ready" "$out/target.log"; then
 fi
 
 cat >"$out/config" <<CONFIG
-NVMET_TRTYPES=rdma
-USE_RXE=1
+NVMET_TRTYPES=$trtype
+$([[ $trtype == rdma ]] && echo USE_RXE=1)
 NVME_TARGET_CONTROL=$repo/tests/lab/blktests-target
 NVME_IMG_SIZE=$img
 TEST_DEVS=()
 CONFIG
 export NVMEOF_TGT_BIN=$repo/bin/nvmeof-tgt BLKTESTS_TGT_SOCKET=$run/api.sock
-export BLKTESTS_TGT_ADDR=$LAB_ADDR BLKTESTS_TGT_TRSVCID=4420 BLKTESTS_TGT_PORT_ID=2
+export BLKTESTS_TGT_ADDR=$LAB_ADDR BLKTESTS_TGT_TRSVCID=4420 BLKTESTS_TGT_PORT_ID=2 BLKTESTS_TGT_TRANSPORT=$trtype
 export BLKTESTS_TGT_DIR=$LAB_SCRATCH/blktests-ns BLKTESTS_TGT_SIZE=$img BLKTESTS_TGT_BLOCK_SIZE=$bs
 export BLKTESTS_TGT_LOG=$out/target-control.log
 shim=/sys/kernel/config/nvmet
 [[ -d $shim ]] || { echo "blktests: $shim missing: is nvmet loaded?"; exit 1; }
-echo "blktests: $(git -C "$dir" describe --always --dirty 2>/dev/null || echo "blktests in $dir"), NVME_IMG_SIZE=$img, $bs-byte blocks, tests: $*" |
+echo "blktests: $(git -C "$dir" describe --always --dirty 2>/dev/null || echo "blktests in $dir"), $trtype, NVME_IMG_SIZE=$img, $bs-byte blocks, tests: $*" |
   tee "$out/run.txt"
 
 cd "$dir" || exit 1
@@ -159,7 +162,7 @@ rc=0
 # shellcheck disable=SC2086 # LABVM_FLAGS is a list of flags
 "$repo/tests/lab/labvm" --share "$repo" --timeout "${BLKTESTS_TIMEOUT:-3600}" --console "$out/console.log" \
   ${LABVM_FLAGS:-} "$inner" "$repo" "$dir" "$out" "$img" "$bs" "${NVMEOF_LAB_CACHE:-/var/cache/nvmeof-tgt-lab}" \
-  "${tests[@]}" || rc=$?
+  "$trtype" "${tests[@]}" || rc=$?
 echo "blktests: the guest exited $rc"
 
 # ---- summary -------------------------------------------------------------------------------

@@ -8,7 +8,9 @@
 # log too).
 # LABVM_FLAGS adds flags to labvm (e.g. "--cpus 4 --mem 4096"; the default memory is 3072 MiB,
 # room for the Ceph cluster of the rbd tests beside the rest). E2E_TAGS are the build tags
-# (default e2e; make bench uses e2e,bench). BENCH_* variables are passed on to the guest.
+# (default e2e; make bench uses e2e,bench). BENCH_* variables are passed on to the guest, and
+# SPDK_DIR (a tree tests/bench/spdk-build.sh built: TestTCPSPDKHost runs SPDK's NVMe/TCP host from
+# it, and skips without it).
 # Exit status: the test binary's (labvm's 124 on timeout).
 set -euo pipefail
 
@@ -41,6 +43,8 @@ inner=$(mktemp "${TMPDIR:-/tmp}/e2e-inner.XXXXXX")
 trap 'rm -f "$inner"' EXIT
 # The guest starts from a clean environment: carry the benchmark's settings over.
 for v in $(compgen -e -X '!BENCH_*'); do printf 'export %s=%q\n' "$v" "${!v}"; done >"$inner"
+# The guest sees the host's files at the same paths.
+if [[ -n ${SPDK_DIR:-} ]]; then printf 'export SPDK_DIR=%q\n' "$(realpath "$SPDK_DIR")" >>"$inner"; fi
 cat >>"$inner" <<'INNER'
 # In the guest: $1 repo, $2 target kind, then flags for the test binary.
 set -o pipefail
