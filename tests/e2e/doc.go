@@ -13,8 +13,8 @@
 // A test starts the target with startTarget(t, spec), which gives the selected one. A test, or a
 // subtest, whose assertions hold for nvmeof-tgt only (its API, its metrics, its process, its
 // fault injection, its answers where nvmet's differ) first calls requireTgt(t, why), which skips
-// it in kernel mode with the reason; that is the suite's one skip but one: TestTCPSPDKHost skips
-// without SPDK_DIR, SPDK's host being no part of the lab (a skip is never a pass). A
+// it in kernel mode with the reason; that is the suite's one skip. (TestTCPSPDKHost, SPDK's host
+// against the TCP port, is built with the tag spdk only and fails without SPDK_DIR.) A
 // nvmeof-tgt-only test gets the process
 // from startTgt(t, spec, opts...), whose options set what Spec does not:
 //

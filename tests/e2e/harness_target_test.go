@@ -114,7 +114,7 @@ func withDir(dir string) tgtOption {
 // requireTgt skips the test, or the subtest, in a run against the kernel target: what follows
 // holds for nvmeof-tgt only, for the reason why. got, if given, is what the kernel target reported
 // instead, logged so that the parsing behind the assertion still runs. It is the suite's one
-// skip, but for TestTCPSPDKHost's without SPDK_DIR.
+// skip.
 func requireTgt(t *testing.T, why string, got ...any) {
 	t.Helper()
 	if targetKind != kindKernel {
