@@ -25,6 +25,9 @@ func newFakeQoS(t *testing.T, c QoSConfig) *fakeQoS {
 	t.Helper()
 	f := &fakeQoS{q: newNSQoS(), clock: 1e12, got: map[string]int{}, bytes: map[string]uint64{}, fq: &Queue{}}
 	f.q.now = func() float64 { return f.clock }
+	// The test runs it as the clock moves: the real timer does nothing.
+	f.q.timer.Stop()
+	f.q.timer = time.AfterFunc(time.Hour, func() {})
 	f.q.release = func(r *Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -32,8 +35,8 @@ func newFakeQoS(t *testing.T, c QoSConfig) *fakeQoS {
 		f.bytes[r.qosHost.nqn] += uint64(r.DataLen)
 		f.order = append(f.order, r.qosHost.nqn)
 	}
-	t.Cleanup(func() { f.q.timer.Stop() })
 	f.q.set(c)
+	t.Cleanup(func() { f.q.timer.Stop() })
 	return f
 }
 
