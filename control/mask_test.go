@@ -3,6 +3,8 @@ package control
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -241,5 +243,21 @@ func TestGatewayMaskAndQoS(t *testing.T) {
 	want("both gateways follow", []string{hst2}, q)
 	if b.m.liveNamespace(subA, 1) != liveB {
 		t.Fatal("B added the namespace again for a change of mask or QoS")
+	}
+}
+
+// TestMaskAndQoSReloadUnchanged: a file that writes an empty mask or an
+// empty list of QoS hosts is the configuration without them: a reload
+// changes nothing.
+func TestMaskAndQoSReloadUnchanged(t *testing.T) {
+	b := newBench(t, maskYAML)
+	y := strings.ReplaceAll(maskYAML, "{nsid: 2, path: FILE, size: 1MiB}", "{nsid: 2, path: FILE, size: 1MiB, hosts: [], qos_per_host: {hosts: []}}")
+	y = strings.ReplaceAll(y, "FILE", filepath.Join(b.dir, "ns2.img"))
+	if err := os.WriteFile(b.path, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.m.Reload(tester)
+	if err != nil || len(res.Applied) != 0 {
+		t.Fatalf("reload: %+v %v: want nothing to change", res, err)
 	}
 }

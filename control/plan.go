@@ -169,7 +169,7 @@ func (m *Manager) planSubsystem(os, ns config.Subsystem, opts changeOpts) (remov
 				changes = append(changes, m.setNamespaceHosts(nqn, on.NSID, nn.Hosts))
 				on.Hosts = nn.Hosts
 			}
-			if !reflect.DeepEqual(on.QoS, nn.QoS) || !reflect.DeepEqual(on.QoSPerHost, nn.QoSPerHost) {
+			if !sameQoS(on, *nn) {
 				changes = append(changes, m.setNamespaceQoS(nqn, *nn))
 				on.QoS, on.QoSPerHost = nn.QoS, nn.QoSPerHost
 			}
@@ -270,6 +270,12 @@ func (m *Manager) liveNamespace(nqn string, nsid uint32) *fabric.Namespace {
 func sameBackend(a, b config.Namespace) bool {
 	a.Size, a.ANAGroup = b.Size, b.ANAGroup
 	return reflect.DeepEqual(liveless(a), liveless(b))
+}
+
+// sameQoS reports whether a and b have the same QoS limits; an empty
+// list of hosts is none, as a file may write it.
+func sameQoS(a, b config.Namespace) bool {
+	return a.QoS == b.QoS && a.QoSPerHost.Default == b.QoSPerHost.Default && slices.Equal(a.QoSPerHost.Hosts, b.QoSPerHost.Hosts)
 }
 
 // liveless is n without its mask and QoS, which their own steps change.
