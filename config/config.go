@@ -147,6 +147,57 @@ type Namespace struct {
 	Image    string `mapstructure:"image"`
 	CephConf string `mapstructure:"ceph_conf"`
 	Client   string `mapstructure:"client"`
+	// Hosts masks the namespace: only these hosts see it (and only if
+	// the subsystem lets them connect). Empty: every host the subsystem
+	// allows sees it. Changed live.
+	Hosts []string `mapstructure:"hosts"`
+	// QoS limits the namespace's I/O, all hosts together; QoSPerHost
+	// each host's. Changed live.
+	QoS        QoS        `mapstructure:"qos"`
+	QoSPerHost QoSPerHost `mapstructure:"qos_per_host"`
+}
+
+// QoS is a set of limits: commands per second (IOPS counts reads,
+// writes, Write Zeroes and Dataset Management; read_iops the reads,
+// write_iops the others) and bytes of data per second (bw, read_bw,
+// write_bw, with units: 100MB, 1GiB). 0 or absent: no limit.
+type QoS struct {
+	IOPS      uint64 `mapstructure:"iops"`
+	ReadIOPS  uint64 `mapstructure:"read_iops"`
+	WriteIOPS uint64 `mapstructure:"write_iops"`
+	BW        Bytes  `mapstructure:"bw"`
+	ReadBW    Bytes  `mapstructure:"read_bw"`
+	WriteBW   Bytes  `mapstructure:"write_bw"`
+}
+
+// IsZero reports whether q limits nothing.
+func (q QoS) IsZero() bool { return q == QoS{} }
+
+// QoSPerHost is the limits of each host's I/O on a namespace: Default
+// for any host, and the hosts listed their own instead.
+type QoSPerHost struct {
+	Default QoS       `mapstructure:"default"`
+	Hosts   []HostQoS `mapstructure:"hosts"`
+}
+
+// IsZero reports whether p limits nothing and lists no host.
+func (p QoSPerHost) IsZero() bool { return p.Default.IsZero() && len(p.Hosts) == 0 }
+
+// HostQoS is one host's limits on a namespace, instead of the default: a
+// limit it leaves out is none for that host.
+type HostQoS struct {
+	NQN string `mapstructure:"nqn"`
+	QoS `mapstructure:",squash"`
+}
+
+// FindHostQoS finds host's entry in qs.
+func FindHostQoS(qs []HostQoS, host string) *HostQoS {
+	for i := range qs {
+		if qs[i].NQN == host {
+			return &qs[i]
+		}
+	}
+	return nil
 }
 
 // HexID is an identifier written in hex (a namespace's nguid, eui64). It

@@ -492,7 +492,9 @@ func structKeys(t reflect.Type) []string {
 	var keys []string
 	for i := range t.NumField() {
 		f := t.Field(i)
-		keys = append(keys, f.Tag.Get("mapstructure"))
+		if tag := f.Tag.Get("mapstructure"); !strings.HasPrefix(tag, ",") {
+			keys = append(keys, tag)
+		}
 		ft := f.Type
 		if ft.Kind() == reflect.Slice {
 			ft = ft.Elem()

@@ -77,6 +77,15 @@ func node(v reflect.Value, omitZero bool) (*yaml.Node, error) {
 		for i := 0; i < v.NumField(); i++ {
 			f := v.Type().Field(i)
 			key := keyOf(f)
+			if f.Anonymous && strings.Contains(f.Tag.Get("mapstructure"), ",squash") {
+				// Its keys are the outer struct's (HostQoS).
+				n, err := node(v.Field(i), omitZero)
+				if err != nil {
+					return nil, err
+				}
+				m.Content = append(m.Content, n.Content...)
+				continue
+			}
 			if key == "" || !f.IsExported() || omitZero && v.Field(i).IsZero() {
 				continue
 			}
@@ -147,6 +156,11 @@ func (c *Config) Clone() *Config {
 		s.DHCHAPHashes = slices.Clone(s.DHCHAPHashes)
 		s.DHCHAPDHGroups = slices.Clone(s.DHCHAPDHGroups)
 		s.Namespaces = slices.Clone(s.Namespaces)
+		for j := range s.Namespaces {
+			n := &s.Namespaces[j]
+			n.Hosts = slices.Clone(n.Hosts)
+			n.QoSPerHost.Hosts = slices.Clone(n.QoSPerHost.Hosts)
+		}
 		s.Ports = slices.Clone(s.Ports)
 	}
 	d.Discovery.Hosts = slices.Clone(c.Discovery.Hosts)

@@ -30,6 +30,16 @@ subsystems:
       - {nsid: 8, path: /tmp/x.img, size: 1024, buffered_io: true, uuid: 4f0e2c1a-0000-4000-8000-000000000009}
       - {nsid: 9, backend: memory, size: 1MiB, nguid: "00112233445566778899001122334455", eui64: "0011223344556677"}
       - {nsid: 10, backend: memory, size: 1MiB, nguid: none}
+      - nsid: 11
+        backend: memory
+        size: 1MiB
+        hosts: ["nqn.2014-08.org.nvmexpress:uuid:4f0e2c1a-0000-4000-8000-000000000001"]
+        qos: {iops: 10000, read_bw: 100MB, write_bw: 1GiB}
+        qos_per_host:
+          default: {write_iops: 500, bw: 10MiB}
+          hosts:
+            - {nqn: "nqn.2026-11.io.example:h2", read_iops: 7}
+            - {nqn: "nqn.2026-11.io.example:h3"}
   - {nqn: "nqn.2026-11.io.example:b", allow_any_host: true}
 rdma:
   poll_nap: 0s

@@ -192,6 +192,7 @@ func (c *Config) validateSubsystems(p *problems) {
 				nsids[n.NSID] = j
 			}
 			n.validate(p, nk)
+			n.validateMask(p, nk)
 			if n.ANAGroup < 1 || n.ANAGroup > limits.ANAGroups {
 				p.add(nk+".ana_group", "%d is out of range 1..%d", n.ANAGroup, limits.ANAGroups)
 			}
@@ -576,4 +577,34 @@ func (c *Config) validatePortsOf(p *problems, k string, s Subsystem) {
 	case s.CNTLIDMin > s.CNTLIDMax:
 		p.add(k+".cntlid_max", "%d is below cntlid_min %d", s.CNTLIDMax, s.CNTLIDMin)
 	}
+}
+
+// validateMask checks a namespace's mask and its QoS hosts: NQNs, once
+// each, at most limits.NamespaceHosts. A mask may name a host the
+// subsystem does not let connect: it only narrows what the subsystem
+// allows, and the host may be added to it later.
+func (n Namespace) validateMask(p *problems, k string) {
+	checkHostList := func(key string, nqns []string) {
+		if len(nqns) > limits.NamespaceHosts {
+			p.add(key, "%d hosts, more than %d", len(nqns), limits.NamespaceHosts)
+			return
+		}
+		seen := make(map[string]int, len(nqns))
+		for j, h := range nqns {
+			hk := fmt.Sprintf("%s[%d]", key, j)
+			if err := nvme.CheckNQN(h); err != nil {
+				p.add(hk, "%v", err)
+			} else if prev, dup := seen[h]; dup {
+				p.add(hk, "%q is also %s[%d]", h, key, prev)
+			} else {
+				seen[h] = j
+			}
+		}
+	}
+	checkHostList(k+".hosts", n.Hosts)
+	qh := make([]string, len(n.QoSPerHost.Hosts))
+	for i, h := range n.QoSPerHost.Hosts {
+		qh[i] = h.NQN
+	}
+	checkHostList(k+".qos_per_host.hosts", qh)
 }

@@ -3,8 +3,10 @@ package config
 import (
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +42,22 @@ func TestValidateRejects(t *testing.T) {
 		{"port zero", func(c *Config) { c.Ports[0].Port = 0 }, "ports[0].port", "1..65535"},
 		{"port too big", func(c *Config) { c.Ports[0].Port = 65536 }, "ports[0].port", ""},
 		{"port negative", func(c *Config) { c.Ports[0].Port = -1 }, "ports[0].port", ""},
+		// Namespace masks and QoS hosts.
+		{"mask host not an NQN", func(c *Config) { ns(c, 0).Hosts = []string{""} }, "subsystems[0].namespaces[0].hosts[0]", "empty"},
+		{"mask host twice", func(c *Config) {
+			ns(c, 0).Hosts = []string{"nqn.2026-11.io.example:h1", "nqn.2026-11.io.example:h1"}
+		}, "subsystems[0].namespaces[0].hosts[1]", "also subsystems[0].namespaces[0].hosts[0]"},
+		{"mask too long", func(c *Config) {
+			for i := range 1025 {
+				ns(c, 0).Hosts = append(ns(c, 0).Hosts, fmt.Sprintf("nqn.2026-11.io.example:h%d", i))
+			}
+		}, "subsystems[0].namespaces[0].hosts", "more than 1024"},
+		{"QoS host twice", func(c *Config) {
+			ns(c, 0).QoSPerHost.Hosts = []HostQoS{{NQN: "nqn.2026-11.io.example:h1"}, {NQN: "nqn.2026-11.io.example:h1"}}
+		}, "subsystems[0].namespaces[0].qos_per_host.hosts[1]", "also"},
+		{"QoS host a/b", func(c *Config) {
+			ns(c, 0).QoSPerHost.Hosts = []HostQoS{{NQN: "nqn.2026-11.io.example:a/b"}}
+		}, "subsystems[0].namespaces[0].qos_per_host.hosts[0]", "'/'"},
 		{"duplicate port", func(c *Config) { c.Ports = append(c.Ports, c.Ports[0]) }, "ports[1]", "ports[0]"},
 		{"port ID zero", func(c *Config) { c.Ports[0].ID = 0 }, "ports[0].id", "1..65519"},
 		{"port ID reserved", func(c *Config) { c.Ports[0].ID = 0xfff0 }, "ports[0].id", "1..65519"},
@@ -526,7 +544,7 @@ subsystems:
 		{NSID: 2, Backend: BackendRBD, Pool: "rbd", Image: "disk2", Size: GiB, CephConf: "/srv/ceph.conf", Client: "client.gw", BlockSize: 512, ANAGroup: 1},
 	}
 	for i, w := range want {
-		if got := c.Subsystems[0].Namespaces[i]; got != w {
+		if got := c.Subsystems[0].Namespaces[i]; !reflect.DeepEqual(got, w) {
 			t.Errorf("namespace %d:\n got %+v\nwant %+v", i, got, w)
 		}
 	}

@@ -72,6 +72,10 @@ const (
 	pathPortGroup  = pathPortANA + "/{group}"
 	pathSubPorts   = pathSubsystem + "/ports"
 	pathNSGroup    = pathNamespace + "/ana_group"
+	pathNSHosts    = pathNamespace + "/hosts"
+	pathNSHost     = pathNSHosts + "/{host}"
+	pathNSQoS      = pathNamespace + "/qos"
+	pathNSQoSHost  = pathNSQoS + "/hosts/{host}"
 	pathFence      = "/v1/group/gateways/{id}/fence"
 )
 
@@ -101,6 +105,11 @@ var (
 	routeSetANAState     = route{http.MethodPut, pathPortGroup}
 	routeSetSubPorts     = route{http.MethodPut, pathSubPorts}
 	routeSetANAGroup     = route{http.MethodPut, pathNSGroup}
+	routeAddNSHost       = route{http.MethodPost, pathNSHosts}
+	routeRemoveNSHost    = route{http.MethodDelete, pathNSHost}
+	routeSetNSQoS        = route{http.MethodPut, pathNSQoS}
+	routeSetNSHostQoS    = route{http.MethodPut, pathNSQoSHost}
+	routeRemoveNSHostQoS = route{http.MethodDelete, pathNSQoSHost}
 	routeFenceGateway    = route{http.MethodPost, pathFence}
 )
 
@@ -169,6 +178,11 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc(routeSetANAState.pattern(), m.setANAStateHTTP)
 	mux.HandleFunc(routeSetSubPorts.pattern(), m.setSubsystemPortsHTTP)
 	mux.HandleFunc(routeSetANAGroup.pattern(), m.setANAGroupHTTP)
+	mux.HandleFunc(routeAddNSHost.pattern(), m.addNSHostHTTP)
+	mux.HandleFunc(routeRemoveNSHost.pattern(), m.removeNSHostHTTP)
+	mux.HandleFunc(routeSetNSQoS.pattern(), m.setNSQoSHTTP)
+	mux.HandleFunc(routeSetNSHostQoS.pattern(), m.setNSHostQoSHTTP)
+	mux.HandleFunc(routeRemoveNSHostQoS.pattern(), m.removeNSHostQoSHTTP)
 	mux.HandleFunc(routeFenceGateway.pattern(), m.fenceGatewayHTTP)
 	return jsonErrors{mux}
 }
@@ -280,14 +294,79 @@ type NamespaceRequest struct {
 	Image    string `json:"image,omitempty"`
 	CephConf string `json:"ceph_conf,omitempty"`
 	Client   string `json:"client,omitempty"`
+	// Hosts masks the namespace to these hosts; none: every host.
+	Hosts []string `json:"hosts,omitempty"`
+	// QoS and QoSPerHost are its limits, as PUT .../qos and
+	// .../qos/hosts/{host} set them.
+	QoS        *QoSRequest        `json:"qos,omitempty"`
+	QoSPerHost *QoSPerHostRequest `json:"qos_per_host,omitempty"`
 }
 
 func (n NamespaceRequest) config() config.Namespace {
-	return config.Namespace{NSID: n.NSID, Backend: n.Backend, Path: n.Path, Size: config.Bytes(n.Size),
+	c := config.Namespace{NSID: n.NSID, Backend: n.Backend, Path: n.Path, Size: config.Bytes(n.Size),
 		BlockSize: n.BlockSize, UUID: n.UUID, NGUID: config.HexID(n.NGUID), EUI64: config.HexID(n.EUI64),
 		ANAGroup: n.ANAGroup, ReadOnly: n.ReadOnly, BufferedIO: n.BufferedIO,
-		Pool: n.Pool, Image: n.Image, CephConf: n.CephConf, Client: n.Client}
+		Pool: n.Pool, Image: n.Image, CephConf: n.CephConf, Client: n.Client, Hosts: n.Hosts}
+	if n.QoS != nil {
+		c.QoS = n.QoS.config()
+	}
+	if p := n.QoSPerHost; p != nil {
+		c.QoSPerHost.Default = p.Default.config()
+		for _, h := range p.Hosts {
+			c.QoSPerHost.Hosts = append(c.QoSPerHost.Hosts, config.HostQoS{NQN: h.NQN, QoS: h.QoSRequest.config()})
+		}
+	}
+	return c
 }
+
+// QoSRequest is a set of QoS limits, the body of PUT
+// /v1/subsystems/{nqn}/namespaces/{nsid}/qos (the namespace's, all hosts
+// together) and of .../qos/hosts/{host} (one host's, or with host
+// "default" every host's without its own). Bandwidths are bytes per
+// second, a number or a string with a unit ("100MB"); 0 or absent: no
+// limit. A PUT replaces every limit of its scope.
+type QoSRequest struct {
+	IOPS      uint64 `json:"iops,omitempty"`
+	ReadIOPS  uint64 `json:"read_iops,omitempty"`
+	WriteIOPS uint64 `json:"write_iops,omitempty"`
+	BW        Size   `json:"bw,omitempty"`
+	ReadBW    Size   `json:"read_bw,omitempty"`
+	WriteBW   Size   `json:"write_bw,omitempty"`
+}
+
+func (q QoSRequest) config() config.QoS {
+	return config.QoS{IOPS: q.IOPS, ReadIOPS: q.ReadIOPS, WriteIOPS: q.WriteIOPS,
+		BW: config.Bytes(q.BW), ReadBW: config.Bytes(q.ReadBW), WriteBW: config.Bytes(q.WriteBW)}
+}
+
+func qosRequestOf(q config.QoS) QoSRequest {
+	return QoSRequest{IOPS: q.IOPS, ReadIOPS: q.ReadIOPS, WriteIOPS: q.WriteIOPS,
+		BW: Size(q.BW), ReadBW: Size(q.ReadBW), WriteBW: Size(q.WriteBW)}
+}
+
+// QoSPerHostRequest is a namespace's per-host limits in a
+// NamespaceRequest: Default for any host, Hosts their own.
+type QoSPerHostRequest struct {
+	Default QoSRequest       `json:"default"`
+	Hosts   []HostQoSRequest `json:"hosts,omitempty"`
+}
+
+// HostQoSRequest is one host's limits.
+type HostQoSRequest struct {
+	NQN string `json:"nqn"`
+	QoSRequest
+}
+
+// NSHostRequest is the body of POST
+// /v1/subsystems/{nqn}/namespaces/{nsid}/hosts: a host the namespace is
+// shown to.
+type NSHostRequest struct {
+	NQN string `json:"nqn"`
+}
+
+// QoSDefaultHost is the {host} of .../qos/hosts/{host} that names every
+// host without limits of its own; no NQN is spelt so.
+const QoSDefaultHost = "default"
 
 // ResizeRequest is the body of POST /v1/subsystems/{nqn}/namespaces/{nsid}/resize.
 // Size is required; 0 means the backend's size now (a file's length, a
@@ -725,6 +804,120 @@ func (m *Manager) setANAGroupHTTP(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	writeResult(w, http.StatusOK, res, err)
+}
+
+// editNamespace changes the namespace named by the path, which must
+// exist.
+func (m *Manager) editNamespace(w http.ResponseWriter, r *http.Request, edit func(s *config.Subsystem, n *config.Namespace) error) {
+	id, ok := nsid(w, r)
+	if !ok {
+		return
+	}
+	res, err := m.editSubsystem(r, false, func(c *config.Config, s *config.Subsystem) error {
+		n := findNamespace(s, id)
+		if n == nil {
+			return notFound(fmt.Errorf("namespace %d of %s: %w", id, s.NQN, fabric.ErrNoNamespace))
+		}
+		return edit(s, n)
+	})
+	writeResult(w, http.StatusOK, res, err)
+}
+
+// addNSHostHTTP shows a masked namespace to one more host, live. A
+// namespace with no mask is every host's already, and one host added would
+// hide it from the others: refused, as ceph-nvmeof refuses add_host on a
+// namespace visible to all. Whether a namespace has a mask is set when it
+// is added (hosts) or in the configuration file.
+func (m *Manager) addNSHostHTTP(w http.ResponseWriter, r *http.Request) {
+	var req NSHostRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	m.editNamespace(w, r, func(s *config.Subsystem, n *config.Namespace) error {
+		switch {
+		case len(n.Hosts) == 0:
+			return conflict(fmt.Errorf("namespace %d of %s: %w", n.NSID, s.NQN, errNoMask))
+		case slices.Contains(n.Hosts, req.NQN):
+			return conflict(fmt.Errorf("host %s of namespace %d of %s: %w", req.NQN, n.NSID, s.NQN, errExists))
+		}
+		n.Hosts = append(slices.Clone(n.Hosts), req.NQN)
+		return nil
+	})
+}
+
+// errNoMask refuses adding a host to a namespace every host sees.
+var errNoMask = errors.New("has no mask: every host sees it, and a host added would hide it from the others; " +
+	"add it with its hosts (ns add --host) or set its hosts in the configuration file")
+
+// errLastHost refuses taking the last host off a mask: an empty mask shows
+// the namespace to every host, the opposite of what was asked.
+var errLastHost = errors.New("the last host of a namespace's mask: an empty mask shows it to every host; remove the namespace, " +
+	"or add another host first, or clear the mask in the configuration file")
+
+func (m *Manager) removeNSHostHTTP(w http.ResponseWriter, r *http.Request) {
+	host := r.PathValue("host")
+	m.editNamespace(w, r, func(s *config.Subsystem, n *config.Namespace) error {
+		switch {
+		case !slices.Contains(n.Hosts, host):
+			return notFound(fmt.Errorf("host %s of namespace %d of %s: %w", host, n.NSID, s.NQN, errNoHost))
+		case len(n.Hosts) == 1:
+			return conflict(fmt.Errorf("host %s of namespace %d of %s: %w", host, n.NSID, s.NQN, errLastHost))
+		}
+		n.Hosts = slices.DeleteFunc(slices.Clone(n.Hosts), func(h string) bool { return h == host })
+		return nil
+	})
+}
+
+// setNSQoSHTTP sets a namespace's limits, all hosts together, live.
+func (m *Manager) setNSQoSHTTP(w http.ResponseWriter, r *http.Request) {
+	var req QoSRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	m.editNamespace(w, r, func(s *config.Subsystem, n *config.Namespace) error {
+		n.QoS = req.config()
+		return nil
+	})
+}
+
+// setNSHostQoSHTTP sets one host's limits on a namespace, or with host
+// QoSDefaultHost every host's without their own, live.
+func (m *Manager) setNSHostQoSHTTP(w http.ResponseWriter, r *http.Request) {
+	var req QoSRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	host := r.PathValue("host")
+	m.editNamespace(w, r, func(s *config.Subsystem, n *config.Namespace) error {
+		hosts := slices.Clone(n.QoSPerHost.Hosts)
+		switch h := config.FindHostQoS(hosts, host); {
+		case host == QoSDefaultHost:
+			n.QoSPerHost.Default = req.config()
+		case h != nil:
+			h.QoS = req.config()
+		default:
+			hosts = append(hosts, config.HostQoS{NQN: host, QoS: req.config()})
+		}
+		n.QoSPerHost.Hosts = hosts
+		return nil
+	})
+}
+
+// removeNSHostQoSHTTP removes a host's own limits on a namespace: the
+// default applies to it again. For QoSDefaultHost, the default goes.
+func (m *Manager) removeNSHostQoSHTTP(w http.ResponseWriter, r *http.Request) {
+	host := r.PathValue("host")
+	m.editNamespace(w, r, func(s *config.Subsystem, n *config.Namespace) error {
+		if host == QoSDefaultHost {
+			n.QoSPerHost.Default = config.QoS{}
+			return nil
+		}
+		if config.FindHostQoS(n.QoSPerHost.Hosts, host) == nil {
+			return notFound(fmt.Errorf("QoS of host %s on namespace %d of %s: %w", host, n.NSID, s.NQN, errNoHost))
+		}
+		n.QoSPerHost.Hosts = slices.DeleteFunc(slices.Clone(n.QoSPerHost.Hosts), func(h config.HostQoS) bool { return h.NQN == host })
+		return nil
+	})
 }
 
 // fenceGatewayHTTP fences a dead gateway of the group on the operator's

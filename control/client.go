@@ -231,6 +231,34 @@ func (c *Client) SetANAGroup(ctx context.Context, nqn string, nsid, group uint32
 	return c.change(ctx, routeSetANAGroup, ANAGroupRequest{ANAGroup: group}, nqn, strconv.FormatUint(uint64(nsid), 10))
 }
 
+// AddNamespaceHost shows a namespace to one more host (masking it to that
+// host alone if it had no mask).
+func (c *Client) AddNamespaceHost(ctx context.Context, nqn string, nsid uint32, host string) (Result, error) {
+	return c.change(ctx, routeAddNSHost, NSHostRequest{NQN: host}, nqn, strconv.FormatUint(uint64(nsid), 10))
+}
+
+// RemoveNamespaceHost hides a namespace from a host of its mask.
+func (c *Client) RemoveNamespaceHost(ctx context.Context, nqn string, nsid uint32, host string) (Result, error) {
+	return c.change(ctx, routeRemoveNSHost, nil, nqn, strconv.FormatUint(uint64(nsid), 10), host)
+}
+
+// SetNamespaceQoS sets a namespace's limits, all hosts together.
+func (c *Client) SetNamespaceQoS(ctx context.Context, nqn string, nsid uint32, req QoSRequest) (Result, error) {
+	return c.change(ctx, routeSetNSQoS, req, nqn, strconv.FormatUint(uint64(nsid), 10))
+}
+
+// SetNamespaceHostQoS sets one host's limits on a namespace; host
+// QoSDefaultHost sets those of every host without its own.
+func (c *Client) SetNamespaceHostQoS(ctx context.Context, nqn string, nsid uint32, host string, req QoSRequest) (Result, error) {
+	return c.change(ctx, routeSetNSHostQoS, req, nqn, strconv.FormatUint(uint64(nsid), 10), host)
+}
+
+// RemoveNamespaceHostQoS removes a host's own limits on a namespace (or,
+// for QoSDefaultHost, the default).
+func (c *Client) RemoveNamespaceHostQoS(ctx context.Context, nqn string, nsid uint32, host string) (Result, error) {
+	return c.change(ctx, routeRemoveNSHostQoS, nil, nqn, strconv.FormatUint(uint64(nsid), 10), host)
+}
+
 // FenceGateway fences a dead gateway of the group on the operator's word.
 func (c *Client) FenceGateway(ctx context.Context, id int) (Result, error) {
 	return c.change(ctx, routeFenceGateway, nil, strconv.Itoa(id))

@@ -164,6 +164,15 @@ func (m *Manager) planSubsystem(os, ns config.Subsystem, opts changeOpts) (remov
 				changes = append(changes, m.setANAGroup(nqn, on.NSID, nn.ANAGroup))
 				on.ANAGroup = nn.ANAGroup
 			}
+			if !slices.Equal(on.Hosts, nn.Hosts) {
+				// Hosts stay; those whose view changed are told.
+				changes = append(changes, m.setNamespaceHosts(nqn, on.NSID, nn.Hosts))
+				on.Hosts = nn.Hosts
+			}
+			if !sameQoS(on, *nn) {
+				changes = append(changes, m.setNamespaceQoS(nqn, *nn))
+				on.QoS, on.QoSPerHost = nn.QoS, nn.QoSPerHost
+			}
 			if on.Backend == config.BackendMemory {
 				break
 			}
@@ -199,7 +208,7 @@ func (m *Manager) planSubsystem(os, ns config.Subsystem, opts changeOpts) (remov
 // see, not with the configuration's (0 says nothing of it): less is
 // refused with ErrShrink unless forced, and nothing to change is no step.
 func (m *Manager) planResize(nqn string, on, nn config.Namespace, opts changeOpts) (*step, error) {
-	changed := nn != on
+	changed := !reflect.DeepEqual(liveless(nn), liveless(on))
 	if !changed && (opts.reread == nil || !opts.reread(nqn, nn)) {
 		return nil, nil
 	}
@@ -256,11 +265,23 @@ func (m *Manager) liveNamespace(nqn string, nsid uint32) *fabric.Namespace {
 	return nil
 }
 
-// sameBackend reports whether a and b differ at most in size and ANA
-// group, which change in place.
+// sameBackend reports whether a and b differ at most in size, ANA group,
+// mask and QoS, which change in place.
 func sameBackend(a, b config.Namespace) bool {
 	a.Size, a.ANAGroup = b.Size, b.ANAGroup
-	return a == b
+	return reflect.DeepEqual(liveless(a), liveless(b))
+}
+
+// sameQoS reports whether a and b have the same QoS limits; an empty
+// list of hosts is none, as a file may write it.
+func sameQoS(a, b config.Namespace) bool {
+	return a.QoS == b.QoS && a.QoSPerHost.Default == b.QoSPerHost.Default && slices.Equal(a.QoSPerHost.Hosts, b.QoSPerHost.Hosts)
+}
+
+// liveless is n without its mask and QoS, which their own steps change.
+func liveless(n config.Namespace) config.Namespace {
+	n.Hosts, n.QoS, n.QoSPerHost = nil, config.QoS{}, config.QoSPerHost{}
+	return n
 }
 
 // staticChanges names the keys outside ports and subsystems that differ:

@@ -2,6 +2,7 @@ package control
 
 import (
 	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -83,6 +84,36 @@ type NamespaceStatus struct {
 	// Reservation is the namespace's persistent reservation, if any host
 	// registered.
 	Reservation *ReservationStatus `json:"reservation,omitempty"`
+	// Hosts is the namespace's mask: the hosts that see it; none: every
+	// host the subsystem allows.
+	Hosts []string `json:"hosts,omitempty"`
+	// QoS is its limits and what they held, if it has or had any.
+	QoS *QoSStatus `json:"qos,omitempty"`
+}
+
+// QoSStatus is a namespace's QoS limits and what they held since the
+// target started.
+type QoSStatus struct {
+	// Limits are the namespace's, all hosts together; PerHost those of
+	// each host without limits of its own.
+	Limits  QoSRequest `json:"limits"`
+	PerHost QoSRequest `json:"per_host"`
+	// Hosts are the hosts with limits of their own, or held commands.
+	Hosts []HostQoSStatus `json:"hosts,omitempty"`
+	// Held is how many commands wait now; HeldTotal how many waited, for
+	// WaitedSeconds in all.
+	Held          int     `json:"held"`
+	HeldTotal     uint64  `json:"held_total"`
+	WaitedSeconds float64 `json:"waited_seconds"`
+}
+
+// HostQoSStatus is one host's QoS on a namespace.
+type HostQoSStatus struct {
+	NQN string `json:"nqn"`
+	// Limits are its own, nil when the default applies.
+	Limits        *QoSRequest `json:"limits,omitempty"`
+	Held          int         `json:"held"`
+	WaitedSeconds float64     `json:"waited_seconds"`
 }
 
 // ReservationStatus is a namespace's registrants and holder.
@@ -132,7 +163,9 @@ func (m *Manager) Status() Status {
 				info := fn.Info()
 				ns.Size, ns.BlockSize = info.Size, info.BlockSize
 				ns.Reservation = reservationStatus(fn.Reservation())
+				ns.QoS = qosStatus(nc, fn.QoSStats())
 			}
+			ns.Hosts = slices.Clone(nc.Hosts)
 			ss.Namespaces = append(ss.Namespaces, ns)
 		}
 		st.Subsystems = append(st.Subsystems, ss)
@@ -183,4 +216,31 @@ func reservationStatus(r fabric.ReservationInfo) *ReservationStatus {
 		rs.Registrants = append(rs.Registrants, RegistrantStatus{HostID: g.HostID.String(), Key: g.Key})
 	}
 	return rs
+}
+
+// qosStatus shows a namespace's QoS; nil when it has no limit and never
+// held a command.
+func qosStatus(nc config.Namespace, st fabric.QoSStats) *QoSStatus {
+	if nc.QoS.IsZero() && nc.QoSPerHost.IsZero() && st.HeldTotal == 0 {
+		return nil
+	}
+	qs := &QoSStatus{Limits: qosRequestOf(nc.QoS), PerHost: qosRequestOf(nc.QoSPerHost.Default),
+		Held: st.Held, HeldTotal: st.HeldTotal, WaitedSeconds: st.Waited.Seconds()}
+	hosts := map[string]*HostQoSStatus{}
+	for _, h := range nc.QoSPerHost.Hosts {
+		l := qosRequestOf(h.QoS)
+		hosts[h.NQN] = &HostQoSStatus{NQN: h.NQN, Limits: &l}
+	}
+	for nqn, hs := range st.Hosts {
+		h := hosts[nqn]
+		if h == nil {
+			h = &HostQoSStatus{NQN: nqn}
+			hosts[nqn] = h
+		}
+		h.Held, h.WaitedSeconds = hs.Held, hs.Waited.Seconds()
+	}
+	for _, nqn := range slices.Sorted(maps.Keys(hosts)) {
+		qs.Hosts = append(qs.Hosts, *hosts[nqn])
+	}
+	return qs
 }

@@ -67,6 +67,7 @@ func (m *Manager) addSubsystem(sc config.Subsystem) step {
 // attach adds an opened namespace to s and to the running configuration.
 func (m *Manager) attach(s *fabric.Subsystem, nc config.Namespace, b backend) error {
 	fc := b.NamespaceConfig
+	fc.Hosts, fc.QoS = nc.Hosts, qosConfig(nc)
 	if m.gw != nil {
 		fc.Reservations = resvSharer{m}
 	}
@@ -358,6 +359,46 @@ func (m *Manager) setANAGroup(nqn string, nsid, group uint32) step {
 			return err
 		}
 		findNamespace(findSubsystem(m.running, nqn), nsid).ANAGroup = group
+		return nil
+	}}
+}
+
+// setNamespaceHosts masks a namespace to hosts (none: every host), live:
+// the controllers whose view changed are told, and their hosts add or
+// remove the disk.
+func (m *Manager) setNamespaceHosts(nqn string, nsid uint32, hosts []string) step {
+	what := fmt.Sprintf("show namespace %d of %s to hosts %v", nsid, nqn, hosts)
+	if len(hosts) == 0 {
+		what = fmt.Sprintf("show namespace %d of %s to every host", nsid, nqn)
+	}
+	return step{what: what, do: func(m *Manager) error {
+		s, err := m.liveSubsystem(nqn)
+		if err != nil {
+			return err
+		}
+		if err := s.SetNamespaceHosts(nvme.NSID(nsid), hosts); err != nil {
+			return err
+		}
+		findNamespace(findSubsystem(m.running, nqn), nsid).Hosts = slices.Clone(hosts)
+		m.log.Info("namespace mask changed", "subnqn", nqn, "nsid", nsid, "hosts", hosts)
+		return nil
+	}}
+}
+
+// setNamespaceQoS sets a namespace's QoS limits, live.
+func (m *Manager) setNamespaceQoS(nqn string, nc config.Namespace) step {
+	return step{what: fmt.Sprintf("set the QoS of namespace %d of %s", nc.NSID, nqn), do: func(m *Manager) error {
+		ns := m.liveNamespace(nqn, nc.NSID)
+		if ns == nil {
+			return fmt.Errorf("namespace %d of %s: %w", nc.NSID, nqn, fabric.ErrNoNamespace)
+		}
+		if err := ns.SetQoS(qosConfig(nc)); err != nil {
+			return err
+		}
+		rn := findNamespace(findSubsystem(m.running, nqn), nc.NSID)
+		rn.QoS = nc.QoS
+		rn.QoSPerHost = config.QoSPerHost{Default: nc.QoSPerHost.Default, Hosts: slices.Clone(nc.QoSPerHost.Hosts)}
+		m.log.Info("namespace QoS changed", "subnqn", nqn, "nsid", nc.NSID, "qos", nc.QoS, "qos_per_host", nc.QoSPerHost)
 		return nil
 	}}
 }

@@ -80,3 +80,21 @@ func authPolicy(s config.Subsystem) (fabric.AuthPolicy, error) {
 	hs, gs, err := s.AuthNames()
 	return fabric.AuthPolicy{Hashes: hs, Groups: gs}, err
 }
+
+// qosLimits is a set of QoS limits as fabric takes them.
+func qosLimits(q config.QoS) fabric.QoSLimits {
+	return fabric.QoSLimits{IOPS: q.IOPS, ReadIOPS: q.ReadIOPS, WriteIOPS: q.WriteIOPS,
+		BW: uint64(q.BW), ReadBW: uint64(q.ReadBW), WriteBW: uint64(q.WriteBW)}
+}
+
+// qosConfig is a namespace's QoS as fabric takes it.
+func qosConfig(n config.Namespace) fabric.QoSConfig {
+	c := fabric.QoSConfig{Limits: qosLimits(n.QoS), PerHost: qosLimits(n.QoSPerHost.Default)}
+	if len(n.QoSPerHost.Hosts) > 0 {
+		c.Hosts = make(map[string]fabric.QoSLimits, len(n.QoSPerHost.Hosts))
+		for _, h := range n.QoSPerHost.Hosts {
+			c.Hosts[h.NQN] = qosLimits(h.QoS)
+		}
+	}
+	return c
+}

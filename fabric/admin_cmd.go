@@ -92,8 +92,10 @@ func handleIdentify(r *Request) nvme.Status {
 			r.errLoc = nvme.ErrLocNSID
 			return nvme.StatusInvalidNamespace.WithDNR()
 		}
-		// An inactive NSID returns zeroes (NVMe base §5.15.2).
-		if ns := c.s.namespace(nsid); ns != nil {
+		// An inactive NSID returns zeroes (NVMe base §5.15.2), one
+		// masked from this host too: it is not attached to this
+		// controller.
+		if ns := c.namespace(nsid); ns != nil {
 			ns.identify(nvme.IdentifyNamespace(buf[:]))
 		}
 	case nvme.CNSActiveNSList:
@@ -103,14 +105,14 @@ func handleIdentify(r *Request) nvme.Status {
 			return nvme.StatusInvalidNamespace.WithDNR()
 		}
 		var ids []nvme.NSID
-		for _, id := range c.s.activeNSIDs() {
-			if id > start {
-				ids = append(ids, id)
+		for _, ns := range c.namespaces() {
+			if ns.nsid > start {
+				ids = append(ids, ns.nsid)
 			}
 		}
 		nvme.PutNSList(buf[:], ids)
 	case nvme.CNSNSDescriptorList:
-		ns := c.s.namespace(r.Cmd.NSID())
+		ns := c.namespace(r.Cmd.NSID())
 		if ns == nil {
 			r.errLoc = nvme.ErrLocNSID
 			return nvme.StatusInvalidNamespace.WithDNR()
@@ -300,11 +302,7 @@ func (c *Controller) errorLog() []byte {
 
 func (c *Controller) smartLog() []byte {
 	var sl nvme.SMARTLog
-	for _, nsid := range c.s.activeNSIDs() {
-		ns := c.s.namespace(nsid)
-		if ns == nil {
-			continue
-		}
+	for _, ns := range c.namespaces() {
 		st := ns.Stats()
 		// Data units are thousands of 512-byte units, rounded up (§5.14.1.2).
 		sl.DataUnitsRead += (st.ReadBytes/512 + 999) / 1000
@@ -476,7 +474,7 @@ func handleGetFeatures(r *Request) nvme.Status {
 		}
 		r.setResult(v)
 	case nvme.FeatReservationMask, nvme.FeatReservationPersist:
-		ns := c.s.namespace(r.Cmd.NSID())
+		ns := c.namespace(r.Cmd.NSID())
 		if ns == nil {
 			r.errLoc = nvme.ErrLocNSID
 			return nvme.StatusInvalidNamespace.WithDNR()

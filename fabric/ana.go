@@ -121,18 +121,17 @@ func (t *Target) SetANAStates(portID uint16, states map[uint32]nvme.ANAState) er
 // anaChanged sends an ANA Change notice to the controllers of s that match
 // and see a namespace in one of groups.
 func (s *Subsystem) anaChanged(match func(*Controller) bool, groups []uint32) {
-	has := false
+	var in []*Namespace
 	for _, ns := range s.Namespaces() {
 		if slices.Contains(groups, ns.ANAGroup()) {
-			has = true
-			break
+			in = append(in, ns)
 		}
 	}
-	if !has {
+	if len(in) == 0 {
 		return
 	}
 	for _, c := range s.controllerList() {
-		if match(c) {
+		if match(c) && slices.ContainsFunc(in, func(ns *Namespace) bool { return ns.visibleTo(c.hostNQN) }) {
 			c.anaChanged()
 		}
 	}
@@ -157,7 +156,9 @@ func (s *Subsystem) SetNamespaceANAGroup(nsid nvme.NSID, group uint32) error {
 		return fmt.Errorf("namespace %d: %w", nsid, ErrNoNamespace)
 	}
 	if old := ns.anaGroup.Swap(group); old != group {
-		s.anaChanged(func(*Controller) bool { return true }, []uint32{old, group})
+		// Only the controllers that see it: to the others, neither
+		// group changed.
+		s.anaChanged(func(c *Controller) bool { return ns.visibleTo(c.hostNQN) }, []uint32{old, group})
 	}
 	return nil
 }
@@ -182,7 +183,7 @@ type anaPage struct {
 // what a read costs is its descriptors and its length.
 func (c *Controller) anaLog(groupsOnly bool) anaPage {
 	byGroup := map[uint32][]nvme.NSID{}
-	for _, ns := range c.s.Namespaces() { // NSID order
+	for _, ns := range c.namespaces() { // NSID order
 		g := ns.ANAGroup()
 		byGroup[g] = append(byGroup[g], ns.nsid)
 	}

@@ -28,6 +28,10 @@ func BenchmarkLoopIO(b *testing.B) {
 		{"write-128k", nvme.OpWrite, 128 << 10, 1},
 		{"read-4k-2queues", nvme.OpRead, 4 << 10, 2},
 		{"read-4k-4queues", nvme.OpRead, 4 << 10, 4},
+		// A limit that never holds (the QoS bookkeeping alone), and a
+		// mask naming the host (its lookup alone).
+		{"read-4k-qos-room", nvme.OpRead, 4 << 10, 1},
+		{"read-4k-masked", nvme.OpRead, 4 << 10, 1},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			tgt := NewTarget(Options{})
@@ -38,7 +42,14 @@ func BenchmarkLoopIO(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := sub.AddNamespace(NamespaceConfig{NSID: 1, Device: dev}); err != nil {
+			nc := NamespaceConfig{NSID: 1, Device: dev}
+			switch tc.name {
+			case "read-4k-qos-room":
+				nc.QoS = QoSConfig{Limits: QoSLimits{IOPS: 1 << 40, BW: 1 << 60}, PerHost: QoSLimits{IOPS: 1 << 40}}
+			case "read-4k-masked":
+				nc.Hosts = []string{"nqn.2026-11.io.example:other", testHostNQN}
+			}
+			if _, err := sub.AddNamespace(nc); err != nil {
 				b.Fatal(err)
 			}
 			if err := tgt.AddPort(lt, &Port{Address: "bench", Service: "1"}); err != nil {

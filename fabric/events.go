@@ -230,15 +230,9 @@ func (c *Controller) holdAER(r *Request) nvme.Status { return c.events.hold(r) }
 // postEvent reports an event to the host.
 func (c *Controller) postEvent(result uint32) { c.events.report(result) }
 
-// nsChanged records nsid in the Changed Namespace List of every controller
-// of the subsystem, and sends each that enabled it a Namespace Attribute
-// Changed notice.
-func (s *Subsystem) nsChanged(nsid nvme.NSID) {
-	for _, c := range s.controllerList() {
-		c.nsChanged(nsid)
-	}
-}
-
+// nsChanged records nsid in the controller's Changed Namespace List, and
+// sends a Namespace Attribute Changed notice if the host enabled it
+// (Subsystem.nsChangedFor: to the controllers that see the namespace).
 func (c *Controller) nsChanged(nsid nvme.NSID) {
 	e := &c.events
 	e.notice(aenNSAttr, nvme.AECNSAttrNotices,

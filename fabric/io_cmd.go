@@ -8,7 +8,7 @@ func (c *Controller) parseIO(r *Request) nvme.Status {
 	if !c.enabled.Load() {
 		return nvme.StatusCommandSequenceError.WithDNR()
 	}
-	ns := c.s.lookup(r.Cmd.NSID())
+	ns := c.lookup(r.Cmd.NSID())
 	if ns == nil {
 		r.errLoc = nvme.ErrLocNSID
 		return nvme.StatusInvalidNamespace.WithDNR()
@@ -110,7 +110,7 @@ func handleWriteZeroes(r *Request) nvme.Status {
 // command that fails), and otherwise submits doDSM.
 func handleDSM(r *Request) nvme.Status {
 	ns := r.ns
-	if r.Cmd.DSMDeallocate() && ns.zeroQueuer != nil && r.q.io != nil {
+	if r.Cmd.DSMDeallocate() && ns.zeroQueuer != nil && r.ioContext() != nil {
 		var buf [256 * nvme.DSMRangeSize]byte
 		n := r.copyFromData(buf[:r.DataLen])
 		dsm := buf[:n-n%nvme.DSMRangeSize]

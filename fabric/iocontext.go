@@ -111,7 +111,7 @@ func (c *IOContext) release(slot uint32) {
 // reports false when that cannot be done (no context, a backend that cannot
 // queue, a full ring): the caller runs the request the blocking way.
 func (ns *Namespace) queueIO(r *Request, op uint8, dsm []byte) (nvme.Status, bool) {
-	c := r.q.io
+	c := r.ioContext()
 	if c == nil || ns.queuer == nil || len(c.free) == 0 {
 		return 0, false
 	}
@@ -199,6 +199,15 @@ func (ns *Namespace) queueIO(r *Request, op uint8, dsm []byte) (nvme.Status, boo
 		c.count.Add(1)
 	}
 	return statusPending, true
+}
+
+// ioContext is the IOContext r's I/O may go on, or nil: none when r runs
+// off its transport's goroutine.
+func (r *Request) ioContext() *IOContext {
+	if r.offOwner {
+		return nil
+	}
+	return r.q.io
 }
 
 // syncSegment is one segment the blocking way, for a request partly queued.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/bits"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,11 @@ type NamespaceConfig struct {
 	// Reservations shares the namespace's reservations with the other
 	// targets that serve it (resvshare.go); nil: this target's alone.
 	Reservations ReservationSharer
+	// Hosts masks the namespace to these hosts (mask.go); none: every
+	// host the subsystem allows sees it.
+	Hosts []string
+	// QoS limits its I/O (qos.go); zero: none.
+	QoS QoSConfig
 }
 
 // Namespace is one namespace of a subsystem.
@@ -68,6 +74,16 @@ type Namespace struct {
 	// closed only after they finish; removed refuses new ones.
 	refs    nsRefs
 	removed atomic.Bool
+
+	// hosts is the namespace's mask: the hosts that see it, nil for every
+	// host the subsystem allows (mask.go). Read on every I/O.
+	hosts atomic.Pointer[hostMask]
+	// qos is the namespace's QoS while it limits anything, nil otherwise:
+	// read on every I/O. qosState keeps it while off; qosMu orders
+	// SetQoS and close.
+	qos      atomic.Pointer[nsQoS]
+	qosState *nsQoS
+	qosMu    sync.Mutex
 }
 
 // NSID is the namespace ID.
@@ -121,6 +137,14 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 	if err := ns.restoreResv(); err != nil {
 		return nil, fmt.Errorf("add namespace %d: %w", c.NSID, err)
 	}
+	if err := CheckHosts(c.Hosts); err != nil {
+		return nil, fmt.Errorf("add namespace %d: %w", c.NSID, err)
+	}
+	// Masked before it is published: no other host sees it for a moment.
+	ns.hosts.Store(newHostMask(c.Hosts))
+	if err := ns.SetQoS(c.QoS); err != nil {
+		return nil, fmt.Errorf("add namespace %d: %w", c.NSID, err)
+	}
 	ns.queuer, _ = c.Device.(blockdev.Queuer)
 	if ns.queuer != nil {
 		ns.zeroQueuer, _ = c.Device.(blockdev.ZeroQueuer)
@@ -135,8 +159,9 @@ func (s *Subsystem) AddNamespace(c NamespaceConfig) (*Namespace, error) {
 	if rn, ok := c.Device.(blockdev.ResizeNotifier); ok {
 		rn.NotifyResize(func() { s.followBackend(ns) })
 	}
-	// Hosts connected now learn of it (nothing is connected at start).
-	s.nsChanged(nsid)
+	// Hosts connected now that see it learn of it (nothing is connected
+	// at start).
+	s.nsChangedFor(ns)
 	return ns, nil
 }
 
@@ -154,7 +179,7 @@ func (s *Subsystem) followBackend(ns *Namespace) {
 		return
 	}
 	s.t.log.Info("namespace resized by its backend", "subnqn", s.nqn, "nsid", ns.nsid, "bytes", nb<<ns.blockShift, "was", old<<ns.blockShift)
-	s.nsChanged(ns.nsid)
+	s.nsChangedFor(ns)
 }
 
 // workQueueDepth is how many commands wait for a namespace's workers before
@@ -229,7 +254,7 @@ func (s *Subsystem) RemoveNamespace(nsid nvme.NSID) error {
 	if ns == nil {
 		return fmt.Errorf("remove namespace %d: %w", nsid, ErrNoNamespace)
 	}
-	s.nsChanged(nsid)
+	s.nsChangedFor(ns)
 	return ns.close()
 }
 
@@ -255,7 +280,7 @@ func (s *Subsystem) ResizeNamespace(nsid nvme.NSID, size int64) error {
 	if nb == ns.nblocks.Swap(nb) {
 		return nil
 	}
-	s.nsChanged(nsid)
+	s.nsChangedFor(ns)
 	return nil
 }
 
@@ -320,6 +345,7 @@ func (ns *Namespace) close() error {
 	if ns.removed.Swap(true) {
 		return nil
 	}
+	ns.closeQoS()
 	start := time.Now()
 	for last := start; ns.executing() > 0; {
 		time.Sleep(time.Millisecond)

@@ -54,6 +54,9 @@ type Queue struct {
 	// lastExec is the count execCounter found last: most queues' commands
 	// go to one namespace, found so with no hashing.
 	lastExec atomic.Pointer[execCount]
+	// held counts the queue's commands a namespace's QoS holds (qos.go):
+	// Destroy completes them.
+	held atomic.Int32
 }
 
 // execCount is one queue's count of commands executing on one namespace,
@@ -169,6 +172,7 @@ func (q *Queue) Parse(r *Request) nvme.Status {
 	r.Dir = DirNone
 	r.Data = r.Data[:0]
 	r.dataWritten = false
+	r.offOwner = false
 	r.Rsp.Reset()
 	r.state = reqParsed
 	q.advanceSQHD()
@@ -221,6 +225,35 @@ func (q *Queue) Execute(r *Request) {
 		return
 	}
 	r.state = reqExecuting
+	if r.ns != nil {
+		// Held over a QoS limit before it counts as executing: a
+		// namespace removed or a Preempt and Abort does not wait for it,
+		// and it meets them when it goes (executeHeld).
+		if qs := r.ns.qos.Load(); qs != nil {
+			if c, ok := costOf(r); ok && !qs.admit(r, q.ctrl.Load().hostNQN, c) {
+				return
+			}
+		}
+	}
+	q.run(r)
+}
+
+// executeHeld runs a request a namespace's QoS held, on the goroutine that
+// let it go: not the transport's.
+func (q *Queue) executeHeld(r *Request) {
+	q.mu.Lock()
+	gone := q.gone
+	q.mu.Unlock()
+	if gone {
+		r.complete(nvme.StatusAbortSQDeleted)
+		return
+	}
+	r.offOwner = true
+	q.run(r)
+}
+
+// run is Execute once the request may go.
+func (q *Queue) run(r *Request) {
 	if r.ns != nil {
 		ec := q.execCounter(r.ns)
 		ec.n.Add(1)
@@ -317,6 +350,8 @@ func (q *Queue) Destroy() {
 	q.mu.Unlock()
 	q.t.stats.queues.Add(-1)
 	q.releaseHost()
+	// The commands QoS holds for it.
+	q.dropHeld(ctrl)
 	if ctrl != nil && q.qid == 0 {
 		// The Asynchronous Event Requests it held.
 		for _, r := range ctrl.events.close() {

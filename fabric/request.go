@@ -71,6 +71,17 @@ type Request struct {
 	// its response is queued. A read's RDMA WRITE and the response SEND
 	// come after and are not in it.
 	start int64
+	// qosNext links the request in its host's FIFO on a namespace whose
+	// QoS holds it (qos.go), qosHost is that host, qosCost what it takes
+	// of the limits and qosSince when it was held (nanotime).
+	qosNext  *Request
+	qosHost  *qosHost
+	qosCost  qosCost
+	qosSince int64
+	// offOwner: the request runs on a goroutine other than its
+	// transport's (QoS let it go from the namespace's timer), so the
+	// queue's IOContext, which only its owner may touch, is not used.
+	offOwner bool
 }
 
 // Queue is the queue the request arrived on.

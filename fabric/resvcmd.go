@@ -196,7 +196,12 @@ func (s *Subsystem) resvNotify(nsid nvme.NSID, notices []resvNotice) {
 	if len(notices) == 0 {
 		return
 	}
+	ns := s.namespace(nsid)
 	for _, c := range s.controllerList() {
+		if ns != nil && !ns.visibleTo(c.hostNQN) {
+			// Its host cannot read of a namespace it does not see.
+			continue
+		}
 		for _, n := range notices {
 			if HostID(c.hostID) == n.host && c.resvMask(nsid)&(1<<n.kind) == 0 {
 				c.events.reservation(nsid, n.kind)
@@ -403,7 +408,7 @@ func (c *Controller) setResvMask(r *Request, v uint32) nvme.Status {
 		return r.invalidField(nvme.ErrLocCDW11)
 	}
 	nsid := r.Cmd.NSID()
-	if nsid != nvme.NSIDAll && c.s.namespace(nsid) == nil {
+	if nsid != nvme.NSIDAll && c.namespace(nsid) == nil {
 		r.errLoc = nvme.ErrLocNSID
 		return nvme.StatusInvalidNamespace.WithDNR()
 	}
@@ -425,7 +430,7 @@ func (c *Controller) setResvMask(r *Request, v uint32) nvme.Status {
 // writes the state file, so it runs off the transport's goroutine.
 func setPTPL(r *Request, on bool) nvme.Status {
 	c := r.q.ctrl.Load()
-	ns := c.s.namespace(r.Cmd.NSID())
+	ns := c.namespace(r.Cmd.NSID())
 	switch {
 	case ns == nil:
 		r.errLoc = nvme.ErrLocNSID

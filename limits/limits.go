@@ -308,3 +308,24 @@ func BackendOf(path string) (string, error) {
 	}
 	return BackendFile, nil
 }
+
+// Namespace masking and QoS (package fabric).
+const (
+	// NamespaceHosts is the most hosts one namespace's mask names (and
+	// the most per-host QoS overrides it has): a gateway group's record
+	// holds them, and whoever writes the pool must not grow a gateway's
+	// memory without bound.
+	NamespaceHosts = 1024
+	// QoSBurst is how far ahead of its rate a QoS limit lets commands
+	// go: the credit an idle limit banks. It also absorbs a late timer:
+	// a retry up to QoSBurst late loses none of the rate. 50 ms of a
+	// limit over 30 s is 0.17 % above it.
+	QoSBurst = 50 * time.Millisecond
+	// QoSTick is the least time between two retries of the commands a
+	// namespace holds: at high rates they go in batches of a tick's
+	// worth rather than one timer per command.
+	QoSTick = time.Millisecond
+	// QoSHostEntries is how many hosts' QoS state a namespace keeps
+	// before it forgets those idle and not in debt.
+	QoSHostEntries = 256
+)

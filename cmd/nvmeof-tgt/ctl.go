@@ -73,6 +73,7 @@ func statusCmd(o *ctlOptions) *cobra.Command {
 				}
 			}
 			table(w, "NAMESPACES", append([]string{"SUBSYSTEM"}, namespaceHeader...), rows)
+			printAccess(w, st.Subsystems)
 			fmt.Fprintln(w)
 			rows = nil
 			now := time.Now()
@@ -360,6 +361,7 @@ func nsCmd(o *ctlOptions) *cobra.Command {
 	add.Flags().Uint32Var(&req.ANAGroup, "ana-group", 0, "ANA group, 1..128 (default 1; on a gateway of a group: the gateway group with the fewest namespaces)")
 	add.Flags().BoolVar(&req.ReadOnly, "read-only", false, "refuse writes")
 	add.Flags().BoolVar(&req.BufferedIO, "buffered-io", false, "use the page cache instead of O_DIRECT")
+	add.Flags().StringArrayVar(&req.Hosts, "host", nil, "mask: only this host NQN sees the namespace (repeat for more; default: every host the subsystem allows)")
 
 	var force bool
 	resize := &cobra.Command{
@@ -386,7 +388,7 @@ func nsCmd(o *ctlOptions) *cobra.Command {
 	}
 	resize.Flags().BoolVar(&force, "force", false, "allow the namespace to shrink")
 
-	c.AddCommand(add, resize, &cobra.Command{
+	c.AddCommand(add, resize, nsHostCmd(o), nsQoSCmd(o), &cobra.Command{
 		Use:   "ana-group NQN NSID GROUP",
 		Short: "Move a namespace to another ANA group; hosts stay connected and re-read the ANA log",
 		Args:  cobra.ExactArgs(3),
@@ -428,6 +430,148 @@ func nsCmd(o *ctlOptions) *cobra.Command {
 			table(w, "", namespaceHeader, rows)
 		}))
 	return c
+}
+
+// nsHostCmd changes a namespace's mask.
+func nsHostCmd(o *ctlOptions) *cobra.Command {
+	c := &cobra.Command{Use: "host", Short: "Show a masked namespace to a host, or hide it: live, the host adds or removes the disk"}
+	for _, sub := range []struct {
+		use, short string
+		do         func(c *control.Client, ctx context.Context, nqn string, nsid uint32, host string) (control.Result, error)
+	}{
+		{"add NQN NSID HOSTNQN", "Show a namespace with a mask to one more host", (*control.Client).AddNamespaceHost},
+		{"remove NQN NSID HOSTNQN", "Hide a namespace from a host of its mask (not the last one)", (*control.Client).RemoveNamespaceHost},
+	} {
+		c.AddCommand(&cobra.Command{
+			Use:   sub.use,
+			Short: sub.short,
+			Args:  cobra.ExactArgs(3),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				nsid, err := parseNSID(args[1])
+				if err != nil {
+					return err
+				}
+				return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+					return sub.do(c, ctx, args[0], nsid, args[2])
+				})
+			},
+		})
+	}
+	return c
+}
+
+// nsQoSCmd sets a namespace's QoS limits.
+func nsQoSCmd(o *ctlOptions) *cobra.Command {
+	var (
+		req    control.QoSRequest
+		bw     [3]string
+		host   string
+		remove bool
+	)
+	c := &cobra.Command{
+		Use:   "qos NQN NSID [--iops N] [--read-iops N] [--write-iops N] [--bw SIZE] [--read-bw SIZE] [--write-bw SIZE] [--host HOSTNQN|default [--remove]]",
+		Short: "Set a namespace's QoS limits, live: all hosts together, or one host's (--host), or each host's default (--host default)",
+		Long: "Set a namespace's QoS limits, live. The limits given replace every limit of their scope; none given\n" +
+			"removes them. Bandwidths are bytes per second with units (100MB, 1GiB). A command over a limit\n" +
+			"waits at the target, never fails. With --host, the limits are that host's instead of the default\n" +
+			"(--host default); --remove gives the host the default again.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nsid, err := parseNSID(args[1])
+			if err != nil {
+				return err
+			}
+			for i, dst := range []*control.Size{&req.BW, &req.ReadBW, &req.WriteBW} {
+				if bw[i] == "" {
+					continue
+				}
+				if *dst, err = parseSize(bw[i]); err != nil {
+					return &usageError{fmt.Errorf("%s: %w", []string{"--bw", "--read-bw", "--write-bw"}[i], err)}
+				}
+			}
+			if remove && host == "" {
+				return &usageError{errors.New("--remove takes --host")}
+			}
+			return o.change(cmd, true, func(ctx context.Context, c *control.Client) (control.Result, error) {
+				switch {
+				case remove:
+					return c.RemoveNamespaceHostQoS(ctx, args[0], nsid, host)
+				case host != "":
+					return c.SetNamespaceHostQoS(ctx, args[0], nsid, host, req)
+				}
+				return c.SetNamespaceQoS(ctx, args[0], nsid, req)
+			})
+		},
+	}
+	c.Flags().Uint64Var(&req.IOPS, "iops", 0, "commands per second: reads, writes, Write Zeroes, Dataset Management")
+	c.Flags().Uint64Var(&req.ReadIOPS, "read-iops", 0, "reads per second")
+	c.Flags().Uint64Var(&req.WriteIOPS, "write-iops", 0, "writes, Write Zeroes and Dataset Management per second")
+	c.Flags().StringVar(&bw[0], "bw", "", "bytes of reads and writes per second, e.g. 100MB")
+	c.Flags().StringVar(&bw[1], "read-bw", "", "bytes read per second")
+	c.Flags().StringVar(&bw[2], "write-bw", "", "bytes written per second")
+	c.Flags().StringVar(&host, "host", "", `a host's own limits, or "default" for every host without its own`)
+	c.Flags().BoolVar(&remove, "remove", false, "remove the host's own limits (with --host)")
+	return c
+}
+
+// qosText shows a set of limits, "-" for none.
+func qosText(q control.QoSRequest) string {
+	var parts []string
+	for _, kv := range []struct {
+		k string
+		v uint64
+		b bool
+	}{{"iops", q.IOPS, false}, {"read_iops", q.ReadIOPS, false}, {"write_iops", q.WriteIOPS, false},
+		{"bw", uint64(q.BW), true}, {"read_bw", uint64(q.ReadBW), true}, {"write_bw", uint64(q.WriteBW), true}} {
+		switch {
+		case kv.v == 0:
+		case kv.b:
+			parts = append(parts, kv.k+"="+config.Bytes(kv.v).String()+"/s")
+		default:
+			parts = append(parts, kv.k+"="+strconv.FormatUint(kv.v, 10))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+// printAccess is the table of namespaces with a mask or QoS.
+func printAccess(w io.Writer, subs []control.SubsystemStatus) {
+	var rows [][]string
+	for _, s := range subs {
+		for _, n := range s.Namespaces {
+			if len(n.Hosts) == 0 && n.QoS == nil {
+				continue
+			}
+			hosts := "all"
+			if len(n.Hosts) > 0 {
+				hosts = strings.Join(n.Hosts, ",")
+			}
+			limit, perHost, held, waited := "-", "-", "-", "-"
+			if q := n.QoS; q != nil {
+				limit, perHost = qosText(q.Limits), qosText(q.PerHost)
+				var own []string
+				for _, h := range q.Hosts {
+					if h.Limits != nil {
+						own = append(own, h.NQN+": "+qosText(*h.Limits))
+					}
+				}
+				if len(own) > 0 {
+					perHost += "; " + strings.Join(own, "; ")
+				}
+				held = strconv.Itoa(q.Held) + "/" + strconv.FormatUint(q.HeldTotal, 10)
+				waited = time.Duration(q.WaitedSeconds * float64(time.Second)).Round(time.Millisecond).String()
+			}
+			rows = append(rows, []string{s.NQN, strconv.FormatUint(uint64(n.NSID), 10), hosts, limit, perHost, held, waited})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	table(w, "NAMESPACE MASKS AND QOS", []string{"SUBSYSTEM", "NSID", "HOSTS", "QOS", "QOS PER HOST", "HELD NOW/ALL", "WAITED"}, rows)
 }
 
 func hostCmd(o *ctlOptions) *cobra.Command {

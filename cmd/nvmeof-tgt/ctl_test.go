@@ -294,6 +294,53 @@ func TestCtl(t *testing.T) {
 				}
 			}},
 		{name: "ns ana-group out of range", args: []string{"ns", "ana-group", ctlSubA, "1", "200"}, wantErr: "1..128"},
+		{name: "ns add masked", args: []string{"ns", "add", ctlSubA, "--nsid", "3", "--backend", "memory", "--size", "1MiB", "--host", ctlHost1},
+			wantOut: []string{"add namespace 3 to " + ctlSubA}, check: func(t *testing.T, b *ctlBench, _, _ string) {
+				if got := b.m.Running().Subsystems[0].Namespaces[2].Hosts; !slices.Equal(got, []string{ctlHost1}) {
+					t.Fatalf("mask %v", got)
+				}
+			}},
+		{name: "ns host add and remove", setup: func(b *ctlBench) {
+			if _, _, err := b.run("ns", "add", ctlSubA, "--nsid", "3", "--backend", "memory", "--size", "1MiB", "--host", ctlHost1); err != nil {
+				b.t.Fatal(err)
+			}
+			if _, _, err := b.run("ns", "host", "add", ctlSubA, "3", ctlHost2); err != nil {
+				b.t.Fatal(err)
+			}
+		}, args: []string{"ns", "host", "remove", ctlSubA, "3", ctlHost1},
+			wantOut: []string{"show namespace 3 of " + ctlSubA + " to hosts [" + ctlHost2 + "]"}, check: func(t *testing.T, b *ctlBench, _, _ string) {
+				out, _, err := b.run("status")
+				if err != nil || !hasRow(out, ctlSubA, "3", ctlHost2, "-", "-", "-", "-") {
+					t.Fatalf("%v\n%s", err, out)
+				}
+			}},
+		{name: "ns host add to no mask", args: []string{"ns", "host", "add", ctlSubA, "1", ctlHost2}, wantErr: "has no mask"},
+		{name: "ns qos", args: []string{"ns", "qos", ctlSubA, "1", "--iops", "5000", "--read-bw", "100MB"},
+			wantOut: []string{"set the QoS of namespace 1 of " + ctlSubA}, check: func(t *testing.T, b *ctlBench, _, _ string) {
+				out, _, err := b.run("status")
+				if err != nil || !hasRow(out, ctlSubA, "1", "all", "iops=5000", "read_bw=100000000/s", "-", "0/0", "0s") {
+					t.Fatalf("%v\n%s", err, out)
+				}
+			}},
+		{name: "ns qos per host", setup: func(b *ctlBench) {
+			if _, _, err := b.run("ns", "qos", ctlSubA, "1", "--host", "default", "--write-iops", "10"); err != nil {
+				b.t.Fatal(err)
+			}
+		}, args: []string{"ns", "qos", ctlSubA, "1", "--host", ctlHost2, "--bw", "1MiB"},
+			wantOut: []string{"set the QoS of namespace 1 of " + ctlSubA}, check: func(t *testing.T, b *ctlBench, _, _ string) {
+				q := b.m.Running().Subsystems[0].Namespaces[0].QoSPerHost
+				if q.Default.WriteIOPS != 10 || len(q.Hosts) != 1 || q.Hosts[0].NQN != ctlHost2 || q.Hosts[0].BW != config.MiB {
+					t.Fatalf("per host %+v", q)
+				}
+				if _, _, err := b.run("ns", "qos", ctlSubA, "1", "--host", ctlHost2, "--remove"); err != nil {
+					t.Fatal(err)
+				}
+				if q := b.m.Running().Subsystems[0].Namespaces[0].QoSPerHost; len(q.Hosts) != 0 {
+					t.Fatalf("per host %+v after --remove", q)
+				}
+			}},
+		{name: "ns qos remove without host", args: []string{"ns", "qos", ctlSubA, "1", "--remove"}, wantErr: "--remove takes --host"},
+		{name: "ns qos bad bandwidth", args: []string{"ns", "qos", ctlSubA, "1", "--bw", "1Gbit"}, wantErr: "--bw"},
 		{name: "port add", args: []string{"port", "add", "--transport", "loop", "--address", "127.0.0.2"}, wantOut: []string{"add port loop 127.0.0.2:4420"}},
 		{name: "port add existing", args: []string{"port", "add", "--transport", "loop", "--address", "127.0.0.1"}, wantErr: "already exists"},
 		{name: "port add without address", args: []string{"port", "add"}, wantErr: `required flag(s) "address" not set`},

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,6 +84,8 @@ type collector struct {
 	hostLimit                                  *prometheus.Desc
 	nsOps, nsBytes, nsErrors                   *prometheus.Desc
 	nsBusy                                     *prometheus.Desc
+	nsQoSLimit, nsQoSHeld, nsQoSHeldTotal      *prometheus.Desc
+	nsQoSWait, nsQoSHostWait                   *prometheus.Desc
 	rdmaConns, rdmaQueues, rdmaWaits, rdmaPoll *prometheus.Desc
 	rdmaWakeups                                *prometheus.Desc
 	rdmaCompErrors, rdmaSendInv, rdmaIOUring   *prometheus.Desc
@@ -107,24 +111,30 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport, tt func() *tcp.
 	}
 	c := &collector{
 		tgt: tgt, rt: rt, tt: tt,
-		buildInfo:              d("build_info", "Always 1: the target's version, the Go version it was built with and its VCS commit.", "version", "goversion", "commit"),
-		queues:                 d("queues", "Host queues connected."),
-		controllers:            d("controllers", "Controllers (admin queues) live."),
-		ctrlStates:             d("controllers_by_state", "Live controllers by subsystem and CC/CSTS state.", "subnqn", "state"),
-		portUp:                 d("port_up", "1 while the port accepts connections, 0 while it is down (its RDMA device was removed; it listens again once the address is usable).", "transport", "address", "port"),
-		nsLatency:              d("namespace_latency_seconds", "Read, write and flush latency in the target: from the command's parse (before buffer waits and a write's RDMA READ) to its response being queued.", "subnqn", "nsid", "op"),
-		nsCapacity:             d("namespace_capacity_bytes", "Namespace size.", "subnqn", "nsid"),
-		nsBlockSize:            d("namespace_block_size_bytes", "Namespace logical block size.", "subnqn", "nsid"),
-		connects:               d("connects_total", "Successful Fabrics Connect commands."),
-		hostLimit:              d("connect_host_limit_total", "Fabrics Connect commands refused because the host had controller.max_connections_per_host queues (also in connect_rejects_total)."),
-		rejects:                d("connect_rejects_total", "Refused Fabrics Connect commands."),
-		cmdErrors:              d("command_errors_total", "Commands completed with an error status."),
-		kaExpired:              d("keepalive_expired_total", "Controllers deleted by keep-alive expiry."),
-		auth:                   d("auth_total", "In-band authentication (DH-HMAC-CHAP) outcomes: queues authenticated, transactions failed, queues disconnected for not authenticating in time.", "result"),
-		nsOps:                  d("namespace_ops_total", "Namespace commands by operation.", "subnqn", "nsid", "op"),
-		nsBytes:                d("namespace_bytes_total", "Namespace data moved by direction.", "subnqn", "nsid", "op"),
-		nsErrors:               d("namespace_errors_total", "Backend errors.", "subnqn", "nsid"),
-		nsBusy:                 d("namespace_busy_total", "Commands refused for the host to retry: too many waiting for the namespace's workers.", "subnqn", "nsid"),
+		buildInfo:   d("build_info", "Always 1: the target's version, the Go version it was built with and its VCS commit.", "version", "goversion", "commit"),
+		queues:      d("queues", "Host queues connected."),
+		controllers: d("controllers", "Controllers (admin queues) live."),
+		ctrlStates:  d("controllers_by_state", "Live controllers by subsystem and CC/CSTS state.", "subnqn", "state"),
+		portUp:      d("port_up", "1 while the port accepts connections, 0 while it is down (its RDMA device was removed; it listens again once the address is usable).", "transport", "address", "port"),
+		nsLatency:   d("namespace_latency_seconds", "Read, write and flush latency in the target: from the command's parse (before buffer waits and a write's RDMA READ) to its response being queued.", "subnqn", "nsid", "op"),
+		nsCapacity:  d("namespace_capacity_bytes", "Namespace size.", "subnqn", "nsid"),
+		nsBlockSize: d("namespace_block_size_bytes", "Namespace logical block size.", "subnqn", "nsid"),
+		connects:    d("connects_total", "Successful Fabrics Connect commands."),
+		hostLimit:   d("connect_host_limit_total", "Fabrics Connect commands refused because the host had controller.max_connections_per_host queues (also in connect_rejects_total)."),
+		rejects:     d("connect_rejects_total", "Refused Fabrics Connect commands."),
+		cmdErrors:   d("command_errors_total", "Commands completed with an error status."),
+		kaExpired:   d("keepalive_expired_total", "Controllers deleted by keep-alive expiry."),
+		auth:        d("auth_total", "In-band authentication (DH-HMAC-CHAP) outcomes: queues authenticated, transactions failed, queues disconnected for not authenticating in time.", "result"),
+		nsOps:       d("namespace_ops_total", "Namespace commands by operation.", "subnqn", "nsid", "op"),
+		nsBytes:     d("namespace_bytes_total", "Namespace data moved by direction.", "subnqn", "nsid", "op"),
+		nsErrors:    d("namespace_errors_total", "Backend errors.", "subnqn", "nsid"),
+		nsBusy:      d("namespace_busy_total", "Commands refused for the host to retry: too many waiting for the namespace's workers.", "subnqn", "nsid"),
+		nsQoSLimit: d("namespace_qos_limit", "A namespace's QoS limit, per second (bytes for the bandwidths): scope namespace (all hosts), per_host (the default) or host (hostnqn's own).",
+			"subnqn", "nsid", "scope", "hostnqn", "limit"),
+		nsQoSHeld:              d("namespace_qos_held", "Commands a namespace's QoS holds now.", "subnqn", "nsid"),
+		nsQoSHeldTotal:         d("namespace_qos_held_total", "Commands a namespace's QoS held.", "subnqn", "nsid"),
+		nsQoSWait:              d("namespace_qos_wait_seconds_total", "Time commands were held by a namespace's QoS.", "subnqn", "nsid"),
+		nsQoSHostWait:          d("namespace_qos_host_wait_seconds_total", "Time a host's commands were held by a namespace's QoS.", "subnqn", "nsid", "hostnqn"),
 		rdmaConns:              d("rdma_connections_total", "RDMA connection events.", "event"),
 		rdmaQueues:             d("rdma_queues_live", "RDMA queue pairs live."),
 		rdmaWaits:              d("rdma_resource_waits_total", "Requests that queued for a resource.", "resource"),
@@ -220,6 +230,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ct(c.nsBytes, n.WriteBytes, s.NQN(), id, "write")
 			ct(c.nsErrors, n.Errors, s.NQN(), id)
 			ct(c.nsBusy, n.WorkersFull, s.NQN(), id)
+			c.collectQoS(ch, s.NQN(), id, ns)
 		}
 	}
 	if tt := c.tt(); tt != nil {
@@ -260,6 +271,36 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		g(c.rdmaSRQOverflow, float64(s.Overflow), s.Device, p)
 		ct(c.rdmaSRQMoved, s.Moved, s.Device, p)
 		ct(c.rdmaSRQOverflowFull, s.OverflowFull, s.Device, p)
+	}
+}
+
+// collectQoS reports a namespace's QoS: its limits, and what they held.
+// A namespace that never had any has no series.
+func (c *collector) collectQoS(ch chan<- prometheus.Metric, sub, id string, ns *fabric.Namespace) {
+	cfg, st := ns.QoS(), ns.QoSStats()
+	if cfg.IsZero() && st.HeldTotal == 0 {
+		return
+	}
+	limits := func(scope, host string, l fabric.QoSLimits) {
+		for _, kv := range []struct {
+			name string
+			v    uint64
+		}{{"iops", l.IOPS}, {"read_iops", l.ReadIOPS}, {"write_iops", l.WriteIOPS}, {"bw", l.BW}, {"read_bw", l.ReadBW}, {"write_bw", l.WriteBW}} {
+			if kv.v != 0 {
+				ch <- prometheus.MustNewConstMetric(c.nsQoSLimit, prometheus.GaugeValue, float64(kv.v), sub, id, scope, host, kv.name)
+			}
+		}
+	}
+	limits("namespace", "", cfg.Limits)
+	limits("per_host", "", cfg.PerHost)
+	for _, h := range slices.Sorted(maps.Keys(cfg.Hosts)) {
+		limits("host", h, cfg.Hosts[h])
+	}
+	ch <- prometheus.MustNewConstMetric(c.nsQoSHeld, prometheus.GaugeValue, float64(st.Held), sub, id)
+	ch <- prometheus.MustNewConstMetric(c.nsQoSHeldTotal, prometheus.CounterValue, float64(st.HeldTotal), sub, id)
+	ch <- prometheus.MustNewConstMetric(c.nsQoSWait, prometheus.CounterValue, st.Waited.Seconds(), sub, id)
+	for h, hs := range st.Hosts {
+		ch <- prometheus.MustNewConstMetric(c.nsQoSHostWait, prometheus.CounterValue, hs.Waited.Seconds(), sub, id, h)
 	}
 }
 

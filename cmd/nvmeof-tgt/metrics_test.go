@@ -130,7 +130,9 @@ func testTarget(t *testing.T, reads, writes int) *fabric.Target {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sub.AddNamespace(fabric.NamespaceConfig{NSID: 3, Device: dev}); err != nil {
+	if _, err := sub.AddNamespace(fabric.NamespaceConfig{NSID: 3, Device: dev, QoS: fabric.QoSConfig{
+		Limits: fabric.QoSLimits{IOPS: 100000, ReadBW: 1 << 30}, PerHost: fabric.QoSLimits{WriteIOPS: 50000},
+		Hosts: map[string]fabric.QoSLimits{"nqn.2026-11.io.example:h9": {BW: 1 << 20}}}}); err != nil {
 		t.Fatal(err)
 	}
 	lt := fabric.NewLoopTransport(fabric.TransportLimits{})
@@ -271,6 +273,13 @@ func TestRegistry(t *testing.T) {
 		{`nvmeof_tgt_namespace_ops_total{` + ns + `op="read",` + sub + `}`, 5},
 		{`nvmeof_tgt_namespace_capacity_bytes{` + ns + sub + `}`, 1 << 20},
 		{`nvmeof_tgt_namespace_block_size_bytes{` + ns + sub + `}`, 4096},
+		{`nvmeof_tgt_namespace_qos_limit{hostnqn="",limit="iops",` + ns + `scope="namespace",` + sub + `}`, 100000},
+		{`nvmeof_tgt_namespace_qos_limit{hostnqn="",limit="read_bw",` + ns + `scope="namespace",` + sub + `}`, 1 << 30},
+		{`nvmeof_tgt_namespace_qos_limit{hostnqn="",limit="write_iops",` + ns + `scope="per_host",` + sub + `}`, 50000},
+		{`nvmeof_tgt_namespace_qos_limit{hostnqn="nqn.2026-11.io.example:h9",limit="bw",` + ns + `scope="host",` + sub + `}`, 1 << 20},
+		{`nvmeof_tgt_namespace_qos_held{` + ns + sub + `}`, 0},
+		{`nvmeof_tgt_namespace_qos_held_total{` + ns + sub + `}`, 0},
+		{`nvmeof_tgt_namespace_qos_wait_seconds_total{` + ns + sub + `}`, 0},
 		{`nvmeof_tgt_controllers_by_state{state="ready",` + sub + `}`, 1},
 		{`nvmeof_tgt_controllers_by_state{state="disabled",` + sub + `}`, 0},
 		{`nvmeof_tgt_controllers_by_state{state="ready",subnqn="` + nvme.DiscoveryNQN + `"}`, 0},

@@ -166,8 +166,113 @@ type namespaceRecord struct {
 	BufferedIO bool   `json:"buffered_io,omitempty"`
 	Pool       string `json:"pool,omitempty"`
 	Image      string `json:"image,omitempty"`
+	// Hosts is the namespace's mask, applied on every gateway: a host
+	// outside it sees the namespace through none (decoded as strictly as
+	// a subsystem's hosts: a mask only narrows what the subsystem
+	// allows).
+	Hosts []string `json:"hosts,omitempty"`
+	// QoS and QoSPerHost are its limits, each gateway's own: a host with
+	// paths through two gateways may get twice them.
+	QoS        *qosRecord        `json:"qos,omitempty"`
+	QoSPerHost *qosPerHostRecord `json:"qos_per_host,omitempty"`
 	// No ceph_conf or client: each gateway reaches the group's cluster
 	// through its own (Compose), and a record naming either is refused.
+}
+
+// qosRecord is a set of QoS limits, in the configuration's keys.
+type qosRecord struct {
+	IOPS      uint64 `json:"iops,omitempty"`
+	ReadIOPS  uint64 `json:"read_iops,omitempty"`
+	WriteIOPS uint64 `json:"write_iops,omitempty"`
+	BW        uint64 `json:"bw,omitempty"`
+	ReadBW    uint64 `json:"read_bw,omitempty"`
+	WriteBW   uint64 `json:"write_bw,omitempty"`
+}
+
+type hostQoSRecord struct {
+	NQN string `json:"nqn"`
+	qosRecord
+}
+
+type qosPerHostRecord struct {
+	Default qosRecord       `json:"default"`
+	Hosts   []hostQoSRecord `json:"hosts,omitempty"`
+}
+
+func qosRecordOf(q config.QoS) qosRecord {
+	return qosRecord{IOPS: q.IOPS, ReadIOPS: q.ReadIOPS, WriteIOPS: q.WriteIOPS,
+		BW: uint64(q.BW), ReadBW: uint64(q.ReadBW), WriteBW: uint64(q.WriteBW)}
+}
+
+func (r qosRecord) config() config.QoS {
+	return config.QoS{IOPS: r.IOPS, ReadIOPS: r.ReadIOPS, WriteIOPS: r.WriteIOPS,
+		BW: config.Bytes(r.BW), ReadBW: config.Bytes(r.ReadBW), WriteBW: config.Bytes(r.WriteBW)}
+}
+
+// namespaceRecordOf is n's record.
+func namespaceRecordOf(n config.Namespace) namespaceRecord {
+	r := namespaceRecord{Backend: n.Backend, Path: n.Path, Size: uint64(n.Size),
+		BlockSize: n.BlockSize, UUID: n.UUID, NGUID: string(n.NGUID), EUI64: string(n.EUI64), ANAGroup: n.ANAGroup,
+		ReadOnly: n.ReadOnly, BufferedIO: n.BufferedIO, Pool: n.Pool, Image: n.Image, Hosts: n.Hosts}
+	if !n.QoS.IsZero() {
+		q := qosRecordOf(n.QoS)
+		r.QoS = &q
+	}
+	if !n.QoSPerHost.IsZero() {
+		p := &qosPerHostRecord{Default: qosRecordOf(n.QoSPerHost.Default)}
+		for _, h := range n.QoSPerHost.Hosts {
+			p.Hosts = append(p.Hosts, hostQoSRecord{NQN: h.NQN, qosRecord: qosRecordOf(h.QoS)})
+		}
+		r.QoSPerHost = p
+	}
+	return r
+}
+
+// config is the namespace nsid the record describes; its hosts and QoS
+// hosts checked as a subsystem's hosts are.
+func (r namespaceRecord) config(nsid uint32) (config.Namespace, error) {
+	n := config.Namespace{NSID: nsid, Backend: r.Backend, Path: r.Path, Size: config.Bytes(r.Size),
+		BlockSize: r.BlockSize, UUID: r.UUID, NGUID: config.HexID(r.NGUID), EUI64: config.HexID(r.EUI64), ANAGroup: r.ANAGroup,
+		ReadOnly: r.ReadOnly, BufferedIO: r.BufferedIO, Pool: r.Pool, Image: r.Image}
+	n.Hosts = nilIfEmpty(r.Hosts)
+	if err := checkHostList("hosts", r.Hosts); err != nil {
+		return n, err
+	}
+	if r.QoS != nil {
+		n.QoS = r.QoS.config()
+	}
+	if p := r.QoSPerHost; p != nil {
+		n.QoSPerHost.Default = p.Default.config()
+		nqns := make([]string, len(p.Hosts))
+		for i, h := range p.Hosts {
+			nqns[i] = h.NQN
+			n.QoSPerHost.Hosts = append(n.QoSPerHost.Hosts, config.HostQoS{NQN: h.NQN, QoS: h.qosRecord.config()})
+		}
+		if err := checkHostList("qos_per_host.hosts", nqns); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// checkHostList refuses a list of hosts this code would not have
+// written: more than limits.NamespaceHosts, a name that is no NQN, one
+// named twice.
+func checkHostList(what string, nqns []string) error {
+	if len(nqns) > limits.NamespaceHosts {
+		return fmt.Errorf("%s: %d hosts, more than %d", what, len(nqns), limits.NamespaceHosts)
+	}
+	seen := make(map[string]bool, len(nqns))
+	for _, h := range nqns {
+		if err := nvme.CheckNQN(h); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if seen[h] {
+			return fmt.Errorf("%s: %q twice", what, h)
+		}
+		seen[h] = true
+	}
+	return nil
 }
 
 // hostRecord names a host's key files; a secret itself has no field, so
@@ -206,9 +311,7 @@ func (s *State) Omap() map[string][]byte {
 		m[keySubsystem+sub.NQN] = mustJSON(subsystemRecord{AllowAnyHost: sub.AllowAnyHost, Serial: sub.Serial, Model: sub.Model,
 			Ports: sub.Ports, DHCHAPHashes: sub.DHCHAPHashes, DHCHAPDHGroups: sub.DHCHAPDHGroups})
 		for _, n := range sub.Namespaces {
-			m[nsKey(keyNamespace, sub.NQN, n.NSID)] = mustJSON(namespaceRecord{Backend: n.Backend, Path: n.Path, Size: uint64(n.Size),
-				BlockSize: n.BlockSize, UUID: n.UUID, NGUID: string(n.NGUID), EUI64: string(n.EUI64), ANAGroup: n.ANAGroup,
-				ReadOnly: n.ReadOnly, BufferedIO: n.BufferedIO, Pool: n.Pool, Image: n.Image})
+			m[nsKey(keyNamespace, sub.NQN, n.NSID)] = mustJSON(namespaceRecordOf(n))
 		}
 		for _, h := range sub.Hosts {
 			m[keyHost+sub.NQN+"/"+h.NQN] = mustJSON(hostRecord{DHCHAPKeyFile: h.DHCHAPKeyFile, DHCHAPCtrlKeyFile: h.DHCHAPCtrlKeyFile})
@@ -269,8 +372,10 @@ func Decode(o Object) (*State, error) {
 		if err := strictJSON(o.Omap[k], &r); err != nil {
 			return nil, badKey(k, err)
 		}
+		// An empty list is none, as the record leaves it out: what
+		// decodes encodes back the same.
 		subs[nqn] = &config.Subsystem{NQN: nqn, AllowAnyHost: r.AllowAnyHost, Serial: r.Serial, Model: r.Model,
-			Ports: r.Ports, DHCHAPHashes: r.DHCHAPHashes, DHCHAPDHGroups: r.DHCHAPDHGroups}
+			Ports: nilIfEmpty(r.Ports), DHCHAPHashes: nilIfEmpty(r.DHCHAPHashes), DHCHAPDHGroups: nilIfEmpty(r.DHCHAPDHGroups)}
 	}
 	for _, k := range keys {
 		val := o.Omap[k]
@@ -290,9 +395,10 @@ func Decode(o Object) (*State, error) {
 			if err := strictJSON(val, &r); err != nil {
 				return nil, badKey(k, err)
 			}
-			n := config.Namespace{NSID: nsid, Backend: r.Backend, Path: r.Path, Size: config.Bytes(r.Size),
-				BlockSize: r.BlockSize, UUID: r.UUID, NGUID: config.HexID(r.NGUID), EUI64: config.HexID(r.EUI64), ANAGroup: r.ANAGroup,
-				ReadOnly: r.ReadOnly, BufferedIO: r.BufferedIO, Pool: r.Pool, Image: r.Image}
+			n, err := r.config(nsid)
+			if err != nil {
+				return nil, badKey(k, err)
+			}
 			if err := checkShared(n); err != nil {
 				return nil, badKey(k, err)
 			}
@@ -653,4 +759,11 @@ func Diff(cur, next *State) (set map[string][]byte, rm []string) {
 	}
 	slices.Sort(rm)
 	return set, rm
+}
+
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }

@@ -32,7 +32,10 @@ func sample() *State {
 	s.Subsystems = []config.Subsystem{
 		{NQN: sub1, AllowAnyHost: true, Serial: "abc", Model: "nvmeof-tgt", Namespaces: []config.Namespace{
 			{NSID: 1, Backend: "rbd", Pool: "rbd", Image: "i1", BlockSize: 512, ANAGroup: 1},
-			{NSID: 10, Backend: "memory", Size: 1 << 20, BlockSize: 4096, ANAGroup: 2, NGUID: "none"},
+			{NSID: 10, Backend: "memory", Size: 1 << 20, BlockSize: 4096, ANAGroup: 2, NGUID: "none",
+				Hosts: []string{hostX}, QoS: config.QoS{IOPS: 1000, ReadBW: 100 << 20},
+				QoSPerHost: config.QoSPerHost{Default: config.QoS{WriteIOPS: 10},
+					Hosts: []config.HostQoS{{NQN: hostX, QoS: config.QoS{BW: 1 << 20}}, {NQN: hostX + "2"}}}},
 		}},
 		{NQN: sub2, Serial: "def", Model: "m", Ports: []int{1}, Hosts: []config.Host{{NQN: hostX, DHCHAPKeyFile: "/etc/k"}},
 			DHCHAPHashes: []string{"sha256"}},
@@ -104,6 +107,32 @@ func TestDecodeCorrupt(t *testing.T) {
 		{"client on an rbd namespace", func(o *Object) {
 			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"rbd","pool":"rbd","image":"x","client":"other","ana_group":1}`)
 		}, "unknown field"},
+		// A namespace's mask and QoS hosts are checked as a subsystem's hosts.
+		{"mask host with a slash", func(o *Object) {
+			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"memory","size":4096,"ana_group":1,"hosts":["nqn.x:a/b"]}`)
+		}, "hosts"},
+		{"mask host empty", func(o *Object) {
+			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"memory","size":4096,"ana_group":1,"hosts":[""]}`)
+		}, "empty"},
+		{"mask host twice", func(o *Object) {
+			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"memory","size":4096,"ana_group":1,"hosts":["nqn.x:a","nqn.x:a"]}`)
+		}, "twice"},
+		{"mask too long", func(o *Object) {
+			hosts := strings.Repeat(`"nqn.x:a",`, limits.NamespaceHosts) + `"nqn.x:b"`
+			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"memory","size":4096,"ana_group":1,"hosts":[` + hosts + `]}`)
+		}, "more than"},
+		{"QoS unknown field", func(o *Object) {
+			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"memory","size":4096,"ana_group":1,"qos":{"burst":1}}`)
+		}, "unknown field"},
+		{"QoS negative", func(o *Object) {
+			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"memory","size":4096,"ana_group":1,"qos":{"iops":-1}}`)
+		}, "namespace/"},
+		{"QoS host twice", func(o *Object) {
+			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"memory","size":4096,"ana_group":1,"qos_per_host":{"default":{},"hosts":[{"nqn":"nqn.x:a"},{"nqn":"nqn.x:a","iops":1}]}}`)
+		}, "twice"},
+		{"QoS host not an NQN", func(o *Object) {
+			o.Omap["namespace/"+sub1+"/2"] = []byte(`{"backend":"memory","size":4096,"ana_group":1,"qos_per_host":{"default":{},"hosts":[{"nqn":""}]}}`)
+		}, "qos_per_host"},
 		{"host without subsystem", func(o *Object) { o.Omap["host/"+hostX] = []byte(`{}`) }, "want host/"},
 		{"host with inline secret", func(o *Object) {
 			o.Omap["host/"+sub2+"/"+hostX] = []byte(`{"dhchap_key":"DHHC-1:00:x:"}`)

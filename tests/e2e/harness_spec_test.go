@@ -75,6 +75,9 @@ type Namespace struct {
 	EUI64 string
 	// Pool and Image name a BackendRBD namespace's image (ceph_conf: the default).
 	Pool, Image string
+	// Extra are more keys of nvmeof-tgt's namespace entry, YAML flow style ("hosts: [...]",
+	// "qos: {iops: 100}").
+	Extra []string
 }
 
 // LBASize is the namespace's logical block size.

@@ -453,6 +453,7 @@ func tgtConfigYAML(spec Spec, loops map[string]string) string {
 			if ns.BlockSize != 0 && ns.Backend != BackendBlock { // a block device has its own
 				f = append(f, fmt.Sprintf("block_size: %d", ns.BlockSize))
 			}
+			f = append(f, ns.Extra...)
 			fmt.Fprintf(&b, "      - {%s}\n", strings.Join(f, ", "))
 		}
 	}
