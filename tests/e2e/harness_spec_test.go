@@ -75,6 +75,9 @@ type Namespace struct {
 	EUI64 string
 	// Pool and Image name a BackendRBD namespace's image (ceph_conf: the default).
 	Pool, Image string
+	// BufferedIO makes nvmeof-tgt use the page cache for a file or block namespace (buffered_io)
+	// instead of O_DIRECT.
+	BufferedIO bool
 }
 
 // LBASize is the namespace's logical block size.
