@@ -150,8 +150,9 @@ func doRead(r *Request) nvme.Status {
 	return nvme.StatusSuccess
 }
 
-// durable reports whether write r must be durable before its completion:
-// Force Unit Access, or a host that turned the volatile write cache off.
+// durable reports whether write or Write Zeroes r must be durable before its
+// completion: Force Unit Access, or a host that turned the volatile write
+// cache off.
 func (r *Request) durable() bool {
 	return r.Cmd.FUA() || !r.q.ctrl.Load().wce.Load()
 }
@@ -191,7 +192,7 @@ func doWriteZeroes(r *Request) nvme.Status {
 	if err := ns.dev.WriteZeroes(off, n); err != nil {
 		return ns.fail(r, nvme.OpWriteZeroes, err)
 	}
-	if r.Cmd.FUA() {
+	if r.durable() {
 		if err := ns.dev.Flush(); err != nil {
 			return ns.fail(r, nvme.OpFlush, err)
 		}

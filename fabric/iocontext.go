@@ -133,7 +133,7 @@ func (ns *Namespace) queueIO(r *Request, op uint8, dsm []byte) (nvme.Status, boo
 	switch op {
 	case nvme.OpWriteZeroes:
 		n := int64(r.Cmd.NumBlocks()) << ns.blockShift
-		if err = ns.zeroQueuer.QueueWriteZeroes(c.ring, off, n, r.Cmd.FUA(), tag); err == nil {
+		if err = ns.zeroQueuer.QueueWriteZeroes(c.ring, off, n, r.durable(), tag); err == nil {
 			ns.stats.shard(r).zeroOps.Add(1)
 			r.ioLeft++
 		}

@@ -78,6 +78,9 @@ type Namespace struct {
 	// Extra are more keys of nvmeof-tgt's namespace entry, YAML flow style ("hosts: [...]",
 	// "qos: {iops: 100}").
 	Extra []string
+	// BufferedIO makes nvmeof-tgt use the page cache for a file or block namespace (buffered_io)
+	// instead of O_DIRECT.
+	BufferedIO bool
 }
 
 // LBASize is the namespace's logical block size.

@@ -450,6 +450,9 @@ func tgtConfigYAML(spec Spec, loops map[string]string) string {
 			if ns.EUI64 != "" {
 				f = append(f, "eui64: "+q(ns.EUI64))
 			}
+			if ns.BufferedIO {
+				f = append(f, "buffered_io: true")
+			}
 			if ns.BlockSize != 0 && ns.Backend != BackendBlock { // a block device has its own
 				f = append(f, fmt.Sprintf("block_size: %d", ns.BlockSize))
 			}
