@@ -115,7 +115,7 @@ func (c *netCeph) readImage(t *testing.T, image string, off int64, n int) []byte
 		t.Fatalf("readImage: offset %d and length %d must be multiples of %d", off, n, ddBlock)
 	}
 	out := c.g.mustRun(t, rbdTimeout, "bash", "-c",
-		`set -o pipefail; rbd -c "$1" export --no-progress "$2" - | dd bs="$3" skip="$4" count="$5" iflag=fullblock status=none`,
+		`set -o pipefail; rbd -c "$1" export --no-progress "$2" - | { dd bs="$3" skip="$4" count="$5" iflag=fullblock status=none && cat >/dev/null; }`,
 		"bash", c.conf, cephPool+"/"+image, strconv.Itoa(ddBlock), strconv.FormatInt(off/ddBlock, 10), strconv.Itoa(n/ddBlock))
 	if len(out) != n {
 		t.Fatalf("rbd export of %s: %d bytes at %d, want %d", image, len(out), off, n)
