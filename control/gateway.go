@@ -348,12 +348,17 @@ var errWithheld = errors.New("lease withheld: the group's state is unread and a 
 // the others fence this gateway): it only learns whether the clients its
 // lease recorded are blocklisted, and then that this gateway is fenced.
 func (g *gateway) withheldBeat(ctx context.Context, recorded []string) {
-	done, err := g.store.Blocklisted(ctx, recorded)
+	// An OSD operation first: the OSDs refuse a blocklisted client's, and
+	// the monitor's list may not be reachable to it.
+	_, err := g.store.Leases(ctx)
+	done := false
+	if err == nil {
+		done, err = g.store.Blocklisted(ctx, recorded)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.beatErr = errWithheld
-	// A blocklisted client may be refused the question itself.
-	if ((err == nil && done) || errors.Is(err, group.ErrBlocklisted)) && !g.fenced {
+	if (done || errors.Is(err, group.ErrBlocklisted)) && !g.fenced {
 		g.fenced = true
 		if g.opts.Fenced != nil {
 			go g.opts.Fenced(fmt.Errorf("%w: every client its lease recorded (%v), while it withheld its lease", group.ErrBlocklisted, recorded))
