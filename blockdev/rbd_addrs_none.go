@@ -7,3 +7,6 @@ func RBDClientAddrs() []string { return nil }
 
 // RBDWaitForLatestOSDMap has no connection to wait for in this build.
 func RBDWaitForLatestOSDMap() error { return nil }
+
+// RBDUnsettled: no RBD write in this build.
+func RBDUnsettled() bool { return false }

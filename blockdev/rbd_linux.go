@@ -394,7 +394,7 @@ func (d *rbdDev) WriteAt(p []byte, off int64) (int, error) {
 	}
 	defer l.RUnlock()
 	if err := d.im.WriteAt(p, off); err != nil {
-		return 0, fmt.Errorf("write %s at %d: %w", d.name, off, ioError(err))
+		return 0, fmt.Errorf("write %s at %d: %w", d.name, off, writeError(err))
 	}
 	return len(p), nil
 }
@@ -419,7 +419,7 @@ func (d *rbdDev) Discard(off, length int64) error {
 	}
 	defer l.RUnlock()
 	if err := d.im.Discard(off, length); err != nil {
-		return fmt.Errorf("discard %s at %d: %w", d.name, off, ioError(err))
+		return fmt.Errorf("discard %s at %d: %w", d.name, off, writeError(err))
 	}
 	return nil
 }
@@ -431,7 +431,7 @@ func (d *rbdDev) WriteZeroes(off, length int64) error {
 	}
 	defer l.RUnlock()
 	if err := d.im.WriteZeroes(off, length); err != nil {
-		return fmt.Errorf("write zeroes %s at %d: %w", d.name, off, ioError(err))
+		return fmt.Errorf("write zeroes %s at %d: %w", d.name, off, writeError(err))
 	}
 	return nil
 }
@@ -505,10 +505,36 @@ func ioError(err error) error {
 	return err
 }
 
+// rbdUnsettled counts the writes (write, discard, write zeroes) given up on
+// after rados_osd_op_timeout: librados no longer waits for them, but what
+// it sent may still sit in a socket toward an OSD and land whenever the
+// network heals, after any other client's later writes unless this client
+// is blocklisted first. Counted for the process's life: a connection closed
+// since may have left such bytes behind too.
+var rbdUnsettled atomic.Uint64
+
+// writeError is ioError of a write, counting one that timed out
+// (rbdUnsettled).
+func writeError(err error) error {
+	err = ioError(err)
+	if errors.Is(err, ErrTimeout) {
+		rbdUnsettled.Add(1)
+	}
+	return err
+}
+
+// RBDUnsettled reports whether a write of this process's RBD clients was
+// given up on after its timeout and may still land (rbdUnsettled): a
+// gateway group fences such a gateway rather than serve its group beside
+// it.
+func RBDUnsettled() bool { return rbdUnsettled.Load() > 0 }
+
 // opError is the error of a queued operation that finished with res.
 func (d *rbdDev) opError(op rbd.Op, off int64, n int, res int64) error {
 	what := [...]string{rbd.OpRead: "read", rbd.OpWrite: "write", rbd.OpFlush: "flush", rbd.OpDiscard: "discard", rbd.OpWriteZeroes: "write zeroes"}[op]
 	switch {
+	case res < 0 && (op == rbd.OpWrite || op == rbd.OpDiscard || op == rbd.OpWriteZeroes):
+		return fmt.Errorf("%s %s at %d: %w", what, d.name, off, writeError(syscall.Errno(-res)))
 	case res < 0:
 		return fmt.Errorf("%s %s at %d: %w", what, d.name, off, ioError(syscall.Errno(-res)))
 	case op == rbd.OpRead && res != int64(n):

@@ -48,6 +48,11 @@ type GroupOptions struct {
 	// Fenced is called once when this gateway finds itself blocklisted by
 	// another that took its group over: it can write nothing any more.
 	Fenced func(error)
+	// Unsettled reports whether a write of the gateway's data path was
+	// given up on (rados_osd_op_timeout) and may still reach the storage:
+	// its bytes may sit in a socket, delivered whenever the network heals.
+	// nil: never.
+	Unsettled func() bool
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
 	// MemoryNamespaces lets the API add memory namespaces to the group
@@ -110,6 +115,11 @@ type gateway struct {
 	// more; the lease says so, and the others serve this gateway's group
 	// meanwhile. draining: a goroutine waits for that.
 	idle, draining bool
+	// withheld: unread, with a write of the data path given up on that
+	// may still land (GroupOptions.Unsettled): not idle, the lease is not
+	// renewed, so that the others blocklist this gateway's clients before
+	// they serve its group.
+	withheld bool
 	// prevOwed are the addresses of this ID's previous incarnation, on
 	// other machines, that it waits to see blocklisted before it serves
 	// (fencePrevious).
@@ -277,8 +287,12 @@ func (g *gateway) heartbeat() {
 	ctx, cancel := g.ctx()
 	defer cancel()
 	g.mu.Lock()
-	idle, prevOwed := g.idle, slices.Clone(g.prevOwed)
+	idle, prevOwed, withheld, recorded := g.idle, slices.Clone(g.prevOwed), g.withheld, slices.Clone(g.beatAddrs)
 	g.mu.Unlock()
+	if withheld {
+		g.withheldBeat(ctx, recorded)
+		return
+	}
 	g.seq++
 	rec := group.LeaseRecord{Incarnation: g.incarnation, Seq: g.seq, Addrs: g.addrs(), Idle: idle}
 	err := g.store.Heartbeat(ctx, g.cfg.ID, g.incarnation, g.cfg.Lease, rec.Encode())
@@ -325,6 +339,31 @@ func (g *gateway) heartbeat() {
 		}
 	}
 	g.tracker.Observe(now, obs)
+}
+
+// errWithheld is the heartbeat's error while the lease is withheld.
+var errWithheld = errors.New("lease withheld: the group's state is unread and a write given up on may still land, so the others fence this gateway before they serve its group")
+
+// withheldBeat is a heartbeat that renews nothing (the lease lapses, and
+// the others fence this gateway): it only learns whether the clients its
+// lease recorded are blocklisted, and then that this gateway is fenced.
+func (g *gateway) withheldBeat(ctx context.Context, recorded []string) {
+	// An OSD operation first: the OSDs refuse a blocklisted client's, and
+	// the monitor's list may not be reachable to it.
+	_, err := g.store.Leases(ctx)
+	done := false
+	if err == nil {
+		done, err = g.store.Blocklisted(ctx, recorded)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.beatErr = errWithheld
+	if (done || errors.Is(err, group.ErrBlocklisted)) && !g.fenced {
+		g.fenced = true
+		if g.opts.Fenced != nil {
+			go g.opts.Fenced(fmt.Errorf("%w: every client its lease recorded (%v), while it withheld its lease", group.ErrBlocklisted, recorded))
+		}
+	}
 }
 
 // recordAddrs has the lease record the gateway's RADOS clients' addresses
@@ -842,7 +881,7 @@ func (m *Manager) setUnread(err error) (first bool) {
 	first = g.unread == nil && err != nil
 	g.unread = err
 	if err == nil {
-		g.idle = false
+		g.idle, g.withheld = false, false
 	}
 	st := g.state
 	g.mu.Unlock()
@@ -885,10 +924,20 @@ func (m *Manager) drain() {
 		case <-tick.C:
 		}
 	}
+	// A write given up on (its OSD unreachable) may still land when the
+	// network heals: an idle gateway's group is served with nothing
+	// fenced, so this one withholds its lease instead, and the others
+	// fence it first.
+	unsettled := g.opts.Unsettled != nil && g.opts.Unsettled()
 	g.mu.Lock()
-	idle := g.unread != nil
+	idle := g.unread != nil && !unsettled
 	g.idle = idle
+	g.withheld = g.unread != nil && unsettled
+	withheld := g.withheld
 	g.mu.Unlock()
+	if withheld {
+		m.log.Error("gateway group state unread, and a write of its data path was given up on and may still land: withholding the lease, so that the other gateways fence this one before they serve its group", "group", g.cfg.Name)
+	}
 	if idle && g.looping.Load() {
 		done := make(chan struct{})
 		select {
@@ -1595,6 +1644,10 @@ type GroupStatus struct {
 	// Idle: unread, and no command runs on the group's namespaces; the
 	// lease says so, and the others serve this gateway's group.
 	Idle bool `json:"idle,omitempty"`
+	// LeaseWithheld: unread, with a write given up on that may still
+	// land: the lease is not renewed, for the others to fence this
+	// gateway before they serve its group.
+	LeaseWithheld bool `json:"lease_withheld,omitempty"`
 	// PrevOwed are the clients of this gateway's previous incarnation, on
 	// other machines, it waits to see blocklisted before it serves.
 	PrevOwed []string `json:"prev_owed,omitempty"`
@@ -1660,7 +1713,7 @@ func (m *Manager) Group() *GroupStatus {
 	if g.unread != nil {
 		gs.Unread = g.unread.Error()
 	}
-	gs.Idle, gs.PrevOwed = g.idle, slices.Clone(g.prevOwed)
+	gs.Idle, gs.LeaseWithheld, gs.PrevOwed = g.idle, g.withheld, slices.Clone(g.prevOwed)
 	if len(g.degraded) > 0 {
 		gs.Degraded = maps.Clone(g.degraded)
 	}

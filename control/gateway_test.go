@@ -103,6 +103,8 @@ type gwNode struct {
 	// set, gives them instead.
 	extra   atomic.Pointer[[]string]
 	extraFn atomic.Value // func() []string
+	// unsettled: a write of its data path timed out (GroupOptions.Unsettled).
+	unsettled atomic.Bool
 }
 
 const gwLease = 2 * time.Second
@@ -150,6 +152,7 @@ func startGatewayWith(t *testing.T, cl *group.Cluster, clock *fakeClock, id int,
 	n.m, err = New(n.tgt, cfg, Options{
 		Transport: func(string) (fabric.Transport, error) { return lt, nil },
 		Group: &GroupOptions{Store: n.store, Now: clock.Now, MemoryNamespaces: true, Fenced: func(error) { n.fenced.Store(true) },
+			Unsettled: n.unsettled.Load,
 			Addrs: func() []string {
 				if f, ok := n.extraFn.Load().(func() []string); ok {
 					return f()

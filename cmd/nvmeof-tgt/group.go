@@ -52,8 +52,9 @@ func groupOptions(cfg *config.Config, log *slog.Logger, fenced func(error)) (*co
 			}
 			return out
 		},
-		Barrier: blockdev.RBDWaitForLatestOSDMap,
-		Fenced:  fenced,
+		Barrier:   blockdev.RBDWaitForLatestOSDMap,
+		Fenced:    fenced,
+		Unsettled: blockdev.RBDUnsettled,
 	}, st, nil
 }
 
@@ -70,6 +71,9 @@ func printGroup(w io.Writer, g *control.GroupStatus) {
 	}
 	if g.Idle {
 		fmt.Fprintln(w, "idle: no command runs here; the other gateways serve this one's group")
+	}
+	if g.LeaseWithheld {
+		fmt.Fprintln(w, "lease withheld: a write given up on may still land; the other gateways fence this one before they serve its group")
 	}
 	if len(g.PrevOwed) > 0 {
 		fmt.Fprintf(w, "not serving: waiting for the clients of this gateway's previous incarnation on other machines to be blocklisted: %s\n", strings.Join(g.PrevOwed, " "))

@@ -30,7 +30,7 @@ cat >"$inner" <<'INNER'
 set -o pipefail
 repo=$1; shift
 cd "$repo" || exit 1
-export E2E_TARGET=nvmeof-tgt NVMEOF_TGT_BIN=$repo/bin/nvmeof-tgt E2E_RESULTS=$repo/tests/out/net
+export E2E_TARGET=nvmeof-tgt NVMEOF_TGT_BIN=$repo/bin/nvmeof-tgt NVMEOF_TGT_RBD_BIN=$repo/bin/nvmeof-tgt-rbd E2E_RESULTS=$repo/tests/out/net
 # Only the TestNet tests know this lab: a -test.run of the caller's must begin with ^TestNet too.
 ./bin/e2e-net.test -test.v -test.timeout 12m -test.run '^TestNet' "$@" 2>&1 | tee "$E2E_RESULTS/e2e.log"
 INNER
