@@ -84,22 +84,6 @@ func startNetCeph(t *testing.T, g *labGuest, addr string) *netCeph {
 	return c
 }
 
-// powerOff cuts the guest's power and leaves it off (powerKill boots it again when the test
-// ends; this is for a guest the test booted itself).
-func (g *labGuest) powerOff(t *testing.T) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), powerTimeout)
-	defer cancel()
-	if _, err := netlab.RequestPower(ctx, g.lab.power, g.name, netlab.PowerKill); err != nil {
-		t.Errorf("power off %s: %v", g, err)
-		return
-	}
-	g.mu.Lock()
-	g.off = true
-	g.mu.Unlock()
-	t.Logf("power off: %s", g)
-}
-
 // cmd runs a Ceph client command (ceph, rbd, rados) in the cluster's guest and returns its
 // standard output.
 func (c *netCeph) cmd(t *testing.T, tool string, args ...string) []byte {
