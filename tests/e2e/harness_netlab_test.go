@@ -446,6 +446,7 @@ func (k *labLink) unshape(t *testing.T, g *labGuest) {
 type remoteTgt struct {
 	g       *labGuest
 	bin     string
+	env     []string // KEY=VALUE added to the agent's environment
 	dir     string
 	spec    Spec
 	cfgPath string
@@ -459,8 +460,15 @@ type remoteTgt struct {
 // exits cleanly, unless the guest lost power under it.
 func startRemoteTgt(t *testing.T, g *labGuest, spec Spec) *remoteTgt {
 	t.Helper()
+	return startRemoteTgtWith(t, g, spec, tgtBin)
+}
+
+// startRemoteTgtWith is startRemoteTgt with another build of nvmeof-tgt (bin, e.g. the rbd
+// build) and env added to its environment.
+func startRemoteTgtWith(t *testing.T, g *labGuest, spec Spec, bin string, env ...string) *remoteTgt {
+	t.Helper()
 	g.remote(t)
-	p := &remoteTgt{g: g, bin: tgtBin, dir: filepath.Join(testDir(t), "tgt-"+g.name)}
+	p := &remoteTgt{g: g, bin: bin, env: env, dir: filepath.Join(testDir(t), "tgt-"+g.name)}
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -493,8 +501,10 @@ func (p *remoteTgt) Start(t *testing.T, spec Spec) {
 			case BackendMemory:
 			case BackendFile:
 				p.g.sh(t, `[ -e "$1" ] || truncate -s "$2" "$1"`, ns.Path, strconv.FormatInt(ns.Size, 10))
+			case BackendRBD:
+				// The image is the target's to create (Size) on the guest's own cluster.
 			default:
-				t.Fatalf("remote nvmeof-tgt: %s namespaces are not supported (memory and file are)", ns.Backend)
+				t.Fatalf("remote nvmeof-tgt: %s namespaces are not supported (memory, file and rbd are)", ns.Backend)
 			}
 		}
 	}
@@ -513,7 +523,7 @@ func (p *remoteTgt) Start(t *testing.T, spec Spec) {
 	}
 	start := time.Now()
 	resp, err := p.g.agent.Do(context.Background(), netlab.Request{Op: netlab.OpStart,
-		Argv: []string{p.bin, "serve", "--config", p.cfgPath}, Log: p.logPath, Notify: true, Timeout: tgtReadyTimeout})
+		Argv: []string{p.bin, "serve", "--config", p.cfgPath}, Env: p.env, Log: p.logPath, Notify: true, Timeout: tgtReadyTimeout})
 	if err != nil {
 		t.Fatalf("start nvmeof-tgt in %s: %v", p.g.name, err)
 	}
