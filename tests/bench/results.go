@@ -39,18 +39,18 @@ const (
 
 // Results is everything one guest boot measured.
 type Results struct {
-	Date    string `json:"date"`    // UTC, RFC 3339
-	Commit  string `json:"commit"`  // git describe of the tree under test
-	Kernel  string `json:"kernel"`  // guest kernel release
-	CPUs    int    `json:"cpus"`    // guest vCPUs (two machines: the target guest's)
-	MemMiB  int    `json:"mem_mib"` // guest memory (two machines: the target guest's)
+	Date   string `json:"date"`    // UTC, RFC 3339
+	Commit string `json:"commit"`  // git describe of the tree under test
+	Kernel string `json:"kernel"`  // guest kernel release
+	CPUs   int    `json:"cpus"`    // guest vCPUs (two machines: the target guest's)
+	MemMiB int    `json:"mem_mib"` // guest memory (two machines: the target guest's)
 	// Topology is TopologyOne ("" before it was recorded) or TopologyTwo.
 	Topology string `json:"topology,omitempty"`
 	// HostCPUs and HostMemMiB are the host guest's, with two machines.
 	HostCPUs   int `json:"host_cpus,omitempty"`
 	HostMemMiB int `json:"host_mem_mib,omitempty"`
-	Runtime int    `json:"runtime_s"`
-	Ramp    int    `json:"ramp_s"`
+	Runtime    int `json:"runtime_s"`
+	Ramp       int `json:"ramp_s"`
 	// Peers are the targets nvmeof-tgt was compared with (TargetKernel, TargetSPDK), in the
 	// order they ran after it in each rep; empty in results from before SPDK was a peer.
 	Peers []string `json:"peers,omitempty"`

@@ -33,7 +33,8 @@ import (
 //
 // Environment as TestBench's (BENCH_RUNTIME, BENCH_RAMP, BENCH_REPS, BENCH_JOBS, BENCH_OUT,
 // BENCH_COMMIT), and BENCH_SPDK_DIR (a tree spdk-build.sh built; empty: SPDK is skipped, and
-// BENCH_NOTES says why), BENCH_RBD (0: no RBD jobs), BENCH_NOTES (lines recorded as notes).
+// BENCH_NOTES says why), BENCH_RBD (0: no RBD jobs), BENCH_NOTES (lines recorded as notes),
+// BENCH_PROFILE (a regexp over backend/job: profile those jobs with perf, see profile).
 
 const (
 	netBenchFile  = "/scratch/bench.img" // in the target guest: ours', nvmet's and SPDK's aio file
@@ -166,6 +167,7 @@ func TestNetBench(t *testing.T) {
 			nb.spdk = startRemoteSPDK(t, tg, spdkDir, filepath.Join(nb.dir, "spdk"))
 			res.SPDK = nb.spdk.version
 			nb.spdk.setup(t, nb.nqns[bench.TargetSPDK], nb.addr, benchPortSPDK)
+			nb.spdk.pause(t, nb.nqns[bench.TargetSPDK])
 		}
 		for _, tgt := range []string{bench.TargetOurs, bench.TargetKernel} {
 			nb.connect(t, tgt, 1, 2)
@@ -190,6 +192,9 @@ func TestNetBench(t *testing.T) {
 					nb.record(t, res, nb.run(t, tgt, j, rep))
 				}
 			}
+		}
+		for _, j := range jobs {
+			nb.profile(t, res, j, bench.TargetOurs, bench.TargetKernel)
 		}
 		res.Allocs = nb.measureAllocs(t, jobs)
 		nb.conns[bench.TargetOurs].disconnect(t)
@@ -509,8 +514,56 @@ func (nb *netBench) rbdPhase(t *testing.T, res *bench.Results, jobs []benchJob, 
 			}
 		}
 	}
+	for _, j := range jobs {
+		nb.profile(t, res, j, bench.TargetOurs)
+	}
 	nb.conns[bench.TargetOurs].disconnect(t)
 	nb.ours.Stop(t)
+}
+
+// profile runs job j once more on each of targets, with perf recording the whole target guest
+// (every CPU, call graphs, the cpu-clock event: TCG has no hardware counters) over the middle
+// of the run, and writes perf's report beside the raw results, for the jobs BENCH_PROFILE (a
+// regexp over backend/job) selects. These runs are not among the results.
+func (nb *netBench) profile(t *testing.T, res *bench.Results, j benchJob, targets ...string) {
+	t.Helper()
+	pat := os.Getenv("BENCH_PROFILE")
+	if pat == "" {
+		return
+	}
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		t.Fatalf("BENCH_PROFILE: %v", err)
+	}
+	if !re.MatchString(j.backend + "/" + j.job) {
+		return
+	}
+	for _, target := range targets {
+		name := fmt.Sprintf("profile-%s-%s-%s", target, j.backend, j.job)
+		data := "/scratch/" + name + ".data"
+		after, span := nb.ramp+1, max(nb.runtime-2, 1)
+		done := make(chan cmdResult, 1)
+		go func() {
+			done <- nb.tg.exec(time.Duration(after+span)*time.Second+netBenchAgent, "sh", "-c",
+				`sleep "$1"; exec perf record -q -F 499 -e cpu-clock -a -g -o "$3" -- sleep "$2"`, "sh",
+				strconv.Itoa(after), strconv.Itoa(span), data)
+		}()
+		nb.runJob(t, target, j.backend, j.job, 0)
+		if r := <-done; r.err != nil {
+			t.Errorf("perf record in %s: %v %s", nb.tg, r.err, limit(r.stderr))
+			continue
+		}
+		out := filepath.Join(nb.dir, name+".txt")
+		r := nb.tg.exec(10*time.Minute, "sh", "-c", `{ echo "# perf report --sort comm,dso: $3"; perf report -i "$1" --no-children --sort comm,dso --stdio -g none --percent-limit 1 2>/dev/null
+echo; echo "# perf report --sort sym"; perf report -i "$1" --no-children --sort sym --stdio -g none --percent-limit 0.4 2>/dev/null; } >"$2"; rm -f "$1"`,
+			"sh", data, out, name)
+		if r.err != nil {
+			t.Errorf("perf report in %s: %v %s", nb.tg, r.err, limit(r.stderr))
+			continue
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("Profile of %s on %s/%s (one more run, not among the results): %s", target, j.backend, j.job, filepath.Base(out)))
+		t.Logf("profile of %s on %s/%s: %s", target, j.backend, j.job, out)
+	}
 }
 
 // runRemoteLibRBD runs the job with fio's rbd engine in the target guest, sampling its CPU.
