@@ -74,6 +74,9 @@ func Write(dir string, r *Results) (paths []string, err error) {
 		png, err = ChartTwo(r, s)
 		markdown = func(chart string) string { return MarkdownTwo(r, s, chart) }
 		day += "-2m"
+		if r.Label != "" {
+			day += "-" + r.Label
+		}
 	} else {
 		s := Summarize(r)
 		rep.Summary = s

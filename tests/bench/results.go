@@ -22,6 +22,9 @@ const (
 	// image the rbd namespace serves: the reference of the rbd backend's jobs, which the
 	// kernel target does not run.
 	TargetLibRBD = "librbd"
+	// TargetPrev is another build of nvmeof-tgt, the previous commit's, in an A/B run of the
+	// two-machine bench (BENCH_AB_BIN): ours is the build under test.
+	TargetPrev = "nvmeof-tgt-prev"
 )
 
 // BackendRBD is the backend of the jobs on an RBD image, compared with TargetLibRBD.
@@ -46,6 +49,9 @@ type Results struct {
 	MemMiB int    `json:"mem_mib"` // guest memory (two machines: the target guest's)
 	// Topology is TopologyOne ("" before it was recorded) or TopologyTwo.
 	Topology string `json:"topology,omitempty"`
+	// Label names a run apart from the benchmark proper (an A/B run): it is added to the
+	// report's file names.
+	Label string `json:"label,omitempty"`
 	// HostCPUs and HostMemMiB are the host guest's, with two machines.
 	HostCPUs   int `json:"host_cpus,omitempty"`
 	HostMemMiB int `json:"host_mem_mib,omitempty"`

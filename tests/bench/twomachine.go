@@ -216,6 +216,8 @@ func PeerName(target, backend string) string {
 		return "SPDK"
 	case TargetLibRBD:
 		return "fio-rbd"
+	case TargetPrev:
+		return "previous build"
 	}
 	return target
 }

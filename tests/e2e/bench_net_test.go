@@ -34,12 +34,15 @@ import (
 // Environment as TestBench's (BENCH_RUNTIME, BENCH_RAMP, BENCH_REPS, BENCH_JOBS, BENCH_OUT,
 // BENCH_COMMIT), and BENCH_SPDK_DIR (a tree spdk-build.sh built; empty: SPDK is skipped, and
 // BENCH_NOTES says why), BENCH_RBD (0: no RBD jobs), BENCH_NOTES (lines recorded as notes),
-// BENCH_PROFILE (a regexp over backend/job: profile those jobs with perf, see profile).
+// BENCH_PROFILE (a regexp over backend/job: profile those jobs with perf, see profile),
+// BENCH_AB_BIN and BENCH_AB_RBD_BIN (an A/B run: ours against these builds of nvmeof-tgt and its
+// rbd build, alone; tests/lab/ab-2m.sh).
 
 const (
 	netBenchFile  = "/scratch/bench.img" // in the target guest: ours', nvmet's and SPDK's aio file
 	netBenchImage = "bench-rbd"
 	netBenchAgent = 5 * time.Minute // one agent call that may wait out a slow guest
+	benchPortPrev = 4423
 )
 
 // netBenchJobs are the jobs of the two-machine benchmark, in order.
@@ -55,15 +58,15 @@ var netBenchJobs = func() []benchJob {
 
 type netBench struct {
 	*benchEnv
-	tg     *labGuest
-	addr   string
-	ours   *remoteTgt
-	kernel bool
-	spdk   *remoteSPDK
-	ports  map[string]int
-	nqns   map[string]string
-	nsids  map[string]uint32 // backend → nsid, the same on every target
-	conns  map[string]*controller
+	tg    *labGuest
+	addr  string
+	ours  *remoteTgt
+	prev  *remoteTgt // the previous build, in an A/B run
+	spdk  *remoteSPDK
+	ports map[string]int
+	nqns  map[string]string
+	nsids map[string]uint32 // backend → nsid, the same on every target
+	conns map[string]*controller
 }
 
 func TestNetBench(t *testing.T) {
@@ -92,6 +95,7 @@ func TestNetBench(t *testing.T) {
 		Commit:     os.Getenv("BENCH_COMMIT"),
 		Kernel:     strings.TrimSpace(readSys("/proc/sys/kernel/osrelease")),
 		Topology:   bench.TopologyTwo,
+		Label:      os.Getenv("BENCH_LABEL"),
 		HostCPUs:   runtime.NumCPU(),
 		HostMemMiB: memTotalMiB(),
 		Runtime:    nb.runtime,
@@ -145,7 +149,15 @@ func TestNetBench(t *testing.T) {
 		t.Fatal("BENCH_JOBS selects no job of the two-machine benchmark")
 	}
 	spdkDir := os.Getenv("BENCH_SPDK_DIR")
-	if spdkDir != "" {
+	// An A/B run: ours against another build of it (the previous commit's) alone.
+	abBin, abRBDBin := os.Getenv("BENCH_AB_BIN"), os.Getenv("BENCH_AB_RBD_BIN")
+	if abBin != "" {
+		res.Peers = []string{bench.TargetPrev}
+		spdkDir = ""
+		res.Notes = append(res.Notes, "A/B run: ours is the build under test, the previous build is "+abBin+" ("+abRBDBin+" for the RBD jobs), "+
+			"both in the target guest, alternating.")
+		nb.ports[bench.TargetPrev], nb.nqns[bench.TargetPrev] = benchPortPrev, nqn("bench-prev")
+	} else if spdkDir != "" {
 		res.Peers = append(res.Peers, bench.TargetSPDK)
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("Targets in the target guest (%d vCPU), the kernel host and fio in the host guest (%d vCPU), "+
@@ -161,20 +173,25 @@ func TestNetBench(t *testing.T) {
 	if len(jobs) > 0 {
 		nb.startOurs(t, tgtBin, memNS(1, benchNSSize, 512, ""),
 			Namespace{NSID: 2, Backend: BackendFile, Path: netBenchFile, Size: benchNSSize, BlockSize: 512})
-		nb.startKernel(t)
-		nb.kernel = true
+		if abBin != "" {
+			nb.prev = nb.startPrev(t, abBin, memNS(1, benchNSSize, 512, ""),
+				Namespace{NSID: 2, Backend: BackendFile, Path: netBenchFile, Size: benchNSSize, BlockSize: 512})
+		} else {
+			nb.startKernel(t)
+		}
 		if spdkDir != "" {
 			nb.spdk = startRemoteSPDK(t, tg, spdkDir, filepath.Join(nb.dir, "spdk"))
 			res.SPDK = nb.spdk.version
 			nb.spdk.setup(t, nb.nqns[bench.TargetSPDK], nb.addr, benchPortSPDK)
 			nb.spdk.pause(t, nb.nqns[bench.TargetSPDK])
 		}
-		for _, tgt := range []string{bench.TargetOurs, bench.TargetKernel} {
+		second := res.Peers[0] // the kernel, or the previous build
+		for _, tgt := range []string{bench.TargetOurs, second} {
 			nb.connect(t, tgt, 1, 2)
 		}
 		// Reads must find data: ours' and the kernel's memory, and the one file through ours.
 		nb.prefill(t, nb.devs[bench.TargetOurs]["memory"])
-		nb.prefill(t, nb.devs[bench.TargetKernel]["memory"])
+		nb.prefill(t, nb.devs[second]["memory"])
 		nb.prefill(t, nb.devs[bench.TargetOurs]["file"])
 		if nb.spdk != nil {
 			nb.spdkTurn(t, "memory", func() { nb.prefill(t, nb.devs[bench.TargetSPDK]["memory"]) })
@@ -194,15 +211,19 @@ func TestNetBench(t *testing.T) {
 			}
 		}
 		for _, j := range jobs {
-			nb.profile(t, res, j, bench.TargetOurs, bench.TargetKernel)
+			nb.profile(t, res, j, bench.TargetOurs, res.Peers[0])
 		}
 		res.Allocs = nb.measureAllocs(t, jobs)
 		nb.conns[bench.TargetOurs].disconnect(t)
 		nb.ours.Stop(t)
+		if nb.prev != nil {
+			nb.conns[bench.TargetPrev].disconnect(t)
+			nb.prev.Stop(t)
+		}
 	}
 
 	if len(rbdJobs) > 0 {
-		nb.rbdPhase(t, res, rbdJobs, spdkDir)
+		nb.rbdPhase(t, res, rbdJobs, spdkDir, abRBDBin)
 	}
 }
 
@@ -253,6 +274,8 @@ func (nb *netBench) run(t *testing.T, target string, j benchJob, rep int) bench.
 	switch target {
 	case bench.TargetOurs:
 		pid = nb.ours.pid
+	case bench.TargetPrev:
+		pid = nb.prev.pid
 	case bench.TargetSPDK:
 		pid = nb.spdk.pid
 	}
@@ -451,7 +474,7 @@ func (nb *netBench) measureAllocs(t *testing.T, jobs []benchJob) *bench.AllocRun
 
 // rbdPhase starts the target guest's Ceph cluster and runs the RBD jobs: ours (its rbd build)
 // serving the image, SPDK's bdev_rbd on it, and fio's rbd engine in the target guest.
-func (nb *netBench) rbdPhase(t *testing.T, res *bench.Results, jobs []benchJob, spdkDir string) {
+func (nb *netBench) rbdPhase(t *testing.T, res *bench.Results, jobs []benchJob, spdkDir, abBin string) {
 	t.Helper()
 	rbdBinPath, err := filepath.Abs(needRBDBin(t))
 	if err != nil {
@@ -476,7 +499,12 @@ func (nb *netBench) rbdPhase(t *testing.T, res *bench.Results, jobs []benchJob, 
 	nb.connect(t, bench.TargetOurs, 3)
 	nb.prefill(t, nb.devs[bench.TargetOurs][bench.BackendRBD])
 	targets := []string{bench.TargetOurs}
-	if spdkDir != "" {
+	rbdNS := Namespace{NSID: 3, Backend: BackendRBD, Pool: cephPool, Image: netBenchImage, Size: benchNSSize}
+	if abBin != "" {
+		nb.prev = nb.startPrev(t, abBin, rbdNS)
+		nb.connect(t, bench.TargetPrev, 3)
+		targets = append(targets, bench.TargetPrev)
+	} else if spdkDir != "" {
 		if nb.spdk == nil {
 			nb.spdk = startRemoteSPDK(t, nb.tg, spdkDir, filepath.Join(nb.dir, "spdk"))
 			res.SPDK = nb.spdk.version
@@ -485,9 +513,11 @@ func (nb *netBench) rbdPhase(t *testing.T, res *bench.Results, jobs []benchJob, 
 		}
 		targets = append(targets, bench.TargetSPDK)
 	}
-	targets = append(targets, bench.TargetLibRBD)
-	if !slices.Contains(res.Peers, bench.TargetLibRBD) {
-		res.Peers = append(res.Peers, bench.TargetLibRBD)
+	if abBin == "" {
+		targets = append(targets, bench.TargetLibRBD)
+		if !slices.Contains(res.Peers, bench.TargetLibRBD) {
+			res.Peers = append(res.Peers, bench.TargetLibRBD)
+		}
 	}
 	res.Notes = append(res.Notes, "The RBD jobs ran on one 256 MiB image (layering, no exclusive-lock) of a one-node Ceph cluster "+
 		"(memstore OSD) in the target guest, started for them after the memory and file jobs, with librbd's cache off for every client: "+
@@ -498,7 +528,7 @@ func (nb *netBench) rbdPhase(t *testing.T, res *bench.Results, jobs []benchJob, 
 		for rep := 1; rep <= nb.reps; rep++ {
 			for _, tgt := range targets {
 				switch tgt {
-				case bench.TargetOurs:
+				case bench.TargetOurs, bench.TargetPrev:
 					nb.record(t, res, nb.run(t, tgt, j, rep))
 				case bench.TargetSPDK:
 					nb.spdk.resume(t)
@@ -514,11 +544,32 @@ func (nb *netBench) rbdPhase(t *testing.T, res *bench.Results, jobs []benchJob, 
 			}
 		}
 	}
+	profiled := []string{bench.TargetOurs}
+	if nb.prev != nil {
+		profiled = append(profiled, bench.TargetPrev)
+	}
 	for _, j := range jobs {
-		nb.profile(t, res, j, bench.TargetOurs)
+		nb.profile(t, res, j, profiled...)
 	}
 	nb.conns[bench.TargetOurs].disconnect(t)
 	nb.ours.Stop(t)
+	if nb.prev != nil {
+		nb.conns[bench.TargetPrev].disconnect(t)
+		nb.prev.Stop(t)
+	}
+}
+
+// startPrev starts the previous build of nvmeof-tgt (an A/B run) beside ours: its own port,
+// subsystem, directory and metrics address.
+func (nb *netBench) startPrev(t *testing.T, bin string, nss ...Namespace) *remoteTgt {
+	t.Helper()
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Port: Port{Transport: "rdma", Address: nb.addr, Service: benchPortPrev},
+		Subsystems: []Subsystem{{NQN: nb.nqns[bench.TargetPrev], AllowAnyHost: true, Namespaces: nss}}}
+	return startRemoteTgtAs(t, nb.tg, "tgt-prev", "127.0.0.1:9772", spec, bin)
 }
 
 // profile runs job j once more on each of targets, with perf recording the whole target guest

@@ -17,7 +17,10 @@ skip() { echo "bench: SKIPPED $1" >&2; notes+=("Skipped: $1"); }
 spdk_dir=${BENCH_SPDK_DIR:-${SPDK_DIR:-}}
 spdk_src=${SPDK_SRC:-}
 built() { [[ -x $1/build/bin/nvmf_tgt && -f $1/scripts/rpc.py ]]; }
-if [[ -n $spdk_src ]]; then
+if [[ -n ${BENCH_AB_BIN:-} ]]; then
+  spdk_dir= spdk_src= # an A/B run (tests/lab/ab-2m.sh) compares two builds of ours alone
+  notes+=("A/B run: no peer but the previous build.")
+elif [[ -n $spdk_src ]]; then
   spdk_dir=${spdk_dir:-/var/cache/nvmeof-tgt-lab/spdk}
   echo "bench: building SPDK from $spdk_src into $spdk_dir (tests/bench/spdk-build.sh)"
   tests/bench/spdk-build.sh "$spdk_src" "$spdk_dir" || { echo "bench: tests/bench/spdk-build.sh $spdk_src $spdk_dir failed" >&2; exit 1; }
@@ -29,7 +32,7 @@ if [[ -n $spdk_dir ]]; then
   if ! ldd "$spdk_dir/build/bin/nvmf_tgt" | grep -q librbd; then
     echo "bench: note: $spdk_dir was built without bdev_rbd (no librbd-dev then): SPDK will fail the RBD jobs; rebuild it (make ceph-deps first)" >&2
   fi
-else
+elif [[ -z ${BENCH_AB_BIN:-} ]]; then
   skip "peer SPDK nvmf_tgt: neither SPDK_SRC (an SPDK v24.05 source tree, which tests/bench/spdk-build.sh builds) nor SPDK_DIR (a tree it built) was given."
 fi
 export BENCH_SPDK_DIR=$spdk_dir
