@@ -112,6 +112,7 @@ vet: build-deps
 	$(GO) vet -tags e2e ./tests/...
 	$(GO) vet -tags e2e,bench ./tests/...
 	$(GO) vet -tags e2e,netlab ./tests/...
+	$(GO) vet -tags e2e,netlab,bench ./tests/...
 	$(GO) vet -tags faultinject ./rdma/... ./cmd/...
 	@if [ -e $(LIBRBD_H) ]; then \
 		echo "$(GO) vet -tags rbd ./..."; $(GO) vet -tags rbd ./... || exit 1; \
@@ -154,14 +155,21 @@ test: ceph-deps vet unit e2e e2e-net
 demo: build lab-deps
 	tests/lab/demo.sh
 
-# Side-by-side with the kernel's nvmet in one guest boot; writes bench/results/<date>.*
-# PEERS="kernel spdk" SPDK_DIR=DIR adds SPDK's nvmf_tgt (memory jobs), built into DIR by
-# tests/bench/spdk-build.sh; BENCH_CPUS is the guest's vCPUs, 2 or 4.
+# Two machines (the default, BENCH_TOPOLOGY=two): nvmeof-tgt, the kernel's nvmet and SPDK's
+# nvmf_tgt in turn in a target guest, the host in another, one rxe link; memory, file and RBD
+# jobs with CPU per I/O; writes bench/results/<date>-2m.*. SPDK_SRC=TREE (an SPDK v24.05 source
+# tree) builds SPDK into SPDK_DIR first (tests/bench/spdk-build.sh); SPDK_DIR=DIR alone uses a
+# tree already built; with neither, SPDK is skipped and the run says so.
+# BENCH_TOPOLOGY=one: the one-guest benchmark of bench/results/<date>.*, side by side with the
+# kernel's nvmet; PEERS="kernel spdk" adds SPDK (memory jobs); BENCH_CPUS is its vCPUs, 2 or 4.
+BENCH_TOPOLOGY ?= two
 PEERS ?= kernel
 SPDK_DIR ?=
+SPDK_SRC ?=
 BENCH_CPUS ?= 4
 bench: lab-deps ceph-deps build
-	BENCH_PEERS="$(PEERS)" BENCH_SPDK_DIR="$(SPDK_DIR)" BENCH_CPUS="$(BENCH_CPUS)" tests/lab/bench.sh
+	BENCH_TOPOLOGY="$(BENCH_TOPOLOGY)" BENCH_PEERS="$(PEERS)" BENCH_SPDK_DIR="$(SPDK_DIR)" SPDK_SRC="$(SPDK_SRC)" \
+		BENCH_CPUS="$(BENCH_CPUS)" tests/lab/bench.sh
 
 # blktests' NVMe-oF tests in the test guest, against nvmeof-tgt as a remote target
 # (tests/lab/blktests.sh; README.md, "blktests"). BLKTESTS_DIR is a blktests checkout: it is not

@@ -24,7 +24,9 @@ import (
 // Report is what <base>.json holds: the raw results and what they come to.
 type Report struct {
 	Results *Results `json:"results"`
-	Summary Summary  `json:"summary"`
+	Summary Summary  `json:"summary,omitzero"`
+	// TwoMachine is the summary of two-machine results (TopologyTwo), which have no Summary.
+	TwoMachine *TwoSummary `json:"two_machine,omitempty"`
 }
 
 // Load reads the raw Results JSON the guest wrote. A report written by Write is accepted too
@@ -57,25 +59,41 @@ const maxSameDay = 1000
 
 // Write writes <base>.json (a Report), <base>.md (Markdown) and <base>.png (a chart of the
 // ratios) to dir, creating dir if needed, and returns their paths in that order. The base is
-// the date part (YYYY-MM-DD) of r.Date, "undated" if it has none; when any of the three files
-// of a base exists, -2, -3 … is appended, so that runs on one day never overwrite each other.
-// Everything is rendered before the first file is created, and on an error the files this
-// call created are removed.
+// the date part (YYYY-MM-DD) of r.Date, "undated" if it has none, with "-2m" after it for
+// two-machine results; when any of the three files of a base exists, -2, -3 … is appended, so
+// that runs on one day never overwrite each other. Everything is rendered before the first
+// file is created, and on an error the files this call created are removed.
 func Write(dir string, r *Results) (paths []string, err error) {
-	s := Summarize(r)
-	js, err := json.MarshalIndent(Report{Results: r, Summary: s}, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode report: %w", err)
+	rep := Report{Results: r}
+	var png []byte
+	var markdown func(chart string) string
+	day := dateOf(r.Date)
+	if r.Topology == TopologyTwo {
+		s := SummarizeTwo(r)
+		rep.TwoMachine = &s
+		png, err = ChartTwo(r, s)
+		markdown = func(chart string) string { return MarkdownTwo(r, s, chart) }
+		day += "-2m"
+		if r.Label != "" {
+			day += "-" + r.Label
+		}
+	} else {
+		s := Summarize(r)
+		rep.Summary = s
+		png, err = Chart(r, s)
+		markdown = func(chart string) string { return Markdown(r, s, chart) }
 	}
-	png, err := Chart(r, s)
 	if err != nil {
 		return nil, err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode report: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report dir: %w", err)
 	}
 
-	day := dateOf(r.Date)
 	for n := 1; n <= maxSameDay; n++ {
 		base := day
 		if n > 1 {
@@ -93,7 +111,7 @@ func Write(dir string, r *Results) (paths []string, err error) {
 		if taken {
 			continue
 		}
-		md := Markdown(r, s, filepath.Base(paths[2]))
+		md := markdown(filepath.Base(paths[2]))
 		err = writeAll(paths, [][]byte{append(js, '\n'), []byte(md), png})
 		if errors.Is(err, fs.ErrExist) { // another writer took this base since the check
 			continue
@@ -645,24 +663,31 @@ var (
 // Chart renders the ratios as a PNG: one vertical bar per job (two for QD1 jobs), green at or
 // above parity with the kernel and red below, with a dashed line at 1.
 func Chart(r *Results, s Summary) ([]byte, error) {
-	bs := bars(s)
+	title := fmt.Sprintf("nvmeof-tgt ÷ kernel nvmet, %s (medians of %s reps)", dateOf(r.Date), repsText(s))
+	ylabel := "ours ÷ kernel (higher is better)"
+	if spdkRan(r, s) {
+		title = fmt.Sprintf("nvmeof-tgt ÷ kernel nvmet and ÷ SPDK, %s (medians of %s reps)", dateOf(r.Date), repsText(s))
+		ylabel = "ours ÷ kernel, ours ÷ SPDK (higher is better)"
+	}
+	for _, j := range s.Jobs {
+		if j.Backend == BackendRBD {
+			title += "; rbd jobs ÷ librbd"
+			ylabel = strings.Replace(ylabel, " (higher", ", ours ÷ librbd (higher", 1)
+			break
+		}
+	}
+	return barChart(bars(s), title, ylabel)
+}
+
+// barChart renders bars as a PNG: green at or above parity and red below, with a dashed line
+// at 1, the value over each bar.
+func barChart(bs []bar, title, ylabel string) ([]byte, error) {
 	if len(bs) == 0 {
 		bs = []bar{{label: "no runs"}}
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("nvmeof-tgt ÷ kernel nvmet, %s (medians of %s reps)", dateOf(r.Date), repsText(s))
-	p.Y.Label.Text = "ours ÷ kernel (higher is better)"
-	if spdkRan(r, s) {
-		p.Title.Text = fmt.Sprintf("nvmeof-tgt ÷ kernel nvmet and ÷ SPDK, %s (medians of %s reps)", dateOf(r.Date), repsText(s))
-		p.Y.Label.Text = "ours ÷ kernel, ours ÷ SPDK (higher is better)"
-	}
-	for _, j := range s.Jobs {
-		if j.Backend == BackendRBD {
-			p.Title.Text += "; rbd jobs ÷ librbd"
-			p.Y.Label.Text = strings.Replace(p.Y.Label.Text, " (higher", ", ours ÷ librbd (higher", 1)
-			break
-		}
-	}
+	p.Title.Text = title
+	p.Y.Label.Text = ylabel
 	p.Y.Min = 0
 	p.Y.Max = 1.5
 	p.Add(plotter.NewGrid())

@@ -22,20 +22,41 @@ const (
 	// image the rbd namespace serves: the reference of the rbd backend's jobs, which the
 	// kernel target does not run.
 	TargetLibRBD = "librbd"
+	// TargetPrev is another build of nvmeof-tgt, the previous commit's, in an A/B run of the
+	// two-machine bench (BENCH_AB_BIN): ours is the build under test.
+	TargetPrev = "nvmeof-tgt-prev"
 )
 
 // BackendRBD is the backend of the jobs on an RBD image, compared with TargetLibRBD.
 const BackendRBD = "rbd"
 
+// Topologies of Results.Topology.
+const (
+	// TopologyOne is the one-guest benchmark: targets and host in one guest, on rxe's loopback
+	// path. Results from before the two-machine mode have no topology: they are this one.
+	TopologyOne = "one"
+	// TopologyTwo is the two-machine benchmark: every target in a guest of its own vCPU, the
+	// kernel host in another, one rxe link between them. Its report is <date>-2m.*.
+	TopologyTwo = "two"
+)
+
 // Results is everything one guest boot measured.
 type Results struct {
-	Date    string `json:"date"`    // UTC, RFC 3339
-	Commit  string `json:"commit"`  // git describe of the tree under test
-	Kernel  string `json:"kernel"`  // guest kernel release
-	CPUs    int    `json:"cpus"`    // guest vCPUs
-	MemMiB  int    `json:"mem_mib"` // guest memory
-	Runtime int    `json:"runtime_s"`
-	Ramp    int    `json:"ramp_s"`
+	Date   string `json:"date"`    // UTC, RFC 3339
+	Commit string `json:"commit"`  // git describe of the tree under test
+	Kernel string `json:"kernel"`  // guest kernel release
+	CPUs   int    `json:"cpus"`    // guest vCPUs (two machines: the target guest's)
+	MemMiB int    `json:"mem_mib"` // guest memory (two machines: the target guest's)
+	// Topology is TopologyOne ("" before it was recorded) or TopologyTwo.
+	Topology string `json:"topology,omitempty"`
+	// Label names a run apart from the benchmark proper (an A/B run): it is added to the
+	// report's file names.
+	Label string `json:"label,omitempty"`
+	// HostCPUs and HostMemMiB are the host guest's, with two machines.
+	HostCPUs   int `json:"host_cpus,omitempty"`
+	HostMemMiB int `json:"host_mem_mib,omitempty"`
+	Runtime    int `json:"runtime_s"`
+	Ramp       int `json:"ramp_s"`
 	// Peers are the targets nvmeof-tgt was compared with (TargetKernel, TargetSPDK), in the
 	// order they ran after it in each rep; empty in results from before SPDK was a peer.
 	Peers []string `json:"peers,omitempty"`
@@ -48,6 +69,9 @@ type Results struct {
 	// Idle: nvmeof-tgt with hosts connected and no I/O.
 	IdleSeconds    float64 `json:"idle_s"`
 	IdleCPUPercent float64 `json:"idle_cpu_percent"` // of one core
+	// IdleGuest is the target guest's own busy time over the idle span (two machines): the
+	// baseline under every CPU per I/O.
+	IdleGuest *CPUSample `json:"idle_guest,omitempty"`
 
 	// Heap allocations on the RDMA path: the target's runtime.MemStats.Mallocs across fio runs,
 	// minus what the same time idle allocated.
@@ -148,6 +172,62 @@ type Run struct {
 	ClatP99 float64 `json:"clat_p99_ns"`
 	IOs     uint64  `json:"ios"`
 	Errors  int     `json:"errors"`
+	// CPU is the target guest's CPU time over the middle of the run (two machines).
+	CPU *CPUSample `json:"cpu,omitempty"`
+}
+
+// CPUSample is what /proc/stat in the target guest counted over a span of a run: every
+// vCPU's time in clock ticks. Busy is all but idle and iowait: the target's process, the
+// kernel's softirq (rxe, the block layer's completions) and anything else the guest ran.
+type CPUSample struct {
+	CPUs    int    `json:"cpus"`
+	Total   uint64 `json:"total_ticks"`
+	Busy    uint64 `json:"busy_ticks"`
+	Softirq uint64 `json:"softirq_ticks"`
+	// Process is the target process's user and system time over the span (nvmeof-tgt,
+	// nvmf_tgt, fio's rbd engine); -1 for the kernel's nvmet, which has none.
+	Process int64 `json:"process_ticks"`
+}
+
+// BusyCores is how many of the guest's vCPUs were busy on average: 0.5 is half of one.
+func (c CPUSample) BusyCores() float64 {
+	if c.Total == 0 {
+		return 0
+	}
+	return float64(c.Busy) / float64(c.Total) * float64(max(c.CPUs, 1))
+}
+
+// CPUPerIO is the busy CPU time per I/O completed, in microseconds: the guest's busy cores
+// divided by the run's I/O rate. 0 when there is no sample or no I/O.
+func (r Run) CPUPerIO() float64 {
+	if r.CPU == nil || r.CPU.Total == 0 || !(r.IOPS > 0) {
+		return 0
+	}
+	return r.CPU.BusyCores() / r.IOPS * 1e6
+}
+
+// ParseProcStatCPU reads the aggregate "cpu" line of /proc/stat: the total of its first eight
+// fields (user nice system idle iowait irq softirq steal), the busy part (all but idle and
+// iowait) and softirq, in clock ticks.
+func ParseProcStatCPU(stat string) (total, busy, softirq uint64, err error) {
+	for _, line := range strings.Split(stat, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "cpu" {
+			continue
+		}
+		if len(f) < 9 {
+			return 0, 0, 0, fmt.Errorf("/proc/stat: short cpu line %q", line)
+		}
+		var v [8]uint64
+		for i := range v {
+			if v[i], err = strconv.ParseUint(f[i+1], 10, 64); err != nil {
+				return 0, 0, 0, fmt.Errorf("/proc/stat: cpu line %q: %w", line, err)
+			}
+			total += v[i]
+		}
+		return total, total - v[3] - v[4], v[6], nil
+	}
+	return 0, 0, 0, errors.New("/proc/stat: no cpu line")
 }
 
 // LinkRun is one perftest measurement of the raw rxe link.

@@ -444,23 +444,39 @@ func (k *labLink) unshape(t *testing.T, g *labGuest) {
 // agent: the same binary (every guest's root is the machine's), its configuration file and log
 // in the test's results directory, which every guest shares.
 type remoteTgt struct {
-	g       *labGuest
-	bin     string
-	dir     string
-	spec    Spec
-	cfgPath string
-	logPath string
-	apiSock string
-	pid     int
-	bootID  string // the guest's boot it runs in
+	g           *labGuest
+	bin         string
+	env         []string // KEY=VALUE added to the agent's environment
+	metricsAddr string   // its metrics address in its guest, default 127.0.0.1:9771
+	dir         string
+	spec        Spec
+	cfgPath     string
+	logPath     string
+	apiSock     string
+	pid         int
+	bootID      string // the guest's boot it runs in
 }
 
 // startRemoteTgt starts nvmeof-tgt in g with spec; the test's end stops it and asserts that it
 // exits cleanly, unless the guest lost power under it.
 func startRemoteTgt(t *testing.T, g *labGuest, spec Spec) *remoteTgt {
 	t.Helper()
+	return startRemoteTgtWith(t, g, spec, tgtBin)
+}
+
+// startRemoteTgtWith is startRemoteTgt with another build of nvmeof-tgt (bin, e.g. the rbd
+// build) and env added to its environment.
+func startRemoteTgtWith(t *testing.T, g *labGuest, spec Spec, bin string, env ...string) *remoteTgt {
+	t.Helper()
+	return startRemoteTgtAs(t, g, "tgt-"+g.name, "", spec, bin, env...)
+}
+
+// startRemoteTgtAs is startRemoteTgtWith for a second target in the same guest: its own
+// directory name (its configuration, log and API socket) and metrics address.
+func startRemoteTgtAs(t *testing.T, g *labGuest, name, metrics string, spec Spec, bin string, env ...string) *remoteTgt {
+	t.Helper()
 	g.remote(t)
-	p := &remoteTgt{g: g, bin: tgtBin, dir: filepath.Join(testDir(t), "tgt-"+g.name)}
+	p := &remoteTgt{g: g, bin: bin, env: env, metricsAddr: metrics, dir: filepath.Join(testDir(t), name)}
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -493,16 +509,24 @@ func (p *remoteTgt) Start(t *testing.T, spec Spec) {
 			case BackendMemory:
 			case BackendFile:
 				p.g.sh(t, `[ -e "$1" ] || truncate -s "$2" "$1"`, ns.Path, strconv.FormatInt(ns.Size, 10))
+			case BackendRBD:
+				// The image is the target's to create (Size) on the guest's own cluster.
 			default:
-				t.Fatalf("remote nvmeof-tgt: %s namespaces are not supported (memory and file are)", ns.Backend)
+				t.Fatalf("remote nvmeof-tgt: %s namespaces are not supported (memory, file and rbd are)", ns.Backend)
 			}
 		}
 	}
 	// The API socket in the guest's own /run: a unix socket does not work across 9p.
 	p.apiSock = filepath.Join("/run/e2e-tgt", filepath.Base(filepath.Dir(p.dir)), "api.sock")
+	if base := filepath.Base(p.dir); base != "tgt-"+p.g.name {
+		p.apiSock = filepath.Join(filepath.Dir(p.apiSock), base, "api.sock")
+	}
 	p.g.mustRun(t, cmdTimeout, "mkdir", "-p", filepath.Dir(p.apiSock))
 	p.cfgPath = filepath.Join(p.dir, "nvmeof-tgt.yaml")
 	cfg := tgtConfigYAML(spec, nil) + fmt.Sprintf("api:\n  socket: %s\n", strconv.Quote(p.apiSock))
+	if p.metricsAddr != "" {
+		cfg = strings.Replace(cfg, `metrics: {listen: "127.0.0.1:9771"}`, fmt.Sprintf("metrics: {listen: %q}", p.metricsAddr), 1)
+	}
 	if err := os.WriteFile(p.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatalf("write config: %v", err)
 	}
@@ -513,7 +537,7 @@ func (p *remoteTgt) Start(t *testing.T, spec Spec) {
 	}
 	start := time.Now()
 	resp, err := p.g.agent.Do(context.Background(), netlab.Request{Op: netlab.OpStart,
-		Argv: []string{p.bin, "serve", "--config", p.cfgPath}, Log: p.logPath, Notify: true, Timeout: tgtReadyTimeout})
+		Argv: []string{p.bin, "serve", "--config", p.cfgPath}, Env: p.env, Log: p.logPath, Notify: true, Timeout: tgtReadyTimeout})
 	if err != nil {
 		t.Fatalf("start nvmeof-tgt in %s: %v", p.g.name, err)
 	}
@@ -584,7 +608,11 @@ func (p *remoteTgt) Stop(t *testing.T) {
 // metrics scrapes the target's metrics (metricsURL, in its guest).
 func (p *remoteTgt) metrics(t *testing.T) map[string]float64 {
 	t.Helper()
-	return parseMetrics(t, p.g.mustRun(t, cmdTimeout, "curl", "-sSf", "--max-time", "20", metricsURL))
+	url := metricsURL
+	if p.metricsAddr != "" {
+		url = "http://" + p.metricsAddr + "/metrics"
+	}
+	return parseMetrics(t, p.g.mustRun(t, cmdTimeout, "curl", "-sSf", "--max-time", "20", url))
 }
 
 // ctl runs the CLI against the target's API in its guest and returns its standard output.

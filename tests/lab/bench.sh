@@ -1,21 +1,41 @@
 #!/usr/bin/env bash
-# bench.sh (make bench): in one boot of the test guest, run the fio jobs of deploy/fio through the
-# kernel initiator against nvmeof-tgt and its peers (alternately, BENCH_REPS times), and perftest
-# on the same rxe device; then write bench/results/<date>.{json,md,png}, and run the host-side
-# loop benchmark into bench/results/<date-time>-loop.txt.
+# bench.sh (make bench): run the fio jobs of deploy/fio through the kernel initiator against
+# nvmeof-tgt and its peers, alternately, BENCH_REPS times, and write the report to
+# bench/results/. Two topologies (BENCH_TOPOLOGY):
 #
-# BENCH_PEERS: "kernel" (the kernel's nvmet, the default), "spdk" (SPDK's nvmf_tgt, memory jobs
-# only) or both, in the order they run after nvmeof-tgt; spdk needs BENCH_SPDK_DIR, a tree that
-# tests/bench/spdk-build.sh built. BENCH_CPUS: the guest's vCPUs, 2 or 4 (default 4).
-# BENCH_RUNTIME, BENCH_RAMP (seconds per fio run; default 10 and 3), BENCH_REPS (default 3) and
-# BENCH_JOBS (a regexp over backend/job and the scale phase's scale/subsystems, scale/namespaces,
-# scale/queues-srq and scale/queues-nosrq; BENCH_JOBS=^scale/ runs the scale phase alone) tune it; LABVM_FLAGS adds
-# labvm flags.
+# two (the default): the network lab (tests/netlab/cmd/labnet) with a target guest and a host
+#   guest, 1 vCPU each, one rxe link between them. Every target runs in the target guest in its
+#   turn: nvmeof-tgt, the kernel's nvmet-rdma and SPDK's nvmf_tgt, on memory namespaces
+#   (null_blk, malloc bdev) and on one file (nvmet's file backend, SPDK's aio bdev); then, with a
+#   one-node Ceph cluster started in the target guest, the same jobs on one RBD image through
+#   nvmeof-tgt-rbd, SPDK's bdev_rbd and fio's rbd engine run in the target guest. Each run's CPU
+#   per I/O comes from /proc/stat in the target guest. Report: bench/results/<date>-2m.*.
+#   SPDK: SPDK_DIR names a tree tests/bench/spdk-build.sh built; otherwise SPDK_SRC names an
+#   SPDK v24.05 source tree, which spdk-build.sh builds into SPDK_DIR (default
+#   /var/cache/nvmeof-tgt-lab/spdk) first; with neither, SPDK is skipped and the run says so.
+#   The RBD jobs need bin/nvmeof-tgt-rbd (librbd-dev, make ceph-deps): without it they are
+#   skipped and the run says so. BENCH_TARGET_MEM (MiB, default 6144: Ceph's memstore OSD,
+#   SPDK's 2 GiB of hugepages, the memory namespaces) and BENCH_HOST_MEM (default 2048).
+# one: the one-guest benchmark, as its history in bench/results/<date>.* was measured: targets
+#   and host in one guest (BENCH_CPUS, 2 or 4 vCPUs, default 4); BENCH_PEERS "kernel" (default)
+#   and/or "spdk" (memory jobs only, needs BENCH_SPDK_DIR); the scale phase, perftest, and the
+#   host-side loop benchmark into bench/results/<date-time>-loop.txt.
+#
+# BENCH_RUNTIME, BENCH_RAMP (seconds per fio run; default 15 and 3 with two machines, 10 and 3
+# with one), BENCH_REPS (default 3) and BENCH_JOBS (a regexp over backend/job, e.g.
+# '^(memory|file)/' or '^rbd/'; with one guest also the scale phase's scale/...) tune it;
+# LABVM_FLAGS adds labvm flags (one guest), LABNET_FLAGS labnet boot flags (two machines).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
 export PATH=$PATH:/usr/local/go/bin
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
+
+case ${BENCH_TOPOLOGY:-two} in
+  one) ;;
+  two) exec "$repo/tests/lab/bench-2m.sh" ;;
+  *) echo "bench: BENCH_TOPOLOGY=$BENCH_TOPOLOGY: want two (the default) or one" >&2; exit 2 ;;
+esac
 
 # Four vCPUs by default, so that the 4-job run has four host I/O queues.
 export BENCH_CPUS=${BENCH_CPUS:-4} BENCH_PEERS=${BENCH_PEERS:-kernel}

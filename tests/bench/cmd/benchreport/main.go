@@ -42,7 +42,11 @@ func run(in, out string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Print(bench.Markdown(r, bench.Summarize(r), filepath.Base(paths[2])))
+	if r.Topology == bench.TopologyTwo {
+		fmt.Print(bench.MarkdownTwo(r, bench.SummarizeTwo(r), filepath.Base(paths[2])))
+	} else {
+		fmt.Print(bench.Markdown(r, bench.Summarize(r), filepath.Base(paths[2])))
+	}
 	fmt.Println()
 	for _, p := range paths {
 		fmt.Printf("wrote %s\n", p)
