@@ -111,6 +111,10 @@ type gateway struct {
 	// I/O is refused and every group reported inaccessible until a read
 	// succeeds. nil while it reads.
 	unread error
+	// unreadGen counts the times unread was set: a read marks the state
+	// read only if none was set since it began (readState), so that a
+	// read that succeeded before a newer one failed cannot clear it.
+	unreadGen uint64
 	// idle: unread, and no command runs on the group's namespaces any
 	// more; the lease says so, and the others serve this gateway's group
 	// meanwhile. draining: a goroutine waits for that.
@@ -818,6 +822,7 @@ func (m *Manager) onNotice(n group.Notice) {
 		n.Ack()
 		return
 	}
+	gen := g.readGen()
 	var err error
 	for range 3 {
 		var st *group.State
@@ -837,7 +842,7 @@ func (m *Manager) onNotice(n group.Notice) {
 		m.unreadState(err)
 		return
 	}
-	m.readState()
+	m.readState(gen)
 	n.Ack()
 }
 
@@ -880,6 +885,9 @@ func (m *Manager) setUnread(err error) (first bool) {
 	g.mu.Lock()
 	first = g.unread == nil && err != nil
 	g.unread = err
+	if err != nil {
+		g.unreadGen++
+	}
 	if err == nil {
 		g.idle, g.withheld = false, false
 	}
@@ -887,6 +895,33 @@ func (m *Manager) setUnread(err error) (first bool) {
 	g.mu.Unlock()
 	m.setFlags(st, err != nil)
 	return first
+}
+
+// readGen is the point a read of the state begins at, for readState.
+func (g *gateway) readGen() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.unreadGen
+}
+
+// clearUnread is setUnread(nil) for a read that began at gen (readGen):
+// it clears nothing, and reports false, if the state was found unread
+// since, by a read that began later and failed.
+func (m *Manager) clearUnread(gen uint64) bool {
+	g := m.gw
+	g.sharedMu.Lock()
+	defer g.sharedMu.Unlock()
+	g.mu.Lock()
+	if g.unreadGen != gen {
+		g.mu.Unlock()
+		return false
+	}
+	g.unread = nil
+	g.idle, g.withheld = false, false
+	st := g.state
+	g.mu.Unlock()
+	m.setFlags(st, false)
+	return true
 }
 
 // drain waits until no command runs on the group's namespaces, and then,
@@ -949,13 +984,15 @@ func (m *Manager) drain() {
 }
 
 // readState serves I/O again once the state was read and applied.
-func (m *Manager) readState() {
+func (m *Manager) readState(gen uint64) {
 	g := m.gw
 	g.mu.Lock()
 	was := g.unread != nil
 	version := g.state.Version
 	g.mu.Unlock()
-	m.setUnread(nil)
+	if !m.clearUnread(gen) {
+		return
+	}
 	if was {
 		m.log.Info("gateway group state read again: serving I/O on its namespaces", "group", g.cfg.Name, "version", version)
 		g.kickLoop()
@@ -999,7 +1036,7 @@ func (g *gateway) unreadNow() bool {
 // applied of it is left as it was, and only it (serveState).
 func (m *Manager) sync(reread bool) {
 	g := m.gw
-	read := false
+	read, gen := false, g.readGen()
 	if reread {
 		_, _, err := g.read()
 		switch {
@@ -1036,7 +1073,7 @@ func (m *Manager) sync(reread bool) {
 	if err := m.applyReservations(st, ver); err != nil {
 		m.unreadState(err)
 	} else if read {
-		m.readState()
+		m.readState(gen)
 	} else {
 		m.reconcileShared()
 	}

@@ -189,7 +189,7 @@ func TestGatewayUnreadFlags(t *testing.T) {
 		a.m.unreadState(errors.New("x"))
 		done := make(chan struct{}, 2)
 		go func() { a.m.unreadState(errors.New("y")); done <- struct{}{} }()
-		go func() { a.m.readState(); done <- struct{}{} }()
+		go func() { a.m.readState(a.m.gw.readGen()); done <- struct{}{} }()
 		<-done
 		<-done
 		// Status and flags as one (the loop may change both meanwhile).
@@ -202,7 +202,7 @@ func TestGatewayUnreadFlags(t *testing.T) {
 			}
 		}
 		a.m.gw.sharedMu.Unlock()
-		a.m.readState()
+		a.m.readState(a.m.gw.readGen())
 	}
 	if bad > 0 {
 		t.Errorf("%d of 500: a namespace's refusal disagrees with the gateway's unread status", bad)
@@ -490,5 +490,42 @@ func TestGatewayPortAfterSubsystems(t *testing.T) {
 	t.Cleanup(m.Close)
 	if ot.early {
 		t.Error("the gateway listened before it served the group's subsystem")
+	}
+}
+
+// TestGatewayStaleReadKeepsUnread: a sync whose read succeeded before a
+// notice's read failed does not mark the state read when it finishes: the
+// change the notice announced is still unread, and the namespaces with
+// shared reservations keep refusing I/O (audit item 3, a race a loaded
+// machine showed in TestGatewayUnreadTaker).
+func TestGatewayStaleReadKeepsUnread(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, addrA)
+	b := startGateway(t, cl, clock, 2, addrB)
+	waitUntil(t, "all see all", func() bool { return a.alive(2) && b.alive(1) })
+	addGroupNS(t, b, subA, 2)
+	waitUntil(t, "A follows", func() bool { return a.tgt.Subsystem(subA) != nil })
+	// A's sync reads the state and is held before it applies what it read.
+	a.store.gate = make(chan struct{})
+	a.store.armed.Store(true)
+	synced := make(chan struct{})
+	go func() { a.m.sync(true); close(synced) }()
+	waitUntil(t, "the sync's read", func() bool { return !a.store.armed.Load() })
+	// A change is announced that A cannot read.
+	a.store.readFails.Store(true)
+	if _, err := b.m.gw.notify(b.m.Group().Version, group.KindConfig); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "A unread", a.m.gw.unreadNow)
+	close(a.store.gate)
+	<-synced
+	if !a.m.gw.unreadNow() {
+		t.Fatal("a read that began before the failed one marked the state read: the announced change is unread, and I/O is served")
+	}
+	a.store.readFails.Store(false)
+	a.m.sync(true)
+	if a.m.gw.unreadNow() {
+		t.Fatal("a read that began after the failure did not mark the state read")
 	}
 }
