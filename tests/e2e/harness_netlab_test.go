@@ -455,6 +455,9 @@ type remoteTgt struct {
 	apiSock     string
 	pid         int
 	bootID      string // the guest's boot it runs in
+	// qpBase is the guest's QP count with no host connected (qpTotal), set by a test that
+	// counts the target's QPs.
+	qpBase int
 }
 
 // startRemoteTgt starts nvmeof-tgt in g with spec; the test's end stops it and asserts that it
