@@ -2,7 +2,7 @@
 # ab.sh: A/B-test nvmeof-tgt configurations against the kernel's nvmet in one boot of the test
 # guest. Each variant is a separate nvmeof-tgt process with extra rdma.* keys; every fio job runs
 # on the kernel target and on each variant in turn, REPS times, and the medians are printed as
-# ratios to the kernel. This is how the techniques in bench/results/*-experiments.md were measured.
+# ratios to the kernel, with the guest's busy CPU time per I/O over each run. This is how the techniques in bench/results/*-experiments.md were measured.
 #
 #   tests/lab/ab.sh OUTDIR "JOB..." REPS RUNTIME NAME=KEY:VALUE[;KEY:VALUE]... 
 #   e.g. tests/lab/ab.sh tests/out/ab "randread-4k-qd1 randwrite-4k-qd32" 3 8 \
@@ -91,19 +91,28 @@ devof() { # the host block device of subsystem ...:$1
   done
 }
 all=(kern "${names[@]}")
+busy() { # the guest's busy CPU ticks since boot, every CPU: /proc/stat's cpu line less idle and iowait
+  awk '/^cpu /{print $2+$3+$4+$7+$8+$9; exit}' /proc/stat
+}
 for n in "${all[@]}"; do dd if=/dev/zero of="$(devof "$n")" bs=1M count=256 oflag=direct 2>/dev/null; done
 for job in $jobs; do
   for rep in $(seq "$reps"); do
     for n in "${all[@]}"; do
       f=$out/fio-$job-$n-$rep.json
+      b0=$(busy)
       DEV=$(devof "$n") RUNTIME=$rt RAMP=2 fio --output-format=json --output="$f" "deploy/fio/$job.fio" >/dev/null 2>&1
-      python3 - "$f" "$job" "$n" "$rep" >>"$out/summary" <<'P'
+      b1=$(busy)
+      python3 - "$f" "$job" "$n" "$rep" "$((b1 - b0))" "$(getconf CLK_TCK)" >>"$out/summary" <<'P'
 import json, sys
-f, job, n, rep = sys.argv[1:]
+f, job, n, rep, ticks, hz = sys.argv[1:]
 j = json.load(open(f))["jobs"][0]
 r = j["read"] if j["read"]["io_bytes"] else j["write"]
 p = r["clat_ns"].get("percentile", {})
-print(job, n, rep, round(r["iops"]), round(r["bw"] / 1024, 1), round(p.get("50.000000", 0) / 1000), round(p.get("99.000000", 0) / 1000))
+# The guest's busy CPU over the whole fio run (ramp included: the I/O count is fio's total
+# too), per I/O: target, fio, softirq and rxe alike for every variant.
+ios = sum(j[d]["total_ios"] for d in ("read", "write"))
+cpu = int(ticks) / int(hz) * 1e6 / max(ios, 1)
+print(job, n, rep, round(r["iops"]), round(r["bw"] / 1024, 1), round(p.get("50.000000", 0) / 1000), round(p.get("99.000000", 0) / 1000), round(cpu, 1))
 P
     done
   done
@@ -120,15 +129,16 @@ import collections, statistics as st, sys
 d = collections.defaultdict(list); order = []
 for line in open(sys.argv[1]):
     f = line.split()
-    if len(f) == 7:
-        d[(f[0], f[1])].append([float(x) for x in f[3:]])
+    if len(f) in (7, 8):
+        d[(f[0], f[1])].append([float(x) for x in f[3:]] + ([0.0] if len(f) == 7 else []))
         order.append((f[0], f[1]))
 seen = set()
 for job, n in order:
     if (job, n) in seen: continue
     seen.add((job, n))
-    med = lambda k: [st.median(x[i] for x in d[k]) for i in range(4)]
+    med = lambda k: [st.median(x[i] for x in d[k]) for i in range(5)]
     m, km = med((job, n)), med((job, "kern"))
     print(f"{job:20s} {n:10s} IOPS {m[0]:7.0f} MiB/s {m[1]:6.1f} p50 {m[2]:6.0f}us p99 {m[3]:6.0f}us"
-          f"  {m[0] / km[0]:.2f}x IOPS, p50 {m[2] / km[2]:.2f}x  ({len(d[(job, n)])} runs)")
+          f" CPU/IO {m[4]:6.1f}us  {m[0] / km[0]:.2f}x IOPS, p50 {m[2] / km[2]:.2f}x, CPU/IO {m[4] / max(km[4], 1e-9):.2f}x"
+          f"  ({len(d[(job, n)])} runs)")
 P
