@@ -127,7 +127,8 @@ func radosCmd(t *testing.T, args ...string) cmdResult {
 // taken through A holds through B; a corrupt group object and concurrent changes get clear
 // errors while both keep serving; and kill -9 of the gateway owning a namespace under fio verify
 // loses nothing: B fences A's RADOS clients (`ceph osd blocklist`) and takes its ANA group over,
-// and A restarted takes it back.
+// and A restarted takes it back. A namespace masked to one host through A is hidden from the
+// other's controller on B, until it is added to the mask through B.
 func TestGatewayGroup(t *testing.T) {
 	requireTgt(t, "gateway groups are nvmeof-tgt's")
 	bin := needRBDBin(t)
@@ -143,7 +144,7 @@ func TestGatewayGroup(t *testing.T) {
 			radosCmd(t, "rm", "nvmeof-tgt."+grp+"."+o)
 		}
 	})
-	for n := 1; n <= 3; n++ {
+	for n := 1; n <= 4; n++ {
 		t.Cleanup(func() { removeImage(t, img(n)) })
 	}
 	dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
@@ -247,6 +248,42 @@ func TestGatewayGroup(t *testing.T) {
 	}
 	if r := y.write(t, dir); r.err != nil {
 		t.Errorf("Y's write through gateway 2 after preempting X: %v", r)
+	}
+
+	// Namespace masking (issue 31) through the group: namespace 2 of sub2, masked to X, added
+	// through A. X's controller (through A) gets the disk; Y's (through B) does not, B applying
+	// the mask from the group's state. Y added to the mask through B: Y's controller gets it too,
+	// X keeps it.
+	xcs := strings.TrimPrefix(x.ctrl, "/dev/")
+	a.ctl(t, "ns", "add", sub2, "--nsid", "2", "--pool", cephPool, "--image", img(4), "--size", "16MiB", "--ana-group", "2", "--host", hx.NQN)
+	if err := waitFor(15*time.Second, func() bool { return pathDiskSize(xcs, 2) == 16*mib }); err != nil {
+		t.Errorf("X, in the mask, has no disk of namespace 2 through gateway 1 (%d bytes)", pathDiskSize(xcs, 2))
+	}
+	if err := waitFor(15*time.Second, func() bool {
+		for _, s := range b.gwStatus(t).Subsystems {
+			if s.NQN == sub2 && len(s.Namespaces) == 2 {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("gateway 2 does not serve the masked namespace added through gateway 1: %+v", b.gwStatus(t).Subsystems)
+	}
+	// B serves it now; a host it is hidden from must still not get it (its rescans would have
+	// found it by now: the namespace notice goes out as it is attached).
+	time.Sleep(3 * time.Second)
+	if n := pathDiskSize(ycs, 2); n != -1 {
+		t.Errorf("Y, not in the mask, sees namespace 2 through gateway 2 (%d bytes)", n)
+	}
+	if out := run(t, cmdTimeout, "nvme", "list-ns", y.ctrl); out.err == nil && strings.Contains(string(out.stdout), "0x2") {
+		t.Errorf("Y's controller lists namespace 2 as active: %s", out.stdout)
+	}
+	b.ctl(t, "ns", "host", "add", sub2, "2", hy.NQN)
+	if err := waitFor(15*time.Second, func() bool { return pathDiskSize(ycs, 2) == 16*mib }); err != nil {
+		t.Errorf("Y, added to the mask through gateway 2, has no disk of namespace 2 (%d bytes)", pathDiskSize(ycs, 2))
+	}
+	if n := pathDiskSize(xcs, 2); n != 16*mib {
+		t.Errorf("X lost namespace 2 when Y was added to its mask (%d bytes)", n)
 	}
 
 	// Acceptance 7: a corrupt group object. Changes are refused with the reason, both gateways

@@ -408,7 +408,8 @@ func (p *remoteTgt) rdmaResources(t *testing.T) (qps, cmIDs int, lines []string)
 			case kind == "qp":
 				// Counted from the devices' totals below: the kernel may list a QP without
 				// its creator's command.
-			case strings.Contains(line, " state LISTEN "):
+			case strings.Contains(line, " state LISTEN "), strings.Contains(line, " dst-addr 0.0.0.0:0"):
+				// Listening, or bound to find the device of the port's address: no connection.
 				continue
 			default:
 				cmIDs++

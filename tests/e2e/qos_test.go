@@ -74,7 +74,14 @@ func TestNamespaceMasking(t *testing.T) {
 		withExtra(memNS(4, 8*mib, 512, ""), fmt.Sprintf("hosts: [%q]", nobody)),
 	}}}})
 	ca := a.mustConnect(t, sub, 1, 2)
-	cb := b.mustConnect(t, sub, 1, 3)
+	// nvme-cli takes a second connection to the same address and subsystem for a duplicate
+	// whatever its host NQN: -D says it is meant.
+	cb, err := b.connectWith(t, sub, portRDMA, "--duplicate-connect")
+	if err != nil {
+		t.Fatalf("host B's connect: %v", err)
+	}
+	cb.blockDev(t, 1)
+	cb.blockDev(t, 3)
 	for _, tc := range []struct {
 		c    *controller
 		want []uint32
