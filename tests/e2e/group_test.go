@@ -416,7 +416,7 @@ func TestGatewayGroup(t *testing.T) {
 	if err := <-fio; err != nil {
 		t.Fatal(err)
 	}
-	if g := a.gwStatus(t).nsGroups(sub2); len(g) != 1 {
+	if g := a.gwStatus(t).nsGroups(sub2); len(g) != 2 { // namespace 1 and the masked 2
 		t.Errorf("restarted gateway 1 does not serve the group's second subsystem: %v", g)
 	}
 	if alive, _, _ := b.gwStatus(t).member(1); !alive {

@@ -67,16 +67,20 @@ func TestNamespaceMasking(t *testing.T) {
 	a, b := newHost(t), newHost(t)
 	sub := nqn("mask")
 	nobody := "nqn.2026-11.io.example:e2e-nobody"
+	// Host B connects through a second port, a TCP one: nvme-cli refuses a second controller
+	// of a subsystem through the same address and port, whatever the host NQN, even with
+	// --duplicate-connect.
+	requireNVMeTCP(t)
 	p, _ := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{
 		memNS(1, 8*mib, 512, ""),
 		withExtra(memNS(2, 8*mib, 512, ""), fmt.Sprintf("hosts: [%q]", a.NQN)),
 		withExtra(memNS(3, 8*mib, 512, ""), fmt.Sprintf("hosts: [%q]", b.NQN)),
 		withExtra(memNS(4, 8*mib, 512, ""), fmt.Sprintf("hosts: [%q]", nobody)),
-	}}}})
+	}}}}, withConfigEdit(func(y string) string {
+		return strings.Replace(y, "subsystems:\n", fmt.Sprintf("  - {transport: \"tcp\", address: %q, port: %d}\nsubsystems:\n", labAddr, portTCP), 1)
+	}))
 	ca := a.mustConnect(t, sub, 1, 2)
-	// nvme-cli takes a second connection to the same address and subsystem for a duplicate
-	// whatever its host NQN: -D says it is meant.
-	cb, err := b.connectWith(t, sub, portRDMA, "--duplicate-connect")
+	cb, err := b.connectOver(t, "tcp", sub, portTCP)
 	if err != nil {
 		t.Fatalf("host B's connect: %v", err)
 	}
