@@ -391,32 +391,9 @@ func (nb *netBench) idle(t *testing.T, res *bench.Results) {
 // in-capsule data as the other targets. The test's end takes it down.
 func (nb *netBench) startKernel(t *testing.T) {
 	t.Helper()
-	script := `set -e
-nqn=$1 addr=$2 port=$3 file=$4 mib=$5
-cd /sys/kernel/config
-mkdir nullb/benchmem
-echo 1 >nullb/benchmem/memory_backed; echo "$mib" >nullb/benchmem/size; echo 512 >nullb/benchmem/blocksize
-echo 1 >nullb/benchmem/discard; echo 1 >nullb/benchmem/power
-for i in $(seq 100); do [ -b /dev/benchmem ] && break; sleep 0.1; done
-[ -b /dev/benchmem ]
-[ -e "$file" ] || truncate -s "${mib}M" "$file"
-s=nvmet/subsystems/$nqn
-mkdir "$s"; echo 1 >"$s/attr_allow_any_host"
-mkdir "$s/namespaces/1"; echo /dev/benchmem >"$s/namespaces/1/device_path"; echo 1 >"$s/namespaces/1/enable"
-mkdir "$s/namespaces/2"; echo "$file" >"$s/namespaces/2/device_path"; echo 1 >"$s/namespaces/2/enable"
-p=nvmet/ports/1
-mkdir "$p"
-echo rdma >"$p/addr_trtype"; echo ipv4 >"$p/addr_adrfam"; echo "$addr" >"$p/addr_traddr"; echo "$port" >"$p/addr_trsvcid"
-echo 8192 >"$p/param_inline_data_size"
-ln -s "/sys/kernel/config/$s" "$p/subsystems/$nqn"`
-	teardown := `nqn=$1; cd /sys/kernel/config
-rm -f nvmet/ports/1/subsystems/"$nqn"; rmdir nvmet/ports/1
-for n in 1 2; do echo 0 >nvmet/subsystems/"$nqn"/namespaces/$n/enable; rmdir nvmet/subsystems/"$nqn"/namespaces/$n; done
-rmdir nvmet/subsystems/"$nqn"; echo 0 >nullb/benchmem/power; rmdir nullb/benchmem`
-	nqn := nb.nqns[bench.TargetKernel]
-	t.Cleanup(func() { _ = nb.tg.exec(cmdTimeout, "sh", "-c", teardown, "sh", nqn) })
-	nb.tg.sh(t, script, nqn, nb.addr, strconv.Itoa(benchPortKernel), netBenchFile, strconv.Itoa(benchNSSize/mib))
-	t.Logf("kernel nvmet in %s: %s on %s:%d (null_blk, %s)", nb.tg, nqn, nb.addr, benchPortKernel, netBenchFile)
+	mem := memNvmetDisk(t, nb.tg, "benchmem", benchNSSize/mib)
+	nb.tg.sh(t, `[ -e "$1" ] || truncate -s "$2" "$1"`, netBenchFile, strconv.Itoa(benchNSSize))
+	startRemoteNvmet(t, nb.tg, nb.nqns[bench.TargetKernel], nb.addr, benchPortKernel, mem, netBenchFile)
 }
 
 // spdkTurn resumes SPDK, connects the host to it, runs fn, disconnects and pauses it again: its

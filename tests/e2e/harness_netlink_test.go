@@ -482,3 +482,71 @@ func (p *remoteTgt) holds(t *testing.T) tgtHolds {
 	h.qps, h.cmIDs, h.rdma = p.rdmaResources(t)
 	return h
 }
+
+// remoteNvmet is the kernel's nvmet-rdma in a guest of the network lab: one subsystem that any
+// host may reach, on one port, with 8 KiB of in-capsule data as nvmeof-tgt's. Its namespaces
+// are block devices or files of that guest: memNvmetDisk makes memory-backed null_blk disks.
+type remoteNvmet struct {
+	g        *labGuest
+	nqn      string
+	teardown string
+	stopped  bool
+}
+
+// stop takes the subsystem and the port down (the disks stay until the test's end).
+func (k *remoteNvmet) stop(t *testing.T) {
+	t.Helper()
+	if k.stopped {
+		return
+	}
+	k.stopped = true
+	if r := k.g.exec(cmdTimeout, "sh", "-c", k.teardown, "sh", k.nqn); r.err != nil {
+		t.Errorf("kernel nvmet in %s: take %s down: %v", k.g, k.nqn, r)
+	}
+}
+
+// startRemoteNvmet configures it in g, namespace i+1 on devs[i]; the test's end takes it down.
+func startRemoteNvmet(t *testing.T, g *labGuest, nqn, addr string, port int, devs ...string) *remoteNvmet {
+	t.Helper()
+	g.mustRun(t, cmdTimeout, "modprobe", "nvmet-rdma")
+	script := `set -e
+nqn=$1 addr=$2 port=$3; shift 3
+s=/sys/kernel/config/nvmet/subsystems/$nqn
+mkdir "$s"; echo 1 >"$s/attr_allow_any_host"
+n=0
+for d in "$@"; do
+  n=$((n + 1)); mkdir "$s/namespaces/$n"; echo "$d" >"$s/namespaces/$n/device_path"; echo 1 >"$s/namespaces/$n/enable"
+done
+p=/sys/kernel/config/nvmet/ports/1
+mkdir "$p"
+echo rdma >"$p/addr_trtype"; echo ipv4 >"$p/addr_adrfam"; echo "$addr" >"$p/addr_traddr"; echo "$port" >"$p/addr_trsvcid"
+echo 8192 >"$p/param_inline_data_size"
+ln -s "$s" "$p/subsystems/$nqn"`
+	teardown := `nqn=$1; s=/sys/kernel/config/nvmet/subsystems/$nqn
+rm -f /sys/kernel/config/nvmet/ports/1/subsystems/"$nqn"; rmdir /sys/kernel/config/nvmet/ports/1
+for n in "$s"/namespaces/*; do echo 0 >"$n/enable"; rmdir "$n"; done
+rmdir "$s"`
+	k := &remoteNvmet{g: g, nqn: nqn, teardown: teardown}
+	t.Cleanup(func() { k.stop(t) })
+	g.sh(t, script, append([]string{nqn, addr, strconv.Itoa(port)}, devs...)...)
+	t.Logf("kernel nvmet in %s: %s on %s:%d, namespaces %v", g, nqn, addr, port, devs)
+	return k
+}
+
+// memNvmetDisk makes a memory-backed null_blk disk of mib MiB named name in g (/dev/name),
+// discard on; the test's end removes it.
+func memNvmetDisk(t *testing.T, g *labGuest, name string, mib int64) string {
+	t.Helper()
+	g.mustRun(t, cmdTimeout, "modprobe", "null_blk", "nr_devices=0")
+	script := `set -e
+b=/sys/kernel/config/nullb/$1
+mkdir "$b"
+echo 1 >"$b/memory_backed"; echo "$2" >"$b/size"; echo 512 >"$b/blocksize"; echo 1 >"$b/discard"; echo 1 >"$b/power"
+for i in $(seq 100); do [ -b "/dev/$1" ] && exit 0; sleep 0.1; done
+exit 1`
+	t.Cleanup(func() {
+		_ = g.exec(cmdTimeout, "sh", "-c", `echo 0 >/sys/kernel/config/nullb/$1/power; rmdir /sys/kernel/config/nullb/$1`, "sh", name)
+	})
+	g.sh(t, script, name, strconv.FormatInt(mib, 10))
+	return "/dev/" + name
+}

@@ -68,20 +68,8 @@ func sameController(t *testing.T, tgt *remoteTgt, ctrl, want string, before []nl
 // one new association. Each job's throughput under loss is recorded as a ratio
 // to the clean run (the log, and loss.json in the test's results).
 func TestNetLoss(t *testing.T) {
-	lab := needNetLab(t)
-	tg, hg := lab.guest(t, "target"), lab.local()
-	a := lab.link(t, "a")
-	addr, tdev := a.addr(t, tg), a.rdmaDev(t, tg)
-	sub := nqn("net-loss")
-	tgt := startRemoteTgt(t, tg, Spec{Port: Port{Transport: "rdma", Address: addr, Service: portRDMA},
-		Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 64*mib, 0, ""), memNS(2, 128*mib, 0, "")}}}})
-	dir := testDir(t)
-	dumpDmesgOnFailure(t, dir)
-
-	h := newHost(t)
-	ctrl := nlConnect(t, h, sub, addr, ctrlLossTmo, reconnectDelay)
-	c := &controller{name: ctrl, subnqn: sub}
-	jobs := lossJobs(c.blockDev(t, 1), c.blockDev(t, 2))
+	ls := startLinkSetup(t, "net-loss")
+	tg, hg, a, tdev, tgt, dir, ctrl, jobs := ls.tg, ls.hg, ls.a, ls.tdev, ls.tgt, ls.dir, ls.ctrl, ls.jobs
 	cntlid, before := hostCNTLID(ctrl), tgt.controllers(t)
 	expired0, _ := metricSum(tgt.metrics(t), "nvmeof_tgt_keepalive_expired_total")
 	dmesg0 := dmesgText(t)
@@ -181,20 +169,8 @@ func TestNetLoss(t *testing.T) {
 // host's one association.
 func TestNetDelayReorder(t *testing.T) {
 	const phaseRun = 20 * time.Second
-	lab := needNetLab(t)
-	tg, hg := lab.guest(t, "target"), lab.local()
-	a := lab.link(t, "a")
-	addr, tdev := a.addr(t, tg), a.rdmaDev(t, tg)
-	sub := nqn("net-delay")
-	tgt := startRemoteTgt(t, tg, Spec{Port: Port{Transport: "rdma", Address: addr, Service: portRDMA},
-		Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 64*mib, 0, ""), memNS(2, 128*mib, 0, "")}}}})
-	dir := testDir(t)
-	dumpDmesgOnFailure(t, dir)
-
-	h := newHost(t)
-	ctrl := nlConnect(t, h, sub, addr, ctrlLossTmo, reconnectDelay)
-	c := &controller{name: ctrl, subnqn: sub}
-	jobs := lossJobs(c.blockDev(t, 1), c.blockDev(t, 2))
+	ls := startLinkSetup(t, "net-delay")
+	tg, hg, a, tdev, tgt, dir, ctrl, jobs := ls.tg, ls.hg, ls.a, ls.tdev, ls.tgt, ls.dir, ls.ctrl, ls.jobs
 
 	for _, ph := range []struct {
 		name   string
@@ -517,32 +493,9 @@ func TestNetLossPeer(t *testing.T) {
 	}
 
 	ksub := nqn("net-loss-nvmet")
-	script := `set -e
-nqn=$1 addr=$2 port=$3
-cd /sys/kernel/config
-for n in 1 2; do
-  mkdir nullb/lossmem$n
-  echo 1 >nullb/lossmem$n/memory_backed; echo $((64 * n)) >nullb/lossmem$n/size; echo 512 >nullb/lossmem$n/blocksize; echo 1 >nullb/lossmem$n/power
-done
-for i in $(seq 100); do [ -b /dev/lossmem2 ] && break; sleep 0.1; done
-s=nvmet/subsystems/$nqn
-mkdir "$s"; echo 1 >"$s/attr_allow_any_host"
-for n in 1 2; do mkdir "$s/namespaces/$n"; echo /dev/lossmem$n >"$s/namespaces/$n/device_path"; echo 1 >"$s/namespaces/$n/enable"; done
-p=nvmet/ports/1
-mkdir "$p"
-echo rdma >"$p/addr_trtype"; echo ipv4 >"$p/addr_adrfam"; echo "$addr" >"$p/addr_traddr"; echo "$port" >"$p/addr_trsvcid"
-echo 8192 >"$p/param_inline_data_size"
-ln -s "/sys/kernel/config/$s" "$p/subsystems/$nqn"`
-	teardown := `nqn=$1; cd /sys/kernel/config
-rm -f nvmet/ports/1/subsystems/"$nqn"; rmdir nvmet/ports/1
-for n in 1 2; do echo 0 >nvmet/subsystems/"$nqn"/namespaces/$n/enable; rmdir nvmet/subsystems/"$nqn"/namespaces/$n; done
-rmdir nvmet/subsystems/"$nqn"
-for n in 1 2; do echo 0 >nullb/lossmem$n/power; rmdir nullb/lossmem$n; done`
-	tg.mustRun(t, cmdTimeout, "modprobe", "null_blk", "nr_devices=0")
-	tg.mustRun(t, cmdTimeout, "modprobe", "nvmet-rdma")
-	tg.sh(t, script, ksub, addr, strconv.Itoa(portRDMA))
+	k := startRemoteNvmet(t, tg, ksub, addr, portRDMA, memNvmetDisk(t, tg, "lossmem1", 64), memNvmetDisk(t, tg, "lossmem2", 128))
 	kernel := phase("nvmet", ksub)
-	tg.sh(t, teardown, ksub)
+	k.stop(t)
 
 	sub := nqn("net-loss-peer")
 	tgt := startRemoteTgt(t, tg, Spec{Port: Port{Transport: "rdma", Address: addr, Service: portRDMA},
@@ -566,4 +519,35 @@ func recoveries(lines []string) int {
 		}
 	}
 	return n
+}
+
+// linkSetup is what TestNetLoss and TestNetDelayReorder start from: nvmeof-tgt in the target
+// guest with two memory namespaces on link A, the host here connected to it, and the loss
+// jobs on its two disks.
+type linkSetup struct {
+	tg, hg *labGuest
+	a      *labLink
+	tdev   string // the target's rxe device on link A
+	tgt    *remoteTgt
+	dir    string
+	ctrl   string
+	jobs   []nlJob
+}
+
+func startLinkSetup(t *testing.T, name string) linkSetup {
+	t.Helper()
+	lab := needNetLab(t)
+	ls := linkSetup{tg: lab.guest(t, "target"), hg: lab.local(), a: lab.link(t, "a")}
+	addr := ls.a.addr(t, ls.tg)
+	ls.tdev = ls.a.rdmaDev(t, ls.tg)
+	sub := nqn(name)
+	ls.tgt = startRemoteTgt(t, ls.tg, Spec{Port: Port{Transport: "rdma", Address: addr, Service: portRDMA},
+		Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 64*mib, 0, ""), memNS(2, 128*mib, 0, "")}}}})
+	ls.dir = testDir(t)
+	dumpDmesgOnFailure(t, ls.dir)
+	h := newHost(t)
+	ls.ctrl = nlConnect(t, h, sub, addr, ctrlLossTmo, reconnectDelay)
+	c := &controller{name: ls.ctrl, subnqn: sub}
+	ls.jobs = lossJobs(c.blockDev(t, 1), c.blockDev(t, 2))
+	return ls
 }
