@@ -111,9 +111,11 @@ type gateway struct {
 	// I/O is refused and every group reported inaccessible until a read
 	// succeeds. nil while it reads.
 	unread error
-	// unreadGen counts the times unread was set: a read marks the state
-	// read only if none was set since it began (readState), so that a
-	// read that succeeded before a newer one failed cannot clear it.
+	// unreadGen counts the times unread was set and the changes announced
+	// (newReadGen): a read marks the state read only if neither happened
+	// since it began (readState), so that a read that succeeded before a
+	// newer one failed, or before a change it could not have seen, cannot
+	// clear it.
 	unreadGen uint64
 	// idle: unread, and no command runs on the group's namespaces any
 	// more; the lease says so, and the others serve this gateway's group
@@ -353,11 +355,14 @@ var errWithheld = errors.New("lease withheld: the group's state is unread and a 
 // lease recorded are blocklisted, and then that this gateway is fenced.
 func (g *gateway) withheldBeat(ctx context.Context, recorded []string) {
 	// An OSD operation first: the OSDs refuse a blocklisted client's, and
-	// the monitor's list may not be reachable to it.
+	// the monitor's list may not be reachable to it. If the OSDs do not
+	// answer (the usual reason to withhold), the monitors may: ask them.
 	_, err := g.store.Leases(ctx)
 	done := false
-	if err == nil {
-		done, err = g.store.Blocklisted(ctx, recorded)
+	if !errors.Is(err, group.ErrBlocklisted) {
+		mctx, cancel := g.ctx()
+		done, err = g.store.Blocklisted(mctx, recorded)
+		cancel()
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -822,7 +827,9 @@ func (m *Manager) onNotice(n group.Notice) {
 		n.Ack()
 		return
 	}
-	gen := g.readGen()
+	// A change was announced: no read that began before it may mark the
+	// state read (clearUnread), only this one, or a later one.
+	gen := g.newReadGen()
 	var err error
 	for range 3 {
 		var st *group.State
@@ -901,6 +908,15 @@ func (m *Manager) setUnread(err error) (first bool) {
 func (g *gateway) readGen() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.unreadGen
+}
+
+// newReadGen begins a read of a change announced just now: reads that
+// began before it can no longer mark the state read.
+func (g *gateway) newReadGen() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.unreadGen++
 	return g.unreadGen
 }
 

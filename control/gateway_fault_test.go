@@ -529,3 +529,49 @@ func TestGatewayStaleReadKeepsUnread(t *testing.T) {
 		t.Fatal("a read that began after the failure did not mark the state read")
 	}
 }
+
+// TestGatewayStaleReadWhileNoticeReads: with the state already unread, a
+// sync whose read began before a change was announced does not mark the
+// state read while the notice's own read of that change is still under way
+// (a slow OSD): the change is not read yet.
+func TestGatewayStaleReadWhileNoticeReads(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, addrA)
+	b := startGateway(t, cl, clock, 2, addrB)
+	waitUntil(t, "all see all", func() bool { return a.alive(2) && b.alive(1) })
+	addGroupNS(t, b, subA, 2)
+	waitUntil(t, "A follows", func() bool { return a.tgt.Subsystem(subA) != nil })
+	// A is unread: a change it could not read.
+	a.store.readFails.Store(true)
+	if _, err := b.m.gw.notify(b.m.Group().Version, group.KindConfig); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "A unread", a.m.gw.unreadNow)
+	a.store.readFails.Store(false)
+	// A sync reads (the state before the next change) and is held.
+	a.store.gate = make(chan struct{})
+	a.store.armed.Store(true)
+	synced := make(chan struct{})
+	go func() { a.m.sync(true); close(synced) }()
+	waitUntil(t, "the sync's read", func() bool { return !a.store.armed.Load() })
+	// A change is announced; A's read of it is slow.
+	block := make(chan struct{})
+	a.store.block.Store(&block)
+	reads := a.store.reads.Load()
+	notified := make(chan struct{})
+	go func() {
+		defer close(notified)
+		_, _ = b.m.gw.notify(b.m.Group().Version, group.KindConfig)
+	}()
+	waitUntil(t, "the notice's read", func() bool { return a.store.reads.Load() > reads })
+	close(a.store.gate)
+	<-synced
+	if !a.m.gw.unreadNow() {
+		t.Error("a read that began before the announced change marked the state read while the change's own read was under way")
+	}
+	a.store.block.Store(nil)
+	close(block)
+	<-notified
+	waitUntil(t, "A reads again", func() bool { return !a.m.gw.unreadNow() })
+}

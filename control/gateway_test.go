@@ -53,6 +53,18 @@ type switchStore struct {
 	// readFails makes the state's reads fail; reads counts them.
 	readFails atomic.Bool
 	reads     atomic.Int64
+	// block, when set, holds every read until it is closed: reads that
+	// take long (an OSD slow to answer).
+	block atomic.Pointer[chan struct{}]
+	// leasesFail makes the leases' reads fail: no OSD answers.
+	leasesFail atomic.Bool
+}
+
+func (s *switchStore) Leases(ctx context.Context) (map[int]group.Lease, error) {
+	if s.leasesFail.Load() {
+		return nil, errors.New("injected: no OSD answers")
+	}
+	return s.MemStore.Leases(ctx)
 }
 
 func (s *switchStore) Heartbeat(ctx context.Context, id int, inc string, hold time.Duration, rec []byte) error {
@@ -64,6 +76,9 @@ func (s *switchStore) Heartbeat(ctx context.Context, id int, inc string, hold ti
 
 func (s *switchStore) Read(ctx context.Context) (group.Object, error) {
 	s.reads.Add(1)
+	if b := s.block.Load(); b != nil {
+		<-*b
+	}
 	if s.readFails.Load() {
 		return group.Object{}, errors.New("injected: the state cannot be read")
 	}

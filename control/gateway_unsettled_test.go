@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,6 +18,14 @@ import (
 // only once B's clients are blocklisted, and B, finding itself fenced,
 // says so.
 func TestGatewayUnreadUnsettled(t *testing.T) {
+	// osdsDown: B's OSD operations fail too (the usual reason it cannot
+	// read): it learns of its fence from the monitor.
+	for _, osdsDown := range []bool{false, true} {
+		t.Run(fmt.Sprintf("osds-down=%v", osdsDown), func(t *testing.T) { unreadUnsettled(t, osdsDown) })
+	}
+}
+
+func unreadUnsettled(t *testing.T, osdsDown bool) {
 	cl := group.NewCluster()
 	clock := &fakeClock{now: time.Unix(1e9, 0)}
 	a := startGateway(t, cl, clock, 1, addrA)
@@ -31,6 +40,8 @@ func TestGatewayUnreadUnsettled(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "B unread", b.m.gw.unreadNow)
+	waitUntil(t, "B withholds its lease", func() bool { return b.m.Group().LeaseWithheld })
+	b.store.leasesFail.Store(osdsDown)
 	waitUntil(t, "A serves group 2", func() bool { clock.Add(20 * time.Millisecond); return a.anaState(2) == nvme.ANAOptimized })
 	if !cl.Blocklisted(addrB) {
 		t.Fatal("A serves B's group while B's data path may still write: B went idle with a write given up on, and nothing fenced it")
