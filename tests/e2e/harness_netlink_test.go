@@ -158,6 +158,9 @@ func (f *nlFio) kill() {
 	}
 }
 
+// errFioOverdue is wait's error for a run that did not end in time.
+var errFioOverdue = errors.New("overdue")
+
 // stop ends the run as fio's own runtime would: SIGINT makes it finish its jobs and write its
 // report (and exit with status 128).
 func (f *nlFio) stop() {
@@ -179,7 +182,7 @@ func (f *nlFio) wait(t *testing.T, timeout time.Duration) ([]nlJobResult, error)
 		case <-time.After(30 * time.Second):
 			f.kill()
 		}
-		return nil, fmt.Errorf("fio %s still ran %v after it was due to end; stopped", f.name, timeout)
+		return nil, fmt.Errorf("%w: fio %s still ran %v after it was due to end; stopped", errFioOverdue, f.name, timeout)
 	}
 	raw, _ := os.ReadFile(f.report)
 	var rep struct {

@@ -91,8 +91,8 @@ devof() { # the host block device of subsystem ...:$1
   done
 }
 all=(kern "${names[@]}")
-busy() { # the guest's busy CPU ticks since boot, every CPU: /proc/stat's cpu line less idle and iowait
-  awk '/^cpu /{print $2+$3+$4+$7+$8+$9; exit}' /proc/stat
+busy() { # the guest's busy CPU ticks since boot, every CPU: user, nice, system, irq, softirq (not idle, iowait or steal)
+  awk '/^cpu /{print $2+$3+$4+$7+$8; exit}' /proc/stat
 }
 for n in "${all[@]}"; do dd if=/dev/zero of="$(devof "$n")" bs=1M count=256 oflag=direct 2>/dev/null; done
 for job in $jobs; do
@@ -108,8 +108,10 @@ f, job, n, rep, ticks, hz = sys.argv[1:]
 j = json.load(open(f))["jobs"][0]
 r = j["read"] if j["read"]["io_bytes"] else j["write"]
 p = r["clat_ns"].get("percentile", {})
-# The guest's busy CPU over the whole fio run (ramp included: the I/O count is fio's total
-# too), per I/O: target, fio, softirq and rxe alike for every variant.
+# The guest's busy CPU over the whole fio run, per I/O: target, fio, softirq and rxe alike for
+# every variant. The ticks include fio's start and its ramp, which its I/O count leaves out: the
+# figure is high by about (start + ramp) / runtime, the same for every variant, so the ratios
+# between variants lean toward 1.
 ios = sum(j[d]["total_ios"] for d in ("read", "write"))
 cpu = int(ticks) / int(hz) * 1e6 / max(ios, 1)
 print(job, n, rep, round(r["iops"]), round(r["bw"] / 1024, 1), round(p.get("50.000000", 0) / 1000), round(p.get("99.000000", 0) / 1000), round(cpu, 1))
