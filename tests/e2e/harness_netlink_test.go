@@ -352,18 +352,7 @@ func (p *remoteTgt) controllers(t *testing.T) []nlCtrl {
 // setPortsSection replaces the ports section of the target's configuration file and reloads it.
 func (p *remoteTgt) setPortsSection(t *testing.T, ports string) {
 	t.Helper()
-	b, err := os.ReadFile(p.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := string(b)
-	i, j := strings.Index(cfg, "ports:\n"), strings.Index(cfg, "subsystems:\n")
-	if i < 0 || j < i {
-		t.Fatalf("config has no ports section before subsystems:\n%s", cfg)
-	}
-	if err := os.WriteFile(p.cfgPath, []byte(cfg[:i]+ports+cfg[j:]), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	replacePorts(t, p.cfgPath, ports)
 	p.ctl(t, "reload")
 }
 

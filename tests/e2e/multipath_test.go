@@ -46,18 +46,7 @@ func mpPorts(states [3]map[int]string) string {
 // setPorts rewrites the ports section of the target's configuration file and reloads it.
 func (p *tgtProcess) setPorts(t *testing.T, ports string) {
 	t.Helper()
-	b, err := os.ReadFile(p.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := string(b)
-	i, j := strings.Index(cfg, "ports:\n"), strings.Index(cfg, "subsystems:\n")
-	if i < 0 || j < i {
-		t.Fatalf("config has no ports section before subsystems:\n%s", cfg)
-	}
-	if err := os.WriteFile(p.cfgPath, []byte(cfg[:i]+ports+cfg[j:]), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	replacePorts(t, p.cfgPath, ports)
 	p.ctl(t, "reload")
 }
 
@@ -319,4 +308,22 @@ func TestMultipathANA(t *testing.T) {
 			t.Fatal("the queued write's data did not reach the namespace")
 		}
 	})
+}
+
+// replacePorts rewrites the configuration file's ports section (which comes before its
+// subsystems, as the harness writes it) as ports.
+func replacePorts(t *testing.T, cfgPath, ports string) {
+	t.Helper()
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(b)
+	i, j := strings.Index(cfg, "ports:\n"), strings.Index(cfg, "subsystems:\n")
+	if i < 0 || j < i {
+		t.Fatalf("config has no ports section before subsystems:\n%s", cfg)
+	}
+	if err := os.WriteFile(cfgPath, []byte(cfg[:i]+ports+cfg[j:]), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

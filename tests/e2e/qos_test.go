@@ -76,9 +76,7 @@ func TestNamespaceMasking(t *testing.T) {
 		withExtra(memNS(2, 8*mib, 512, ""), fmt.Sprintf("hosts: [%q]", a.NQN)),
 		withExtra(memNS(3, 8*mib, 512, ""), fmt.Sprintf("hosts: [%q]", b.NQN)),
 		withExtra(memNS(4, 8*mib, 512, ""), fmt.Sprintf("hosts: [%q]", nobody)),
-	}}}}, withConfigEdit(func(y string) string {
-		return strings.Replace(y, "subsystems:\n", fmt.Sprintf("  - {transport: \"tcp\", address: %q, port: %d}\nsubsystems:\n", labAddr, portTCP), 1)
-	}))
+	}}}}, withConfigEdit(withTCPPort))
 	ca := a.mustConnect(t, sub, 1, 2)
 	cb, err := b.connectOver(t, "tcp", sub, portTCP)
 	if err != nil {

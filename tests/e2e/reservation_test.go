@@ -117,8 +117,7 @@ func TestReservations(t *testing.T) {
 	p, _ := startTgt(t, Spec{Port: rdmaPort(), Subsystems: []Subsystem{{
 		NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 16*mib, 0, "")},
 	}}}, withConfigEdit(func(y string) string {
-		second := fmt.Sprintf("  - {transport: \"tcp\", address: %q, port: %d}\nsubsystems:\n", labAddr, portTCP)
-		return strings.Replace(y, "subsystems:\n", second, 1) + fmt.Sprintf("state_dir: %q\n", filepath.Join(dir, "state"))
+		return withTCPPort(y) + fmt.Sprintf("state_dir: %q\n", filepath.Join(dir, "state"))
 	}))
 
 	ha, hb := newHost(t), newHost(t)

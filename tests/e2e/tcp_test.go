@@ -248,3 +248,10 @@ func reserveHugepages(t *testing.T, n int) {
 }
 
 var spdkPerfTotal = regexp.MustCompile(`(?m)^Total\s*:\s*([0-9.]+)\s+([0-9.]+)`)
+
+// withTCPPort adds a TCP port (portTCP on the lab's address) to the harness's configuration y,
+// after its RDMA one: a second host of the guest connects through it, since nvme-cli refuses a
+// second controller of a subsystem through the same address and port, whatever the host NQN.
+func withTCPPort(y string) string {
+	return strings.Replace(y, "subsystems:\n", fmt.Sprintf("  - {transport: \"tcp\", address: %q, port: %d}\nsubsystems:\n", labAddr, portTCP), 1)
+}
