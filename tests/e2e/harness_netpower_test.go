@@ -106,6 +106,12 @@ done; true`, subnqn, h.NQN)
 	return c
 }
 
+// disconnect disconnects the controller.
+func (c *remoteCtrl) disconnect(t *testing.T) {
+	t.Helper()
+	c.g.mustRun(t, cmdTimeout, "nvme", "disconnect", "-d", c.name)
+}
+
 // blockDev waits for the disk of nsid in the controller's subsystem and returns its /dev path.
 func (c *remoteCtrl) blockDev(t *testing.T, nsid uint32) string {
 	t.Helper()

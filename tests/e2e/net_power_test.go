@@ -372,7 +372,8 @@ func getFeature(t *testing.T, dev string, fid, sel int) uint32 {
 }
 
 // TestNetHostVanishes: host A, the kernel initiator of guest target2, connects to nvmeof-tgt in
-// the target guest over link D (keep-alive timeout 5 s), registers with PTPL on and holds a
+// the target guest over link D (keep-alive timeout 5 s). First the two hosts share a namespace
+// under per-host QoS limits, each getting its own (qosShare). Then A registers with PTPL on and holds a
 // Write Exclusive reservation; host B, this guest, is registered over link A. A writes with fio,
 // and its guest's power is cut under it: no disconnect, its queues' peer just goes silent. The
 // target deletes A's controller by keep-alive expiry and tears down its queues (its metrics: B's
@@ -405,11 +406,30 @@ func TestNetHostVanishes(t *testing.T) {
 	}
 	ga.waitUp(t)
 
-	sub := nqn("net-host-vanish")
-	// Every address: B comes over link A, A over link D.
+	sub, qosSub := nqn("net-host-vanish"), nqn("net-qos-share")
+	ha, hb := newHost(t), newHost(t)
+	// Every address: B comes over link A, A over link D. qosSub's namespace is the two hosts'
+	// shared namespace under per-host QoS limits (qosShare); a subsystem of its own, as the
+	// kernel sends no reservation command to a controller with more than one namespace.
 	spec := Spec{Port: Port{Transport: "rdma", Address: "0.0.0.0", Service: portRDMA},
-		Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 64*mib, 0, "")}}}}
+		Subsystems: []Subsystem{{NQN: sub, AllowAnyHost: true, Namespaces: []Namespace{memNS(1, 64*mib, 0, "")}},
+			{NQN: qosSub, AllowAnyHost: true, Namespaces: []Namespace{withExtra(memNS(1, 64*mib, 512, ""),
+				fmt.Sprintf("qos_per_host: {default: {iops: %d}, hosts: [{nqn: %q, iops: %d}]}", qosShareB, ha.NQN, qosShareA))}}}}
 	tgt := startRemoteTgt(t, tg, spec)
+	qa := connectFrom(t, ga, ha, linkD.addr(t, tg), qosSub, portRDMA)
+	qb, err := hb.connectAddr(t, linkA.addr(t, tg), qosSub, portRDMA)
+	if err != nil {
+		t.Fatalf("host B: connect to %s: %v", qosSub, err)
+	}
+	qosShare(t, ga, qa.blockDev(t, 1), qb.blockDev(t, 1), dir)
+	qa.disconnect(t)
+	qb.disconnect(t)
+	if err := waitFor(30*time.Second, func() bool {
+		v, _ := metricSum(tgt.metrics(t), "nvmeof_tgt_queues")
+		return v == 0
+	}); err != nil {
+		t.Fatalf("the shared namespace's hosts disconnected, and the target still has queues after 30 s")
+	}
 	metric := func(m map[string]float64, name string, labels ...string) float64 {
 		v, ok := metricSum(m, name, labels...)
 		if !ok {
@@ -418,7 +438,6 @@ func TestNetHostVanishes(t *testing.T) {
 		return v
 	}
 
-	hb := newHost(t)
 	cb, err := hb.connectAddr(t, linkA.addr(t, tg), sub, portRDMA)
 	if err != nil {
 		t.Fatalf("host B: connect: %v", err)
@@ -430,7 +449,6 @@ func TestNetHostVanishes(t *testing.T) {
 	kaExpired := metric(m0, "nvmeof_tgt_keepalive_expired_total")
 
 	const kato = 5 * time.Second
-	ha := newHost(t)
 	ca := connectFrom(t, ga, ha, linkD.addr(t, tg), sub, portRDMA, fmt.Sprintf("--keep-alive-tmo=%d", int(kato.Seconds())))
 	devA := ca.blockDev(t, 1)
 	const keyA, keyB = "161", "178"
@@ -534,6 +552,45 @@ func TestNetHostVanishes(t *testing.T) {
 		return len(held) == 0
 	}); err != nil {
 		t.Errorf("30 s after every host left, the target holds %s", strings.Join(held, ", "))
+	}
+}
+
+// The per-host QoS limits of TestNetHostVanishes's shared namespace, in 4 KiB IOPS: host B has the
+// default, host A its own.
+const qosShareA, qosShareB = 120, 60
+
+// qosShare: two hosts on two machines, A (guest g, disk devA) and B (here, devB), read the
+// namespace they share at once, each with more queue depth than its limit needs; each gets its
+// own per-host limit within 5 % over 20 s, neither starved by the other nor held to the other's.
+func qosShare(t *testing.T, g *labGuest, devA, devB, dir string) {
+	t.Helper()
+	const d = 20 * time.Second
+	type res struct {
+		iops float64
+		err  error
+	}
+	ra, rb := make(chan res, 1), make(chan res, 1)
+	go func() {
+		iops, _, err := fioRateBy(g.exec, "A-", devA, "randread", 4096, 8, d, dir)
+		ra <- res{iops, err}
+	}()
+	go func() {
+		iops, _, err := fioRate(devB, "randread", 4096, 8, d, dir)
+		rb <- res{iops, err}
+	}()
+	a, b := <-ra, <-rb
+	for _, r := range []struct {
+		who  string
+		got  res
+		want float64
+	}{{"host A (its own limit)", a, qosShareA}, {"host B (the default)", b, qosShareB}} {
+		if r.got.err != nil {
+			t.Fatalf("%s: %v", r.who, r.got.err)
+		}
+		t.Logf("shared namespace, both hosts at once: %s %.1f IOPS, limit %.0f (%+.2f %%)", r.who, r.got.iops, r.want, 100*(r.got.iops-r.want)/r.want)
+		if r.got.iops < r.want*0.95 || r.got.iops > r.want*1.05 {
+			t.Errorf("shared namespace, both hosts at once: %s %.1f IOPS, want %.0f ± 5 %%", r.who, r.got.iops, r.want)
+		}
 	}
 }
 

@@ -141,9 +141,16 @@ func withExtra(ns Namespace, kv ...string) Namespace {
 // bytes per second of rw's direction.
 // Any goroutine may call it.
 func fioRate(dev, rw string, bs, qd int, d time.Duration, outDir string) (iops, bw float64, err error) {
-	name := fmt.Sprintf("%s-%s-%d", filepath.Base(dev), rw, bs)
+	local := func(timeout time.Duration, argv ...string) cmdResult { return execCmd(timeout, argv[0], argv[1:]...) }
+	return fioRateBy(local, "", dev, rw, bs, qd, d, outDir)
+}
+
+// fioRateBy is fioRate run by exec (execCmd here, or a lab guest's exec, whose outDir must be
+// one that guest mounts at the same path), its report named with tag.
+func fioRateBy(exec func(time.Duration, ...string) cmdResult, tag, dev, rw string, bs, qd int, d time.Duration, outDir string) (iops, bw float64, err error) {
+	name := fmt.Sprintf("%s%s-%s-%d", tag, filepath.Base(dev), rw, bs)
 	report := filepath.Join(outDir, "fio-"+name+".json")
-	r := execCmd(d+fioTimeout, "fio", "--name="+name, "--filename="+dev, "--ioengine=libaio", "--direct=1",
+	r := exec(d+fioTimeout, "fio", "--name="+name, "--filename="+dev, "--ioengine=libaio", "--direct=1",
 		"--rw="+rw, "--bs="+strconv.Itoa(bs), "--iodepth="+strconv.Itoa(qd), "--time_based",
 		"--runtime="+strconv.Itoa(int(d.Seconds())), "--norandommap", "--output-format=json", "--output="+report)
 	raw, _ := os.ReadFile(report)
