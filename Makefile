@@ -121,12 +121,17 @@ vet: build-deps
 	else echo "make vet: librbd-dev is not installed: the rbd build is not vetted"; fi
 
 # With librbd-dev, the rbd build's tests too; those that need a cluster skip here and run in
-# the guest against its cluster (TestRBDUnit, make e2e).
+# the guest against its cluster (TestRBDUnit, make e2e). In fabric and control the rbd build
+# differs only by test files, so only their tests run again (RBD_TESTS), not the packages'.
+RBD_TEST_FILES = $(shell grep -l '^//go:build.*rbd' fabric/*_test.go control/*_test.go)
+RBD_TESTS = $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' $(RBD_TEST_FILES) | paste -sd'|')
 unit: build-deps
 	$(GO) test -race -count=1 ./...
 	@if [ -e $(LIBRBD_H) ]; then \
-		echo "$(GO) test -race -count=1 -tags rbd ./blockdev/... ./fabric/... ./control/... ./cmd/..."; \
-		$(GO) test -race -count=1 -tags rbd ./blockdev/... ./fabric/... ./control/... ./cmd/...; \
+		echo "$(GO) test -race -count=1 -tags rbd ./blockdev/... ./control/group/rados/... ./cmd/..."; \
+		$(GO) test -race -count=1 -tags rbd ./blockdev/... ./control/group/rados/... ./cmd/... || exit 1; \
+		echo "$(GO) test -race -count=1 -tags rbd -run '^($(RBD_TESTS))$$' ./fabric ./control"; \
+		$(GO) test -race -count=1 -tags rbd -run '^($(RBD_TESTS))$$' ./fabric ./control; \
 	fi
 
 # Every fuzz target in the tree (tests/fuzz/run.sh finds them), 200,000
