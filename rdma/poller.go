@@ -175,15 +175,28 @@ const (
 // sleeps, however short its recent sleeps were.
 const pollWindowMax = 2 * time.Millisecond
 
+// pollWindowMin is the shortest window kept: below it, none.
+const pollWindowMin = 10 * time.Microsecond
+
 // nextWindow adapts the busy-poll window to the last sleep. A sleep that work
 // ended within pollWindowMax was a loss (a wake-up costs more than polling
-// through the gap, as at queue depth 1): the window grows to cover such a gap.
-// A longer sleep (an idle host) sets it back to base, so an idle target sleeps
-// at once and uses no CPU. A base of 0 turns busy-polling off altogether.
+// through the gap, as at queue depth 1 on a fast link): the window grows to
+// cover such a gap. A longer sleep (an idle host, or queue depth 1 over a link
+// slower than the window) means the polling before it was waste: the window
+// halves, down to none, so that a target whose work comes in long gaps sleeps
+// at once instead of spending its CPU (on one vCPU, the CPU that the kernel's
+// software RDMA needs to bring that work) on a window. A base of 0 turns
+// busy-polling off altogether.
 func nextWindow(window, base, slept time.Duration) time.Duration {
 	limit := max(base, pollWindowMax)
-	if base == 0 || slept >= limit {
-		return base
+	if base == 0 {
+		return 0
+	}
+	if slept >= limit {
+		if window /= 2; window < pollWindowMin {
+			return 0
+		}
+		return window
 	}
 	return min(max(2*window, slept+slept/2), limit)
 }

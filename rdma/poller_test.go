@@ -12,8 +12,13 @@ func TestNextWindow(t *testing.T) {
 		window, base, slept time.Duration
 		want                time.Duration
 	}{
-		{"long sleep resets", 2 * time.Millisecond, base, time.Second, base},
-		{"sleep at the cap resets", time.Millisecond, base, pollWindowMax, base},
+		// Work that came long after the window: the polling before the sleep was waste, and
+		// the window halves toward none (an idle target, or QD1 over a slow link).
+		{"long sleep halves", 2 * time.Millisecond, base, time.Second, time.Millisecond},
+		{"sleep at the cap halves", base, base, pollWindowMax, base / 2},
+		{"halving ends at none", pollWindowMin, base, time.Second, 0},
+		{"none stays none", 0, base, time.Second, 0},
+		{"short sleep after none covers the gap", 0, base, 100 * time.Microsecond, 150 * time.Microsecond},
 		{"short sleep doubles", base, base, 100 * time.Microsecond, 2 * base},
 		{"gap beyond double is covered", base, base, 600 * time.Microsecond, 900 * time.Microsecond},
 		{"growth is capped", 1500 * time.Microsecond, base, time.Millisecond, pollWindowMax},
