@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -549,10 +550,14 @@ func (nb *netBench) startPrev(t *testing.T, bin string, nss ...Namespace) *remot
 	return startRemoteTgtAs(t, nb.tg, "tgt-prev", "127.0.0.1:9772", spec, bin)
 }
 
-// profile runs job j once more on each of targets, with perf recording the whole target guest
-// (every CPU, call graphs, the cpu-clock event: TCG has no hardware counters) over the middle
-// of the run, and writes perf's report beside the raw results, for the jobs BENCH_PROFILE (a
-// regexp over backend/job) selects. These runs are not among the results.
+// profile runs job j once more on each of targets and counts, over the middle of the run,
+// the target guest's kernel events per I/O: system calls by name, context switches, hardware
+// interrupts, softirqs by vector, hrtimer expiries (perf stat on tracepoints, and
+// /proc/softirqs); for nvmeof-tgt, a Go CPU profile too (pprof, which the bench enables). It
+// writes them beside the raw results, for the jobs BENCH_PROFILE (a regexp over backend/job)
+// selects. These runs are not among the results. Counting, not sampling: under TCG, perf's
+// cpu-clock samples land in the idle loop however busy the guest is (a whole run's samples
+// were 98 % pv_native_safe_halt at 0.8 busy vCPU), and there are no hardware counters.
 func (nb *netBench) profile(t *testing.T, res *bench.Results, j benchJob, targets ...string) {
 	t.Helper()
 	pat := os.Getenv("BENCH_PROFILE")
@@ -568,30 +573,97 @@ func (nb *netBench) profile(t *testing.T, res *bench.Results, j benchJob, target
 	}
 	for _, target := range targets {
 		name := fmt.Sprintf("profile-%s-%s-%s", target, j.backend, j.job)
-		data := "/scratch/" + name + ".data"
+		counts := filepath.Join(nb.dir, name+".counts")
 		after, span := nb.ramp+1, max(nb.runtime-2, 1)
-		done := make(chan cmdResult, 1)
+		done := make(chan cmdResult, 2)
 		go func() {
-			done <- nb.tg.exec(time.Duration(after+span)*time.Second+netBenchAgent, "sh", "-c",
-				`sleep "$1"; exec perf record -q -F 499 -e cpu-clock -a -g -o "$3" -- sleep "$2"`, "sh",
-				strconv.Itoa(after), strconv.Itoa(span), data)
+			done <- nb.tg.exec(time.Duration(after+span)*time.Second+netBenchAgent, "sh", "-c", profileCounts, "sh",
+				strconv.Itoa(after), strconv.Itoa(span), counts)
 		}()
-		nb.runJob(t, target, j.backend, j.job, 0)
-		if r := <-done; r.err != nil {
-			t.Errorf("perf record in %s: %v %s", nb.tg, r.err, limit(r.stderr))
+		pprofOut := ""
+		if addr := nb.metricsAddr(target); addr != "" {
+			pprofOut = filepath.Join(nb.dir, name+".pprof")
+			go func() {
+				done <- nb.tg.exec(time.Duration(after+span)*time.Second+netBenchAgent, "sh", "-c",
+					`sleep "$1"; exec curl -sf -o "$4" "http://$3/debug/pprof/profile?seconds=$2"`, "sh",
+					strconv.Itoa(after), strconv.Itoa(span), addr, pprofOut)
+			}()
+		} else {
+			done <- cmdResult{}
+		}
+		run := nb.runJob(t, target, j.backend, j.job, 0)
+		failed := false
+		for range 2 {
+			if r := <-done; r.err != nil {
+				t.Errorf("profile of %s in %s: %s: %v %s", target, nb.tg, r.line, r.err, limit(r.stderr))
+				failed = true
+			}
+		}
+		if failed {
+			continue
+		}
+		raw, err := os.ReadFile(counts)
+		if err != nil {
+			t.Errorf("profile of %s: %v", target, err)
 			continue
 		}
 		out := filepath.Join(nb.dir, name+".txt")
-		r := nb.tg.exec(10*time.Minute, "sh", "-c", `{ echo "# perf report --sort comm,dso: $3"; perf report -i "$1" --no-children --sort comm,dso --stdio -g none --percent-limit 1 2>/dev/null
-echo; echo "# perf report --sort sym"; perf report -i "$1" --no-children --sort sym --stdio -g none --percent-limit 0.4 2>/dev/null; } >"$2"; rm -f "$1"`,
-			"sh", data, out, name)
-		if r.err != nil {
-			t.Errorf("perf report in %s: %v %s", nb.tg, r.err, limit(r.stderr))
-			continue
+		txt := perIOCounts(string(raw), run.IOPS*float64(span))
+		if pprofOut != "" {
+			txt += "\nGo CPU profile: " + filepath.Base(pprofOut) + " (go tool pprof -top bin/nvmeof-tgt " + filepath.Base(pprofOut) + ")\n"
+		}
+		if err := os.WriteFile(out, []byte(fmt.Sprintf("# %s: %.0f IOPS in the profiled run, counts over %d s\n%s", name, run.IOPS, span, txt)), 0o644); err != nil {
+			t.Fatal(err)
 		}
 		res.Notes = append(res.Notes, fmt.Sprintf("Profile of %s on %s/%s (one more run, not among the results): %s", target, j.backend, j.job, filepath.Base(out)))
-		t.Logf("profile of %s on %s/%s: %s", target, j.backend, j.job, out)
+		t.Logf("profile of %s on %s/%s: %s\n%s", target, j.backend, j.job, out, txt)
 	}
+}
+
+// metricsAddr is the metrics (and pprof) address of target in the target guest, or "" for
+// a target that has none.
+func (nb *netBench) metricsAddr(target string) string {
+	switch {
+	case target == bench.TargetOurs && nb.ours != nil:
+		return cmp.Or(nb.ours.metricsAddr, "127.0.0.1:9771")
+	}
+	return ""
+}
+
+// profileCounts, in the target guest ($1 seconds to wait, $2 the span, $3 the output): perf
+// stat's counts of kernel events over the span, whole guest, and /proc/softirqs before and
+// after, each as "name count" lines.
+const profileCounts = `set -e
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
+sirq() { awk 'NR>1 { s=0; for (i=2; i<=NF; i++) s+=$i; sub(":", "", $1); print "softirq:" $1, s }' /proc/softirqs; }
+sleep "$1"
+sirq >"$3.before"
+perf stat -a -x, -o "$3.perf" -e raw_syscalls:sys_enter,sched:sched_switch,irq:irq_handler_entry,irq:softirq_entry,timer:hrtimer_expire_entry,syscalls:sys_enter_write,syscalls:sys_enter_read,syscalls:sys_enter_ppoll,syscalls:sys_enter_poll,syscalls:sys_enter_nanosleep,syscalls:sys_enter_clock_nanosleep,syscalls:sys_enter_futex,syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_sched_yield -- sleep "$2"
+sirq >"$3.after"
+{ awk -F, '$1 ~ /^[0-9]+$/ { print $3 " " $1 }' "$3.perf"
+  awk 'NR==FNR { b[$1]=$2; next } { print $1 " " $2-b[$1] }' "$3.before" "$3.after"; } >"$3"
+rm -f "$3.perf" "$3.before" "$3.after"`
+
+// perIOCounts turns profileCounts' "name count" lines into a table of counts per I/O.
+func perIOCounts(raw string, ios float64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-42s %12s %10s\n", "event", "count", "per I/O")
+	for _, line := range strings.Split(strings.TrimSpace(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		n, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		per := 0.0
+		if ios > 0 {
+			per = n / ios
+		}
+		fmt.Fprintf(&b, "%-42s %12.0f %10.2f\n", f[0], n, per)
+	}
+	return b.String()
 }
 
 // runRemoteLibRBD runs the job with fio's rbd engine in the target guest, sampling its CPU.
