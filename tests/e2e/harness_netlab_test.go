@@ -527,6 +527,10 @@ func (p *remoteTgt) Start(t *testing.T, spec Spec) {
 	p.g.mustRun(t, cmdTimeout, "mkdir", "-p", filepath.Dir(p.apiSock))
 	p.cfgPath = filepath.Join(p.dir, "nvmeof-tgt.yaml")
 	cfg := tgtConfigYAML(spec, nil) + fmt.Sprintf("api:\n  socket: %s\n", strconv.Quote(p.apiSock))
+	if base := filepath.Base(p.dir); base != "tgt-"+p.g.name {
+		// A second target in the guest: the first holds the default state_dir's lock.
+		cfg += fmt.Sprintf("state_dir: %s\n", strconv.Quote(filepath.Join(filepath.Dir(p.apiSock), "state")))
+	}
 	if p.metricsAddr != "" {
 		cfg = strings.Replace(cfg, `metrics: {listen: "127.0.0.1:9771"}`, fmt.Sprintf("metrics: {listen: %q}", p.metricsAddr), 1)
 	}
