@@ -172,36 +172,18 @@ const (
 )
 
 // pollWindowMax caps how long the poller busy-polls an idle CQ before it
-// sleeps, however short its recent sleeps were. A gap longer than this costs
-// far more CPU to poll through than a sleep and a wake-up cost: measured
-// with the target on its own vCPU at queue depth 1 (a gap of 1-3 ms between
-// a response and the next command), a 2 ms cap kept the poller busy 71 % of
-// the time for 280 I/Os a second, three times the CPU per I/O of the
-// kernel's nvmet (bench/results/2026-12-04-2m.json).
-const pollWindowMax = 500 * time.Microsecond
-
-// pollWindowMin is the shortest window kept: below it, none.
-const pollWindowMin = 10 * time.Microsecond
+// sleeps, however short its recent sleeps were.
+const pollWindowMax = 2 * time.Millisecond
 
 // nextWindow adapts the busy-poll window to the last sleep. A sleep that work
 // ended within pollWindowMax was a loss (a wake-up costs more than polling
-// through the gap, as at queue depth 1 on a fast link): the window grows to
-// cover such a gap. A longer sleep (an idle host, or queue depth 1 over a link
-// slower than the window) means the polling before it was waste: the window
-// halves, down to none, so that a target whose work comes in long gaps sleeps
-// at once instead of spending its CPU (on one vCPU, the CPU that the kernel's
-// software RDMA needs to bring that work) on a window. A base of 0 turns
-// busy-polling off altogether.
+// through the gap, as at queue depth 1): the window grows to cover such a gap.
+// A longer sleep (an idle host) sets it back to base, so an idle target sleeps
+// at once and uses no CPU. A base of 0 turns busy-polling off altogether.
 func nextWindow(window, base, slept time.Duration) time.Duration {
 	limit := max(base, pollWindowMax)
-	if base == 0 {
-		return 0
-	}
-	if slept >= limit {
-		if window /= 2; window < pollWindowMin {
-			return 0
-		}
-		return window
+	if base == 0 || slept >= limit {
+		return base
 	}
 	return min(max(2*window, slept+slept/2), limit)
 }
