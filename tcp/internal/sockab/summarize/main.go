@@ -1,7 +1,10 @@
 // Command summarize reads the output of sockab's benchmark rounds (ab.sh)
 // on stdin and writes a Markdown table on stdout: per case and variant,
-// the median and range of each metric over the rounds, and each variant's
-// ratios to the netpoller's, round by round.
+// the median and range of each metric over the rounds; and each variant's
+// ratios to the netpoller's, round by round (rounds pair in order): their
+// median and range, in how many rounds the variant was better (higher
+// throughput, lower CPU), and whether all its samples lie above or below
+// all the netpoller's (beyond the spread) or the two overlap.
 package main
 
 import (
@@ -110,8 +113,19 @@ func rangeOf(xs []float64, scale float64, format string) string {
 	return fmt.Sprintf(format+" ("+format+"–"+format+")", med*scale, lo*scale, hi*scale)
 }
 
-// beyond says whether a's samples all lie above b's (more) or below them
-// (less): a difference beyond the spread of either.
+// better counts the rounds whose ratio is above 1 (up) or below it.
+func better(rs []float64, up bool) string {
+	n := 0
+	for _, r := range rs {
+		if r > 1 == up && r != 1 {
+			n++
+		}
+	}
+	return fmt.Sprintf("%d/%d", n, len(rs))
+}
+
+// beyond says whether a's samples all lie above b's or below them: a
+// difference beyond the spread of either.
 func beyond(a, b []float64) string {
 	_, alo, ahi := stats(a)
 	_, blo, bhi := stats(b)
@@ -136,8 +150,9 @@ func write(w io.Writer, all []*series) {
 	for _, s := range all {
 		tput, cpu := "—", "—"
 		if b := base[s.cas]; b != nil && s != b {
-			tput = rangeOf(ratios(s, b, "ops/s"), 1, "%.2f") + ", " + beyond(s.values("ops/s"), b.values("ops/s"))
-			cpu = rangeOf(ratios(s, b, "srv-cpu-ns/op"), 1, "%.2f") + ", " + beyond(s.values("srv-cpu-ns/op"), b.values("srv-cpu-ns/op"))
+			rt, rc := ratios(s, b, "ops/s"), ratios(s, b, "srv-cpu-ns/op")
+			tput = rangeOf(rt, 1, "%.2f") + "; " + better(rt, true) + "; " + beyond(s.values("ops/s"), b.values("ops/s"))
+			cpu = rangeOf(rc, 1, "%.2f") + "; " + better(rc, false) + "; " + beyond(s.values("srv-cpu-ns/op"), b.values("srv-cpu-ns/op"))
 		}
 		med, _, _ := stats(s.values("srv-allocs/op"))
 		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %.2g | %s | %s |\n", s.cas, s.variant, len(s.s),

@@ -26,6 +26,24 @@ func TestParseLine(t *testing.T) {
 	}
 }
 
+func TestBetter(t *testing.T) {
+	tests := []struct {
+		rs   []float64
+		up   bool
+		want string
+	}{
+		{[]float64{1.2, 0.9, 1}, true, "1/3"},
+		{[]float64{1.2, 0.9, 1}, false, "1/3"},
+		{[]float64{0.5, 0.7}, false, "2/2"},
+		{nil, true, "0/0"},
+	}
+	for _, tc := range tests {
+		if got := better(tc.rs, tc.up); got != tc.want {
+			t.Errorf("better(%v, %v) = %q, want %q", tc.rs, tc.up, got, tc.want)
+		}
+	}
+}
+
 func TestStats(t *testing.T) {
 	tests := []struct {
 		xs          []float64
@@ -60,7 +78,7 @@ BenchmarkSockets/read/qd1/conns1/netpoller-2 10 1 ns/op 110 ops/s 1900 srv-cpu-n
 	}
 	var b strings.Builder
 	write(&b, all)
-	want := "| read/qd1/conns1 | uring | 2 | 0 (0–0) | 1.25 (1.00–1.50) | 1.00 (1.00–1.00) | 0 | 1.30 (1.09–1.50), above | 0.64 (0.50–0.79), below |"
+	want := "| read/qd1/conns1 | uring | 2 | 0 (0–0) | 1.25 (1.00–1.50) | 1.00 (1.00–1.00) | 0 | 1.30 (1.09–1.50); 2/2; above | 0.64 (0.50–0.79); 2/2; below |"
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("summary:\n%s\nwant a row\n%s", b.String(), want)
 	}
