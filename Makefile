@@ -174,7 +174,7 @@ bench: lab-deps ceph-deps build
 # The NVMe/TCP socket layer's A/B (issue 30, tcp/internal/sockab): Go's netpoller as tcp/ uses
 # it against io_uring, over 127.0.0.1 on this machine, no guest. 6 rounds of every case, the
 # variant that starts a round rotating; writes bench/results/<date>-tcp-sockets-{raw.txt,table.md}.
-# About 7 minutes of 2 CPUs. ROUNDS, BENCHTIME (2s) and BENCH (a case pattern) are optional.
+# About 8 minutes of 2 CPUs. ROUNDS, BENCHTIME (2s) and BENCH (a case pattern) are optional.
 sockab: build-deps
 	tcp/internal/sockab/ab.sh
 
