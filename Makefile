@@ -40,7 +40,7 @@ LAB_PKGS := qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs rdma-cor
 # 85 packages, 55 MB to fetch, 220 MB installed, about a minute to install.
 CEPH_PKGS := ceph-mon ceph-osd ceph-mgr ceph-common librados-dev librbd-dev
 
-.PHONY: all build build-rbd deps build-deps lab-deps ceph-deps install unit e2e e2e-net test demo bench blktests ceph-smoke fuzz fuzz-long vet clean
+.PHONY: all build build-rbd deps build-deps lab-deps ceph-deps install unit e2e e2e-net test demo bench sockab blktests ceph-smoke fuzz fuzz-long vet clean
 
 all: build
 
@@ -175,6 +175,13 @@ BENCH_CPUS ?= 4
 bench: lab-deps ceph-deps build
 	BENCH_TOPOLOGY="$(BENCH_TOPOLOGY)" BENCH_PEERS="$(PEERS)" BENCH_SPDK_DIR="$(SPDK_DIR)" SPDK_SRC="$(SPDK_SRC)" \
 		BENCH_CPUS="$(BENCH_CPUS)" tests/lab/bench.sh
+
+# The NVMe/TCP socket layer's A/B (issue 30, tcp/internal/sockab): Go's netpoller as tcp/ uses
+# it against io_uring, over 127.0.0.1 on this machine, no guest. 6 rounds of every case, the
+# variant that starts a round rotating; writes bench/results/<date>-tcp-sockets-{raw.txt,table.md}.
+# About 8 minutes of 2 CPUs. ROUNDS, BENCHTIME (2s) and BENCH (a case pattern) are optional.
+sockab: build-deps
+	tcp/internal/sockab/ab.sh
 
 # blktests' NVMe-oF tests in the test guest, against nvmeof-tgt as a remote target
 # (tests/lab/blktests.sh; README.md, "blktests"). BLKTESTS_DIR is a blktests checkout: it is not

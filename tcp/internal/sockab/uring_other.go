@@ -1,0 +1,5 @@
+//go:build !(linux && (amd64 || arm64))
+
+package sockab
+
+func startUring(int) (Server, error) { return nil, ErrNotSupported }
