@@ -300,7 +300,7 @@ func MarkdownTwo(r *Results, s TwoSummary, chart string) string {
 	tcp := slices.ContainsFunc(s.Jobs, func(j TwoJob) bool { return j.Transport == TransportTCP })
 	initiators, link := "nvme-rdma", ""
 	if tcp {
-		initiators, link = "nvme-rdma and nvme-tcp", "; NVMe/TCP over the same link's IP addresses"
+		initiators, link = "nvme-rdma and nvme-tcp,", "; NVMe/TCP over the same link's IP addresses"
 	}
 	fmt.Fprintf(&b, "| host guest | %d vCPU, %d MiB: the kernel's %s and fio |\n", r.HostCPUs, r.HostMemMiB, initiators)
 	fmt.Fprintf(&b, "| link | one virtio-net link, Soft-RoCE (rxe) at each end (QEMU TCG)%s |\n", link)

@@ -26,16 +26,17 @@ import (
 // binary), one rxe link (a) between them. In each rep of each job, ours runs, then the
 // kernel's nvmet-rdma, then SPDK's nvmf_tgt, each on the same kind of namespace in the same
 // guest; then the memory and file jobs run again in the same way over NVMe/TCP on the same
-// link (ours' TCP port, the kernel's nvmet-tcp, SPDK's TCP transport); the RBD jobs run ours (its rbd build), SPDK's bdev_rbd and fio's rbd engine in the
-// target guest (no network) on one image of a one-node Ceph cluster started there for them.
+// link (ours' TCP port, the kernel's nvmet-tcp, SPDK's TCP transport). The RBD jobs run ours
+// (its rbd build), SPDK's bdev_rbd and fio's rbd engine in the target guest (no network), on
+// one image of a one-node Ceph cluster started there for them.
 // Each run's CPU per I/O is the target guest's busy time over the middle of the run
 // (/proc/stat there) divided by the I/Os fio completed. It writes a raw bench.Results
 // (Topology two); the machine turns it into bench/results/<date>-2m.{json,md,png}.
 //
 // Environment as TestBench's (BENCH_RUNTIME, BENCH_RAMP, BENCH_REPS, BENCH_JOBS, BENCH_OUT,
 // BENCH_COMMIT), BENCH_TRANSPORTS (the transports of the memory and file jobs, in the order
-// run: "rdma,tcp" by default, "rdma" or "tcp" alone; the RBD jobs are RDMA's), BENCH_SPDK_DIR (a tree spdk-build.sh built; empty: SPDK is skipped, and
-// BENCH_NOTES says why), BENCH_RBD (0: no RBD jobs), BENCH_NOTES (lines recorded as notes),
+// run: "rdma,tcp" by default, "rdma" or "tcp" alone; the RBD jobs are RDMA's), BENCH_SPDK_DIR
+// (a tree spdk-build.sh built; empty: SPDK is skipped, and BENCH_NOTES says why), BENCH_RBD (0: no RBD jobs), BENCH_NOTES (lines recorded as notes),
 // BENCH_PROFILE (a regexp over backend/job: profile those jobs with perf, see profile),
 // BENCH_AB_BIN and BENCH_AB_RBD_BIN (an A/B run: ours against these builds of nvmeof-tgt and its
 // rbd build, alone; tests/lab/ab-2m.sh).
@@ -176,8 +177,8 @@ func TestNetBench(t *testing.T) {
 	if slices.Contains(transports, bench.TransportTCP) && len(jobs) > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("The memory and file jobs ran over %s, one transport after the other, "+
 			"with every target serving each (one process of ours with a port of each transport, one nvmet subsystem on a port of each, "+
-			"one SPDK subsystem with a listener of each) and the host connected over one at a time. Over TCP: %s again, the host's "+
-			"nvme-tcp without digests, 8 KiB of in-capsule data on every target; the RBD jobs ran over RDMA alone.",
+			"one SPDK subsystem with a listener of each) and the host connected over one at a time. NVMe/TCP went to %s on the same "+
+			"link, the host's nvme-tcp without digests, 8 KiB of in-capsule data on every target; the RBD jobs ran over RDMA alone.",
 			strings.Join(transports, " then "), nb.addr))
 	}
 	for _, sub := range []string{"kernel", "spdk"} {
@@ -526,11 +527,11 @@ func (nb *netBench) rbdPhase(t *testing.T, res *bench.Results, jobs []benchJob, 
 
 	nb.transport = bench.TransportRDMA
 	rdma := []string{bench.TransportRDMA}
-	nb.startOurs(t, rbdBinPath, rdma, Namespace{NSID: 3, Backend: BackendRBD, Pool: cephPool, Image: netBenchImage, Size: benchNSSize})
+	rbdNS := Namespace{NSID: 3, Backend: BackendRBD, Pool: cephPool, Image: netBenchImage, Size: benchNSSize}
+	nb.startOurs(t, rbdBinPath, rdma, rbdNS)
 	nb.connect(t, bench.TargetOurs, 3)
 	nb.prefill(t, nb.devs[bench.TargetOurs][bench.BackendRBD])
 	targets := []string{bench.TargetOurs}
-	rbdNS := Namespace{NSID: 3, Backend: BackendRBD, Pool: cephPool, Image: netBenchImage, Size: benchNSSize}
 	if abBin != "" {
 		nb.prev = nb.startPrev(t, abBin, rdma, rbdNS)
 		nb.connect(t, bench.TargetPrev, 3)
