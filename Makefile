@@ -162,7 +162,8 @@ demo: build lab-deps
 
 # Two machines (the default, BENCH_TOPOLOGY=two): nvmeof-tgt, the kernel's nvmet and SPDK's
 # nvmf_tgt in turn in a target guest, the host in another, one rxe link; memory, file and RBD
-# jobs with CPU per I/O; writes bench/results/<date>-2m.*. SPDK_SRC=TREE (an SPDK v24.05 source
+# jobs with CPU per I/O, the memory and file jobs over RDMA and NVMe/TCP (BENCH_TRANSPORTS,
+# default rdma,tcp); writes bench/results/<date>-2m.*. SPDK_SRC=TREE (an SPDK v24.05 source
 # tree) builds SPDK into SPDK_DIR first (tests/bench/spdk-build.sh); SPDK_DIR=DIR alone uses a
 # tree already built; with neither, SPDK is skipped and the run says so.
 # BENCH_TOPOLOGY=one: the one-guest benchmark of bench/results/<date>.*, side by side with the

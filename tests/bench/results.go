@@ -6,9 +6,11 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Target names in Run.Target.
@@ -29,6 +31,14 @@ const (
 
 // BackendRBD is the backend of the jobs on an RBD image, compared with TargetLibRBD.
 const BackendRBD = "rbd"
+
+// Transports of Run.Transport: how the host reached the target.
+const (
+	TransportRDMA = "rdma"
+	// TransportTCP is NVMe/TCP over the same link (two machines: ours with a TCP port, the
+	// kernel's nvmet-tcp, SPDK's TCP transport; the host's nvme-tcp).
+	TransportTCP = "tcp"
+)
 
 // Topologies of Results.Topology.
 const (
@@ -62,6 +72,9 @@ type Results struct {
 	Peers []string `json:"peers,omitempty"`
 	SPDK  string   `json:"spdk_version,omitempty"` // spdk_get_version, when SPDK was a peer
 	Ceph  string   `json:"ceph_version,omitempty"` // ceph --version, when the rbd jobs ran
+	// Transports are those the memory and file jobs ran over (two machines), in the order run;
+	// empty in results from before TCP was measured: RDMA alone.
+	Transports []string `json:"transports,omitempty"`
 
 	Runs []Run     `json:"runs"` // every fio run, in the order run (A B A B …, or A B C A B C …)
 	Link []LinkRun `json:"link"` // perftest on the same rxe device
@@ -172,6 +185,9 @@ type Run struct {
 	ClatP99 float64 `json:"clat_p99_ns"`
 	IOs     uint64  `json:"ios"`
 	Errors  int     `json:"errors"`
+	// Transport is TransportRDMA or TransportTCP; "" (results from before TCP was measured,
+	// fio's rbd engine, which has no fabric) counts as RDMA: see Fabric.
+	Transport string `json:"transport,omitempty"`
 	// CPU is the target guest's CPU time over the middle of the run (two machines).
 	CPU *CPUSample `json:"cpu,omitempty"`
 }
@@ -187,6 +203,14 @@ type CPUSample struct {
 	// Process is the target process's user and system time over the span (nvmeof-tgt,
 	// nvmf_tgt, fio's rbd engine); -1 for the kernel's nvmet, which has none.
 	Process int64 `json:"process_ticks"`
+}
+
+// Fabric is the run's transport, TransportRDMA when none was recorded.
+func (r Run) Fabric() string {
+	if r.Transport == "" {
+		return TransportRDMA
+	}
+	return r.Transport
 }
 
 // BusyCores is how many of the guest's vCPUs were busy on average: 0.5 is half of one.
@@ -250,6 +274,8 @@ type AllocRun struct {
 	// AllocsPerIO is (Allocs - IdleAllocs) / IOs. It is negative when the idle span allocated
 	// more than the runs (Noise): the difference is then noise, and is reported as such.
 	AllocsPerIO float64 `json:"allocs_per_io"`
+	// Transport is the path measured (two machines); "" is RDMA.
+	Transport string `json:"transport,omitempty"`
 }
 
 // NewAllocRun computes AllocsPerIO from the counts; 0 when there was no I/O.
@@ -286,20 +312,33 @@ var peerNames = map[string]string{"kernel": TargetKernel, "spdk": TargetSPDK}
 
 // ParsePeers reads make bench's PEERS ("kernel", "spdk", "kernel spdk" …): the targets to run
 // after nvmeof-tgt in each rep, in that order. Each must be known and named once.
-func ParsePeers(s string) ([]string, error) {
-	var peers []string
-	for _, w := range strings.Fields(s) {
-		tg, ok := peerNames[w]
+func ParsePeers(s string) ([]string, error) { return parseNames(s, "peer", peerNames) }
+
+// transportNames are the words of BENCH_TRANSPORTS.
+var transportNames = map[string]string{"rdma": TransportRDMA, "tcp": TransportTCP}
+
+// ParseTransports reads BENCH_TRANSPORTS ("rdma,tcp", "tcp" …): the transports the two-machine
+// bench runs its memory and file jobs over, in that order. Each must be known and named once.
+func ParseTransports(s string) ([]string, error) { return parseNames(s, "transport", transportNames) }
+
+// parseNames reads a list of words (separated by commas or white space), each one of names'
+// keys and named once, into the values they name, in order.
+func parseNames(s, kind string, names map[string]string) ([]string, error) {
+	words := slices.Sorted(maps.Keys(names))
+	want := strings.Join(words, " or ")
+	var out []string
+	for _, w := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		v, ok := names[w]
 		if !ok {
-			return nil, fmt.Errorf("unknown peer %q: want kernel or spdk", w)
+			return nil, fmt.Errorf("unknown %s %q: want %s", kind, w, want)
 		}
-		if slices.Contains(peers, tg) {
-			return nil, fmt.Errorf("peer %q named twice", w)
+		if slices.Contains(out, v) {
+			return nil, fmt.Errorf("%s %q named twice", kind, w)
 		}
-		peers = append(peers, tg)
+		out = append(out, v)
 	}
-	if len(peers) == 0 {
-		return nil, errors.New("no peer: want kernel, spdk or both")
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no %s: want %s, or more of them", kind, want)
 	}
-	return peers, nil
+	return out, nil
 }

@@ -6,32 +6,45 @@ import (
 	"testing"
 )
 
-func TestParsePeers(t *testing.T) {
+// TestParseNames: make bench's PEERS and BENCH_TRANSPORTS, each word known and named once, in
+// the order given.
+func TestParseNames(t *testing.T) {
+	peers, transports := ParsePeers, ParseTransports
 	for _, tc := range []struct {
+		parse   func(string) ([]string, error)
 		in      string
 		want    []string
 		wantErr string
 	}{
-		{"kernel", []string{TargetKernel}, ""},
-		{"kernel spdk", []string{TargetKernel, TargetSPDK}, ""},
-		{"  spdk\tkernel ", []string{TargetSPDK, TargetKernel}, ""}, // the order they run in
-		{"spdk", []string{TargetSPDK}, ""},
-		{"", nil, "no peer"},
-		{"   ", nil, "no peer"},
-		{"kernel kernel", nil, `"kernel" named twice`},
-		{"kernel nvmet", nil, `unknown peer "nvmet"`},
-		{"Kernel", nil, `unknown peer "Kernel"`},
-		{"nvmeof-tgt", nil, "unknown peer"}, // ours always runs; it is no peer
+		{peers, "kernel", []string{TargetKernel}, ""},
+		{peers, "kernel spdk", []string{TargetKernel, TargetSPDK}, ""},
+		{peers, "  spdk\tkernel ", []string{TargetSPDK, TargetKernel}, ""}, // the order they run in
+		{peers, "spdk", []string{TargetSPDK}, ""},
+		{peers, "", nil, "no peer"},
+		{peers, "   ", nil, "no peer"},
+		{peers, "kernel kernel", nil, `"kernel" named twice`},
+		{peers, "kernel nvmet", nil, `unknown peer "nvmet"`},
+		{peers, "Kernel", nil, `unknown peer "Kernel"`},
+		{peers, "nvmeof-tgt", nil, "unknown peer"}, // ours always runs; it is no peer
+		{transports, "rdma,tcp", []string{TransportRDMA, TransportTCP}, ""},
+		{transports, "tcp", []string{TransportTCP}, ""},
+		{transports, "tcp rdma", []string{TransportTCP, TransportRDMA}, ""}, // the order they run in
+		{transports, " rdma, tcp ", []string{TransportRDMA, TransportTCP}, ""},
+		{transports, "", nil, "no transport"},
+		{transports, ",", nil, "no transport"},
+		{transports, "tcp,tcp", nil, `"tcp" named twice`},
+		{transports, "rdma,roce", nil, `unknown transport "roce": want rdma or tcp`},
+		{transports, "TCP", nil, `unknown transport "TCP"`},
 	} {
-		got, err := ParsePeers(tc.in)
+		got, err := tc.parse(tc.in)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("ParsePeers(%q) = %v, %v; want an error with %q", tc.in, got, err, tc.wantErr)
+				t.Errorf("parse(%q) = %v, %v; want an error with %q", tc.in, got, err, tc.wantErr)
 			}
 			continue
 		}
 		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("ParsePeers(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			t.Errorf("parse(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -8,8 +9,8 @@ import (
 )
 
 // The two-machine report (Results.Topology == TopologyTwo): every target in the target guest,
-// the kernel host in the host guest. Each job is compared with each peer that ran it, rep by
-// rep (ours in rep i against the peer in rep i, which ran right after it), and each
+// the kernel host in the host guest. Each job, over each transport it ran on, is compared with
+// each peer that ran it over the same transport, rep by rep (ours in rep i against the peer in rep i, which ran right after it), and each
 // comparison is reported as its median with the spread over the reps. Every ratio is put so
 // that above 1 is ours ahead: throughput ours ÷ peer, latency and CPU per I/O peer ÷ ours.
 
@@ -22,12 +23,14 @@ type TwoSummary struct {
 	Goals     []Goal   `json:"goals"`
 }
 
-// TwoJob is one job on one backend: each target's medians, and ours against each peer.
+// TwoJob is one job on one backend over one transport: each target's medians, and ours
+// against each peer.
 type TwoJob struct {
-	Backend string `json:"backend"`
-	Job     string `json:"job"`
-	Metric  string `json:"metric"`
-	QD1     bool   `json:"qd1,omitempty"`
+	Backend   string `json:"backend"`
+	Job       string `json:"job"`
+	Transport string `json:"transport"` // TransportRDMA or TransportTCP
+	Metric    string `json:"metric"`
+	QD1       bool   `json:"qd1,omitempty"`
 	// Targets in the order they ran in each rep, ours first.
 	Targets []TargetStats `json:"targets"`
 	Versus  []Versus      `json:"versus"`
@@ -149,18 +152,24 @@ func targetStats(target string, runs []Run) TargetStats {
 }
 
 // SummarizeTwo computes the two-machine summary. Jobs keep the order their (backend, job)
-// first appears in r.Runs, and targets within a job the order they first ran.
+// first appears in r.Runs, each job's transports the order they first ran it in (so that a
+// job's TCP rows stand beside its RDMA ones), and targets within a job the order they first
+// ran.
 func SummarizeTwo(r *Results) TwoSummary {
-	type key struct{ backend, job string }
+	type key struct{ backend, job, transport string }
 	var order []key
 	byKey := map[key]map[string][]Run{}
 	targetOrder := map[key][]string{}
+	firstOf := map[[2]string]int{} // (backend, job) → when it first ran
 	var s TwoSummary
 	for _, run := range r.Runs {
-		k := key{run.Backend, run.Job}
+		k := key{run.Backend, run.Job, run.Fabric()}
 		if byKey[k] == nil {
 			byKey[k] = map[string][]Run{}
 			order = append(order, k)
+		}
+		if _, ok := firstOf[[2]string{k.backend, k.job}]; !ok {
+			firstOf[[2]string{k.backend, k.job}] = len(firstOf)
 		}
 		if !slices.Contains(targetOrder[k], run.Target) {
 			targetOrder[k] = append(targetOrder[k], run.Target)
@@ -170,9 +179,12 @@ func SummarizeTwo(r *Results) TwoSummary {
 			s.ErrorRuns++
 		}
 	}
+	slices.SortStableFunc(order, func(a, b key) int {
+		return cmp.Compare(firstOf[[2]string{a.backend, a.job}], firstOf[[2]string{b.backend, b.job}])
+	})
 	reps := -1
 	for _, k := range order {
-		j := TwoJob{Backend: k.backend, Job: k.job, Metric: metricFor(k.job), QD1: queueDepth(k.job) == 1}
+		j := TwoJob{Backend: k.backend, Job: k.job, Transport: k.transport, Metric: metricFor(k.job), QD1: queueDepth(k.job) == 1}
 		targets := targetOrder[k]
 		// Ours first, whatever ran first.
 		if i := slices.Index(targets, TargetOurs); i > 0 {
@@ -202,8 +214,12 @@ func SummarizeTwo(r *Results) TwoSummary {
 	return s
 }
 
-// PeerName is how the report names a target: SPDK on an rbd job is its bdev_rbd.
-func PeerName(target, backend string) string {
+// PeerName is how the report names a target: SPDK on an rbd job is its bdev_rbd, and a target
+// reached over TCP has "(TCP)" after its name, so that no row, goal or bar is named twice.
+func PeerName(target, backend, transport string) string {
+	if transport == TransportTCP {
+		return PeerName(target, backend, TransportRDMA) + " (TCP)"
+	}
 	switch target {
 	case TargetOurs:
 		return "ours"
@@ -229,7 +245,7 @@ func twoGoals(r *Results, jobs []TwoJob) []Goal {
 	for _, j := range jobs {
 		name := j.Backend + "/" + j.Job
 		for _, v := range j.Versus {
-			peer := PeerName(v.Peer, j.Backend)
+			peer := PeerName(v.Peer, j.Backend, j.Transport)
 			what := "IOPS"
 			if j.Metric == MetricBW {
 				what = "bandwidth"
@@ -241,7 +257,11 @@ func twoGoals(r *Results, jobs []TwoJob) []Goal {
 			g = append(g, spreadGoal(fmt.Sprintf("%s CPU per I/O vs %s", name, peer), "≥ 1.00× (peer ÷ ours)", v.CPU, j.Errors))
 		}
 	}
-	ag := Goal{Name: "heap allocations per I/O (RDMA path)", Target: "0 (< 0.01)", Measured: notMeasured}
+	path := "RDMA"
+	if r.Allocs != nil && r.Allocs.Transport == TransportTCP {
+		path = "TCP"
+	}
+	ag := Goal{Name: "heap allocations per I/O (" + path + " path)", Target: "0 (< 0.01)", Measured: notMeasured}
 	if a := r.Allocs; a != nil && a.IOs > 0 {
 		ag.Measured = fmt.Sprintf("%.3f", a.AllocsPerIO)
 		if a.Noise() {
@@ -277,8 +297,13 @@ func MarkdownTwo(r *Results, s TwoSummary, chart string) string {
 	fmt.Fprintf(&b, "| commit | `%s` |\n", orDash(r.Commit))
 	fmt.Fprintf(&b, "| guest kernel | %s |\n", orDash(r.Kernel))
 	fmt.Fprintf(&b, "| target guest | %d vCPU, %d MiB: every target, one at a time in its turn |\n", r.CPUs, r.MemMiB)
-	fmt.Fprintf(&b, "| host guest | %d vCPU, %d MiB: the kernel's nvme-rdma and fio |\n", r.HostCPUs, r.HostMemMiB)
-	b.WriteString("| link | one virtio-net link, Soft-RoCE (rxe) at each end (QEMU TCG) |\n")
+	tcp := slices.ContainsFunc(s.Jobs, func(j TwoJob) bool { return j.Transport == TransportTCP })
+	initiators, link := "nvme-rdma", ""
+	if tcp {
+		initiators, link = "nvme-rdma and nvme-tcp,", "; NVMe/TCP over the same link's IP addresses"
+	}
+	fmt.Fprintf(&b, "| host guest | %d vCPU, %d MiB: the kernel's %s and fio |\n", r.HostCPUs, r.HostMemMiB, initiators)
+	fmt.Fprintf(&b, "| link | one virtio-net link, Soft-RoCE (rxe) at each end (QEMU TCG)%s |\n", link)
 	if r.SPDK != "" {
 		fmt.Fprintf(&b, "| SPDK | %s, `nvmf_tgt -m 0x1` (one reactor on the target's vCPU) |\n", r.SPDK)
 	}
@@ -295,6 +320,12 @@ func MarkdownTwo(r *Results, s TwoSummary, chart string) string {
 	b.WriteString("CPU per I/O is the target guest's busy time (`/proc/stat`: all but idle and iowait, so the target's " +
 		"process, the kernel's softirq and rxe together) over the middle of each run, divided by the I/Os completed in it, in µs. " +
 		"SPDK's reactor polls its vCPU all the time, so its busy time is the whole vCPU whatever the load.\n\n")
+	if tcp {
+		b.WriteString("Rows whose peer is marked (TCP) ran the same jobs over NVMe/TCP on the same link, the host connecting with " +
+			"`nvme connect -t tcp` (no digests): ours with a `transport: tcp` port, the kernel's nvmet-tcp and SPDK's TCP transport, " +
+			"each with 8 KiB of in-capsule data; ours in those rows is ours over TCP. Their CPU per I/O holds the guest's TCP/IP " +
+			"stack where the RDMA rows hold rxe.\n\n")
+	}
 	if s.ErrorRuns > 0 {
 		fmt.Fprintf(&b, "**%d fio runs reported errors** (see the runs column).\n\n", s.ErrorRuns)
 	}
@@ -323,7 +354,7 @@ func MarkdownTwo(r *Results, s TwoSummary, chart string) string {
 					lat = v.P50.String() + "; " + v.P99.String()
 				}
 				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s; %s | %s | %s / %s | %s | %d / %d |\n",
-					j.Job, PeerName(v.Peer, be), throughputText(j.Metric, ours.Medians), throughputText(j.Metric, peer.Medians),
+					j.Job, PeerName(v.Peer, be, j.Transport), throughputText(j.Metric, ours.Medians), throughputText(j.Metric, peer.Medians),
 					v.Throughput, latencyText(ours.Medians), latencyText(peer.Medians), lat,
 					cpuText(ours.CPUPerIO), cpuText(peer.CPUPerIO), v.CPU, ours.Runs, peer.Runs)
 			}
@@ -345,7 +376,7 @@ func MarkdownTwo(r *Results, s TwoSummary, chart string) string {
 			if ts.BusyCores > 0 {
 				busy = fmt.Sprintf("%.2f", ts.BusyCores)
 			}
-			fmt.Fprintf(&b, "| %s/%s | %s | %s | %s |\n", j.Backend, j.Job, PeerName(ts.Target, j.Backend), busy, share)
+			fmt.Fprintf(&b, "| %s/%s | %s | %s | %s |\n", j.Backend, j.Job, PeerName(ts.Target, j.Backend, j.Transport), busy, share)
 		}
 	}
 	b.WriteString("\n")
@@ -372,8 +403,12 @@ func MarkdownTwo(r *Results, s TwoSummary, chart string) string {
 	}
 	b.WriteString("## Heap allocations\n\n")
 	if a := r.Allocs; a != nil && a.IOs > 0 {
-		fmt.Fprintf(&b, "nvmeof-tgt during %s: %d allocations over %d I/Os, against %d in the same time idle: %.3f per I/O.\n\n",
-			orDash(a.Job), a.Allocs, a.IOs, a.IdleAllocs, a.AllocsPerIO)
+		over := ""
+		if a.Transport == TransportTCP {
+			over = " over TCP"
+		}
+		fmt.Fprintf(&b, "nvmeof-tgt during %s%s: %d allocations over %d I/Os, against %d in the same time idle: %.3f per I/O.\n\n",
+			orDash(a.Job), over, a.Allocs, a.IOs, a.IdleAllocs, a.AllocsPerIO)
 	} else {
 		b.WriteString("Not measured.\n\n")
 	}
@@ -421,7 +456,7 @@ func twoBars(s TwoSummary) []bar {
 			unit = "BW"
 		}
 		for _, v := range j.Versus {
-			peer := PeerName(v.Peer, j.Backend)
+			peer := PeerName(v.Peer, j.Backend, j.Transport)
 			out = append(out, bar{fmt.Sprintf("%s %s vs %s", name, unit, peer), val(v.Throughput)})
 			if j.QD1 {
 				out = append(out, bar{fmt.Sprintf("%s p50 vs %s", name, peer), val(v.P50)})

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -125,29 +126,115 @@ func TestSummarizeTwo(t *testing.T) {
 		t.Errorf("no latency reported, yet a p50 ratio: %+v", rbd.Versus[0].P50)
 	}
 
-	goals := map[string]Goal{}
-	for _, g := range s.Goals {
-		goals[g.Name] = g
-	}
-	for name, met := range map[string]bool{
+	goals := checkGoals(t, s.Goals, map[string]bool{
 		"memory/randread-4k-qd1 IOPS vs kernel nvmet":      true,
 		"memory/randread-4k-qd1 IOPS vs SPDK":              false,
 		"memory/randread-4k-qd1 p50 latency vs SPDK":       false,
 		"memory/randread-4k-qd1 CPU per I/O vs SPDK":       true,
 		"rbd/seqread-128k-qd16 bandwidth vs SPDK bdev_rbd": true,
 		"rbd/seqread-128k-qd16 bandwidth vs fio-rbd":       false,
-	} {
+	})
+	if g := goals["idle CPU of nvmeof-tgt, hosts connected"]; g.Met || g.Measured != notMeasured {
+		t.Errorf("idle goal with no idle measurement: %+v", g)
+	}
+}
+
+// checkGoals checks that no two goals share a name and that each of met is there, met or not
+// as it says; it returns the goals by name.
+func checkGoals(t *testing.T, gs []Goal, met map[string]bool) map[string]Goal {
+	t.Helper()
+	goals := map[string]Goal{}
+	for _, g := range gs {
+		if _, dup := goals[g.Name]; dup {
+			t.Errorf("goal %q named twice", g.Name)
+		}
+		goals[g.Name] = g
+	}
+	for name, want := range met {
 		g, ok := goals[name]
 		if !ok {
 			t.Errorf("no goal %q", name)
 			continue
 		}
-		if g.Met != met {
-			t.Errorf("goal %q met %v (%s), want %v", name, g.Met, g.Measured, met)
+		if g.Met != want {
+			t.Errorf("goal %q met %v (%s), want %v", name, g.Met, g.Measured, want)
 		}
 	}
-	if g := goals["idle CPU of nvmeof-tgt, hosts connected"]; g.Met || g.Measured != notMeasured {
-		t.Errorf("idle goal with no idle measurement: %+v", g)
+	return goals
+}
+
+// twoTCPSample is twoSample with the QD1 job run again over TCP after the rbd jobs, as the
+// bench runs its TCP phase: ours twice as fast as the kernel's nvmet-tcp and as fast as SPDK's
+// TCP transport, at half the CPU per I/O of each.
+func twoTCPSample() *Results {
+	r := twoSample()
+	r.Transports = []string{TransportRDMA, TransportTCP}
+	for rep := 1; rep <= 2; rep++ {
+		for _, x := range []struct {
+			target string
+			iops   float64
+			busy   uint64
+		}{{TargetOurs, 2000, 500}, {TargetKernel, 1000, 500}, {TargetSPDK, 2000, 1000}} {
+			r.Runs = append(r.Runs, Run{Target: x.target, Backend: "memory", Job: "randread-4k-qd1", Transport: TransportTCP, Rep: rep,
+				IOPS: x.iops, ClatP50: 1e9 / x.iops, ClatP99: 2e9 / x.iops, IOs: 1, CPU: &CPUSample{CPUs: 1, Total: 1000, Busy: x.busy}})
+		}
+	}
+	return r
+}
+
+// TCP rows are their own jobs, paired only with the peers' TCP runs, and stand right after the
+// same job's RDMA rows whenever they ran.
+func TestSummarizeTwoTransports(t *testing.T) {
+	s := SummarizeTwo(twoTCPSample())
+	var got []string
+	for _, j := range s.Jobs {
+		got = append(got, j.Backend+"/"+j.Job+"/"+j.Transport)
+	}
+	want := []string{"memory/randread-4k-qd1/rdma", "memory/randread-4k-qd1/tcp", "rbd/seqread-128k-qd16/rdma"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("jobs %v, want %v", got, want)
+	}
+	rdma, tcp := s.Jobs[0], s.Jobs[1]
+	if rdma.Targets[0].Runs != 3 || rdma.Versus[0].Throughput.N != 3 {
+		t.Errorf("the RDMA job took in TCP runs: %+v", rdma)
+	}
+	if len(tcp.Targets) != 3 || tcp.Targets[0].Target != TargetOurs || tcp.Targets[0].Runs != 2 || len(tcp.Versus) != 2 {
+		t.Fatalf("tcp job: %+v", tcp)
+	}
+	for i, want := range []struct {
+		peer      string
+		iops, cpu float64
+	}{{TargetKernel, 2, 2}, {TargetSPDK, 1, 2}} {
+		v := tcp.Versus[i]
+		if v.Peer != want.peer || v.Throughput.N != 2 || v.Throughput.Median != want.iops || v.CPU.Median != want.cpu {
+			t.Errorf("tcp versus %d: %+v, want %s at %v× IOPS, %v× CPU", i, v, want.peer, want.iops, want.cpu)
+		}
+	}
+	checkGoals(t, s.Goals, map[string]bool{
+		"memory/randread-4k-qd1 IOPS vs kernel nvmet":              true,
+		"memory/randread-4k-qd1 IOPS vs kernel nvmet (TCP)":        true,
+		"memory/randread-4k-qd1 CPU per I/O vs SPDK (TCP)":         true,
+		"memory/randread-4k-qd1 p50 latency vs kernel nvmet (TCP)": true,
+		"memory/randread-4k-qd1 IOPS vs SPDK (TCP)":                true,
+	})
+	seen := map[string]bool{}
+	for _, b := range twoBars(s) {
+		if seen[b.label] {
+			t.Errorf("bar %q twice", b.label)
+		}
+		seen[b.label] = true
+	}
+	if !seen["memory/randread-4k-qd1 IOPS vs SPDK (TCP)"] {
+		t.Errorf("no TCP bar against SPDK among %v", seen)
+	}
+}
+
+// A run with no transport recorded (results from before TCP was measured) is an RDMA run.
+func TestRunFabric(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{{"", TransportRDMA}, {TransportRDMA, TransportRDMA}, {TransportTCP, TransportTCP}} {
+		if got := (Run{Transport: tc.in}).Fabric(); got != tc.want {
+			t.Errorf("Fabric of %q = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
 
@@ -221,6 +308,30 @@ func TestWriteTwo(t *testing.T) {
 		"1.10× (0.90–1.25)", "0.50% of one core", "busy 2.0% of its vCPU", "2026-12-04-2m.png"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	// TCP rows beside the RDMA ones, and the host's nvme-tcp in the header.
+	tp, err := Write(dir, twoTCPSample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmd, err := os.ReadFile(tp[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []string{"| randread-4k-qd1 | kernel nvmet |", "| randread-4k-qd1 | SPDK |", "| randread-4k-qd1 | kernel nvmet (TCP) |",
+		"| randread-4k-qd1 | SPDK (TCP) |", "| seqread-128k-qd16 | SPDK bdev_rbd |"}
+	last := -1
+	for _, want := range rows {
+		i := strings.Index(string(tmd), want)
+		if i < last {
+			t.Errorf("report lacks %q after the rows before it:\n%s", want, tmd)
+		}
+		last = i
+	}
+	for _, want := range []string{"nvme-rdma and nvme-tcp", "| memory/randread-4k-qd1 | ours (TCP) |", "2.00×"} {
+		if !strings.Contains(string(tmd), want) {
+			t.Errorf("report lacks %q:\n%s", want, tmd)
 		}
 	}
 	// One-guest results keep their base.

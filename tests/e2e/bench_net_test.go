@@ -26,15 +26,18 @@ import (
 // network lab's guest "target" (1 vCPU), the kernel host and fio in "host" (1 vCPU, this
 // binary), one rxe link (a) between them. In each rep of each job, ours runs, then the
 // kernel's nvmet-rdma, then SPDK's nvmf_tgt, each on the same kind of namespace in the same
-// guest; the RBD jobs run ours (its rbd build), SPDK's bdev_rbd and fio's rbd engine in the
-// target guest (no network) on one image of a one-node Ceph cluster started there for them.
+// guest; then the memory and file jobs run again in the same way over NVMe/TCP on the same
+// link (ours' TCP port, the kernel's nvmet-tcp, SPDK's TCP transport). The RBD jobs run ours
+// (its rbd build), SPDK's bdev_rbd and fio's rbd engine in the target guest (no network), on
+// one image of a one-node Ceph cluster started there for them.
 // Each run's CPU per I/O is the target guest's busy time over the middle of the run
 // (/proc/stat there) divided by the I/Os fio completed. It writes a raw bench.Results
 // (Topology two); the machine turns it into bench/results/<date>-2m.{json,md,png}.
 //
 // Environment as TestBench's (BENCH_RUNTIME, BENCH_RAMP, BENCH_REPS, BENCH_JOBS, BENCH_OUT,
-// BENCH_COMMIT), and BENCH_SPDK_DIR (a tree spdk-build.sh built; empty: SPDK is skipped, and
-// BENCH_NOTES says why), BENCH_RBD (0: no RBD jobs), BENCH_NOTES (lines recorded as notes),
+// BENCH_COMMIT), BENCH_TRANSPORTS (the transports of the memory and file jobs, in the order
+// run: "rdma,tcp" by default, "rdma" or "tcp" alone; the RBD jobs are RDMA's), BENCH_SPDK_DIR
+// (a tree spdk-build.sh built; empty: SPDK is skipped, and BENCH_NOTES says why), BENCH_RBD (0: no RBD jobs), BENCH_NOTES (lines recorded as notes),
 // BENCH_PROFILE (a regexp over backend/job: profile those jobs with perf, see profile),
 // BENCH_AB_BIN and BENCH_AB_RBD_BIN (an A/B run: ours against these builds of nvmeof-tgt and its
 // rbd build, alone; tests/lab/ab-2m.sh).
@@ -68,6 +71,9 @@ type netBench struct {
 	nqns  map[string]string
 	nsids map[string]uint32 // backend → nsid, the same on every target
 	conns map[string]*controller
+	// transport is the one the host connects over in the current phase (bench.TransportRDMA,
+	// bench.TransportTCP); every target serves the phase's jobs over it.
+	transport string
 }
 
 func TestNetBench(t *testing.T) {
@@ -91,6 +97,10 @@ func TestNetBench(t *testing.T) {
 		nsids: map[string]uint32{"memory": 1, "file": 2, bench.BackendRBD: 3},
 		conns: map[string]*controller{},
 	}
+	transports, err := bench.ParseTransports(envOr("BENCH_TRANSPORTS", "rdma,tcp"))
+	if err != nil {
+		t.Fatalf("BENCH_TRANSPORTS: %v", err)
+	}
 	res := &bench.Results{
 		Date:       time.Now().UTC().Format(time.RFC3339),
 		Commit:     os.Getenv("BENCH_COMMIT"),
@@ -102,6 +112,7 @@ func TestNetBench(t *testing.T) {
 		Runtime:    nb.runtime,
 		Ramp:       nb.ramp,
 		Peers:      []string{bench.TargetKernel},
+		Transports: transports,
 	}
 	res.CPUs, _ = strconv.Atoi(strings.TrimSpace(string(tg.mustRun(t, cmdTimeout, "nproc"))))
 	res.MemMiB = remoteMemMiB(t, tg)
@@ -164,61 +175,41 @@ func TestNetBench(t *testing.T) {
 	res.Notes = append(res.Notes, fmt.Sprintf("Targets in the target guest (%d vCPU), the kernel host and fio in the host guest (%d vCPU), "+
 		"one virtio-net link with rxe at each end (%s on link a). One file (%s on the target guest's own disk) backs "+
 		"the file namespace of every target, and one image the RBD namespace.", res.CPUs, res.HostCPUs, nb.addr, netBenchFile))
+	if slices.Contains(transports, bench.TransportTCP) && len(jobs) > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("The memory and file jobs ran over %s, one transport after the other, "+
+			"with every target serving each (one process of ours with a port of each transport, one nvmet subsystem on a port of each, "+
+			"one SPDK subsystem with a listener of each) and the host connected over one at a time. NVMe/TCP went to %s on the same "+
+			"link, the host's nvme-tcp without digests, 8 KiB of in-capsule data on every target; the RBD jobs ran over RDMA alone.",
+			strings.Join(transports, " then "), nb.addr))
+	}
 	for _, sub := range []string{"kernel", "spdk"} {
 		if err := os.MkdirAll(filepath.Join(nb.dir, sub), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	// The memory and file phase: all three targets at once, only one of them busy at a time.
+	// The memory and file phase: all three targets at once, each serving over every transport,
+	// only one of them busy at a time; the host goes over one transport after the other.
 	if len(jobs) > 0 {
-		nb.startOurs(t, tgtBin, memNS(1, benchNSSize, 512, ""),
-			Namespace{NSID: 2, Backend: BackendFile, Path: netBenchFile, Size: benchNSSize, BlockSize: 512})
+		nss := []Namespace{memNS(1, benchNSSize, 512, ""),
+			{NSID: 2, Backend: BackendFile, Path: netBenchFile, Size: benchNSSize, BlockSize: 512}}
+		nb.startOurs(t, tgtBin, transports, nss...)
 		if abBin != "" {
-			nb.prev = nb.startPrev(t, abBin, memNS(1, benchNSSize, 512, ""),
-				Namespace{NSID: 2, Backend: BackendFile, Path: netBenchFile, Size: benchNSSize, BlockSize: 512})
+			nb.prev = nb.startPrev(t, abBin, transports, nss...)
 		} else {
-			nb.startKernel(t)
+			nb.startKernel(t, transports)
 		}
 		if spdkDir != "" {
 			nb.spdk = startRemoteSPDK(t, tg, spdkDir, filepath.Join(nb.dir, "spdk"))
 			res.SPDK = nb.spdk.version
-			nb.spdk.setup(t, nb.nqns[bench.TargetSPDK], nb.addr, benchPortSPDK)
+			nb.spdk.setup(t, nb.nqns[bench.TargetSPDK], nb.addr, benchPortSPDK, transports...)
 			nb.spdk.pause(t, nb.nqns[bench.TargetSPDK])
 		}
-		second := res.Peers[0] // the kernel, or the previous build
-		for _, tgt := range []string{bench.TargetOurs, second} {
-			nb.connect(t, tgt, 1, 2)
+		for i, tr := range transports {
+			nb.memoryFilePhase(t, res, jobs, tr, i == 0)
 		}
-		// Reads must find data: ours' and the kernel's memory, and the one file through ours.
-		nb.prefill(t, nb.devs[bench.TargetOurs]["memory"])
-		nb.prefill(t, nb.devs[second]["memory"])
-		nb.prefill(t, nb.devs[bench.TargetOurs]["file"])
-		if nb.spdk != nil {
-			nb.spdkTurn(t, "memory", func() { nb.prefill(t, nb.devs[bench.TargetSPDK]["memory"]) })
-		}
-		nb.idle(t, res)
-
-		for _, j := range jobs {
-			for rep := 1; rep <= nb.reps; rep++ {
-				nb.record(t, res, nb.run(t, bench.TargetOurs, j, rep))
-				for _, tgt := range res.Peers {
-					if tgt == bench.TargetSPDK {
-						nb.spdkTurn(t, j.backend, func() { nb.record(t, res, nb.run(t, bench.TargetSPDK, j, rep)) })
-						continue
-					}
-					nb.record(t, res, nb.run(t, tgt, j, rep))
-				}
-			}
-		}
-		for _, j := range jobs {
-			nb.profile(t, res, j, bench.TargetOurs, res.Peers[0])
-		}
-		res.Allocs = nb.measureAllocs(t, jobs)
-		nb.conns[bench.TargetOurs].disconnect(t)
 		nb.ours.Stop(t)
 		if nb.prev != nil {
-			nb.conns[bench.TargetPrev].disconnect(t)
 			nb.prev.Stop(t)
 		}
 	}
@@ -228,28 +219,84 @@ func TestNetBench(t *testing.T) {
 	}
 }
 
+// memoryFilePhase runs the memory and file jobs over transport: the host connects to ours and
+// the second target (the kernel, or the previous build) over it and runs each job's reps, each
+// rep on every target in turn. The first phase fills the namespaces, which keep their data
+// through the next (every target runs throughout), and measures the idle target and ours'
+// allocations. The host disconnects at the end: a controller over each transport at once would
+// be two paths to one subsystem.
+func (nb *netBench) memoryFilePhase(t *testing.T, res *bench.Results, jobs []benchJob, transport string, first bool) {
+	t.Helper()
+	nb.transport = transport
+	second := res.Peers[0] // the kernel, or the previous build
+	for _, tgt := range []string{bench.TargetOurs, second} {
+		nb.connect(t, tgt, 1, 2)
+	}
+	if first {
+		// Reads must find data: ours' and the kernel's memory, and the one file through ours.
+		nb.prefill(t, nb.devs[bench.TargetOurs]["memory"])
+		nb.prefill(t, nb.devs[second]["memory"])
+		nb.prefill(t, nb.devs[bench.TargetOurs]["file"])
+		if nb.spdk != nil {
+			nb.spdkTurn(t, "memory", func() { nb.prefill(t, nb.devs[bench.TargetSPDK]["memory"]) })
+		}
+		nb.idle(t, res)
+	}
+	for _, j := range jobs {
+		for rep := 1; rep <= nb.reps; rep++ {
+			nb.record(t, res, nb.run(t, bench.TargetOurs, j, rep))
+			for _, tgt := range res.Peers {
+				if tgt == bench.TargetSPDK {
+					nb.spdkTurn(t, j.backend, func() { nb.record(t, res, nb.run(t, bench.TargetSPDK, j, rep)) })
+					continue
+				}
+				nb.record(t, res, nb.run(t, tgt, j, rep))
+			}
+		}
+	}
+	for _, j := range jobs {
+		nb.profile(t, res, j, bench.TargetOurs, second)
+	}
+	if first {
+		res.Allocs = nb.measureAllocs(t, jobs)
+	}
+	for _, tgt := range []string{bench.TargetOurs, second} {
+		nb.conns[tgt].disconnect(t)
+	}
+}
+
 // record appends a run and logs it.
 func (nb *netBench) record(t *testing.T, res *bench.Results, r bench.Run) {
 	t.Helper()
 	res.Runs = append(res.Runs, r)
-	t.Logf("%s %s/%s #%d: %.0f IOPS %.1f MiB/s p50 %.0fµs p99 %.0fµs, %.1f µs CPU per I/O (%.2f busy vCPU)", r.Target, r.Backend, r.Job, r.Rep,
+	t.Logf("%s %s/%s over %s #%d: %.0f IOPS %.1f MiB/s p50 %.0fµs p99 %.0fµs, %.1f µs CPU per I/O (%.2f busy vCPU)", r.Target, r.Backend, r.Job, r.Fabric(), r.Rep,
 		r.IOPS, r.BW/mib, r.ClatP50/1e3, r.ClatP99/1e3, r.CPUPerIO(), r.CPU.BusyCores())
 }
 
-// startOurs starts nvmeof-tgt (bin) in the target guest with nss, pprof on.
-func (nb *netBench) startOurs(t *testing.T, bin string, nss ...Namespace) {
+// startOurs starts nvmeof-tgt (bin) in the target guest with nss over transports, pprof on.
+func (nb *netBench) startOurs(t *testing.T, bin string, transports []string, nss ...Namespace) {
 	t.Helper()
-	spec := Spec{Port: Port{Transport: "rdma", Address: nb.addr, Service: benchPortOurs},
-		Subsystems: []Subsystem{{NQN: nb.nqns[bench.TargetOurs], AllowAnyHost: true, Namespaces: nss}}}
-	nb.ours = startRemoteTgtWith(t, nb.tg, spec, bin, "NVMEOF_TGT_METRICS_PPROF=true")
+	nb.ours = startRemoteTgtWith(t, nb.tg, nb.spec(bench.TargetOurs, transports, nss), bin, "NVMEOF_TGT_METRICS_PPROF=true")
 }
 
-// connect connects the host to a target and finds the disks of nsids.
+// spec is ours (or the previous build, target) with one subsystem of nss, on its port number
+// over each of transports.
+func (nb *netBench) spec(target string, transports []string, nss []Namespace) Spec {
+	var ports []Port
+	for _, tr := range transports {
+		ports = append(ports, Port{Transport: tr, Address: nb.addr, Service: nb.ports[target]})
+	}
+	return Spec{Port: ports[0], More: ports[1:],
+		Subsystems: []Subsystem{{NQN: nb.nqns[target], AllowAnyHost: true, Namespaces: nss}}}
+}
+
+// connect connects the host to a target over the phase's transport and finds the disks of
+// nsids.
 func (nb *netBench) connect(t *testing.T, target string, nsids ...uint32) {
 	t.Helper()
-	c, err := nb.host.connectAddr(t, nb.addr, nb.nqns[target], nb.ports[target])
+	c, err := nb.host.connectTo(t, nb.transport, nb.addr, nb.nqns[target], nb.ports[target])
 	if err != nil {
-		t.Fatalf("connect to %s: %v", target, err)
+		t.Fatalf("connect to %s over %s: %v", target, nb.transport, err)
 	}
 	nb.conns[target] = c
 	if nb.devs[target] == nil {
@@ -282,6 +329,7 @@ func (nb *netBench) run(t *testing.T, target string, j benchJob, rep int) bench.
 	}
 	sample := nb.sampleCPU(pid)
 	r := nb.runJob(t, target, j.backend, j.job, rep)
+	r.Transport = nb.transport
 	cs := <-sample
 	if cs.err != nil {
 		t.Fatalf("CPU sample in the target guest during %s %s/%s: %v", target, j.backend, j.job, cs.err)
@@ -388,13 +436,17 @@ func (nb *netBench) idle(t *testing.T, res *bench.Results) {
 }
 
 // startKernel configures the kernel's nvmet in the target guest: a memory-backed null_blk
-// disk (nsid 1) and the benchmark's file on nvmet's own file backend (nsid 2), 8 KiB of
-// in-capsule data as the other targets. The test's end takes it down.
-func (nb *netBench) startKernel(t *testing.T) {
+// disk (nsid 1) and the benchmark's file on nvmet's own file backend (nsid 2), on a port of
+// each of transports, 8 KiB of in-capsule data as the other targets. The test's end takes it
+// down.
+func (nb *netBench) startKernel(t *testing.T, transports []string) {
 	t.Helper()
 	mem := memNvmetDisk(t, nb.tg, "benchmem", benchNSSize/mib)
 	nb.tg.sh(t, `[ -e "$1" ] || truncate -s "$2" "$1"`, netBenchFile, strconv.Itoa(benchNSSize))
-	startRemoteNvmet(t, nb.tg, nb.nqns[bench.TargetKernel], nb.addr, benchPortKernel, mem, netBenchFile)
+	k := startRemoteNvmetSubsystem(t, nb.tg, nb.nqns[bench.TargetKernel], mem, netBenchFile)
+	for _, tr := range transports {
+		k.addPort(t, tr, nb.addr, benchPortKernel)
+	}
 }
 
 // spdkTurn resumes SPDK, connects the host to it, runs fn, disconnects and pauses it again: its
@@ -446,6 +498,7 @@ func (nb *netBench) measureAllocs(t *testing.T, jobs []benchJob) *bench.AllocRun
 	time.Sleep(span)
 	i1 := mallocs()
 	a := bench.NewAllocRun(strings.Join(names, " + "), o1-o0, m1-m0, i1-i0)
+	a.Transport = nb.transport
 	t.Logf("allocations: %d during %d I/Os, %d idle over the same %v: %.4f per I/O", a.Allocs, a.IOs, a.IdleAllocs, span.Round(time.Second), a.AllocsPerIO)
 	return a
 }
@@ -473,20 +526,22 @@ func (nb *netBench) rbdPhase(t *testing.T, res *bench.Results, jobs []benchJob, 
 	res.Ceph = strings.TrimSpace(string(nb.tg.mustRun(t, cmdTimeout, "ceph", "--version")))
 	t.Logf("Ceph up in %s after %v", nb.tg, time.Since(start).Round(time.Second))
 
-	nb.startOurs(t, rbdBinPath, Namespace{NSID: 3, Backend: BackendRBD, Pool: cephPool, Image: netBenchImage, Size: benchNSSize})
+	nb.transport = bench.TransportRDMA
+	rdma := []string{bench.TransportRDMA}
+	rbdNS := Namespace{NSID: 3, Backend: BackendRBD, Pool: cephPool, Image: netBenchImage, Size: benchNSSize}
+	nb.startOurs(t, rbdBinPath, rdma, rbdNS)
 	nb.connect(t, bench.TargetOurs, 3)
 	nb.prefill(t, nb.devs[bench.TargetOurs][bench.BackendRBD])
 	targets := []string{bench.TargetOurs}
-	rbdNS := Namespace{NSID: 3, Backend: BackendRBD, Pool: cephPool, Image: netBenchImage, Size: benchNSSize}
 	if abBin != "" {
-		nb.prev = nb.startPrev(t, abBin, rbdNS)
+		nb.prev = nb.startPrev(t, abBin, rdma, rbdNS)
 		nb.connect(t, bench.TargetPrev, 3)
 		targets = append(targets, bench.TargetPrev)
 	} else if spdkDir != "" {
 		if nb.spdk == nil {
 			nb.spdk = startRemoteSPDK(t, nb.tg, spdkDir, filepath.Join(nb.dir, "spdk"))
 			res.SPDK = nb.spdk.version
-			nb.spdk.setup(t, nb.nqns[bench.TargetSPDK], nb.addr, benchPortSPDK)
+			nb.spdk.setup(t, nb.nqns[bench.TargetSPDK], nb.addr, benchPortSPDK, rdma...)
 			nb.spdk.pause(t, nb.nqns[bench.TargetSPDK])
 		}
 		targets = append(targets, bench.TargetSPDK)
@@ -539,15 +594,13 @@ func (nb *netBench) rbdPhase(t *testing.T, res *bench.Results, jobs []benchJob, 
 
 // startPrev starts the previous build of nvmeof-tgt (an A/B run) beside ours: its own port,
 // subsystem, directory and metrics address.
-func (nb *netBench) startPrev(t *testing.T, bin string, nss ...Namespace) *remoteTgt {
+func (nb *netBench) startPrev(t *testing.T, bin string, transports []string, nss ...Namespace) *remoteTgt {
 	t.Helper()
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := Spec{Port: Port{Transport: "rdma", Address: nb.addr, Service: benchPortPrev},
-		Subsystems: []Subsystem{{NQN: nb.nqns[bench.TargetPrev], AllowAnyHost: true, Namespaces: nss}}}
-	return startRemoteTgtAs(t, nb.tg, "tgt-prev", "127.0.0.1:9772", spec, bin)
+	return startRemoteTgtAs(t, nb.tg, "tgt-prev", "127.0.0.1:9772", nb.spec(bench.TargetPrev, transports, nss), bin)
 }
 
 // profile runs job j once more on each of targets and counts, over the middle of the run,
@@ -573,6 +626,9 @@ func (nb *netBench) profile(t *testing.T, res *bench.Results, j benchJob, target
 	}
 	for _, target := range targets {
 		name := fmt.Sprintf("profile-%s-%s-%s", target, j.backend, j.job)
+		if nb.transport != bench.TransportRDMA {
+			name += "-" + nb.transport
+		}
 		counts := filepath.Join(nb.dir, name+".counts")
 		after, span := nb.ramp+1, max(nb.runtime-2, 1)
 		done := make(chan cmdResult, 2)
@@ -615,8 +671,9 @@ func (nb *netBench) profile(t *testing.T, res *bench.Results, j benchJob, target
 		if err := os.WriteFile(out, []byte(fmt.Sprintf("# %s: %.0f IOPS in the profiled run, counts over %d s\n%s", name, run.IOPS, span, txt)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		res.Notes = append(res.Notes, fmt.Sprintf("Profile of %s on %s/%s (one more run, not among the results): %s", target, j.backend, j.job, filepath.Base(out)))
-		t.Logf("profile of %s on %s/%s: %s\n%s", target, j.backend, j.job, out, txt)
+		res.Notes = append(res.Notes, fmt.Sprintf("Profile of %s on %s/%s over %s (one more run, not among the results): %s",
+			target, j.backend, j.job, nb.transport, filepath.Base(out)))
+		t.Logf("profile of %s on %s/%s over %s: %s\n%s", target, j.backend, j.job, nb.transport, out, txt)
 	}
 }
 
@@ -753,23 +810,29 @@ grep -q " hugetlbfs " /proc/mounts || { mkdir -p /dev/hugepages && mount -t huge
 	return s
 }
 
-// setup makes the transport (as TestBench's SPDK: 8 KiB in-capsule data and I/O unit, 128 KiB
-// maximum I/O), a malloc bdev (nsid 1) and an aio bdev on the benchmark's file (nsid 2) in one
-// subsystem, and the listener.
-func (s *remoteSPDK) setup(t *testing.T, subnqn, addr string, port int) {
+// setup makes each of transports ("rdma", "tcp"; as TestBench's SPDK: 8 KiB in-capsule data
+// and I/O unit, 128 KiB maximum I/O), a malloc bdev (nsid 1) and an aio bdev on the benchmark's
+// file (nsid 2) in one subsystem, and a listener of each transport.
+func (s *remoteSPDK) setup(t *testing.T, subnqn, addr string, port int, transports ...string) {
 	t.Helper()
-	for _, args := range [][]string{
-		{"nvmf_create_transport", "-t", "RDMA", "-u", "8192", "-i", "131072", "-c", "8192"},
+	var calls [][]string
+	for _, tr := range transports {
+		calls = append(calls, []string{"nvmf_create_transport", "-t", strings.ToUpper(tr), "-u", "8192", "-i", "131072", "-c", "8192"})
+	}
+	calls = append(calls, [][]string{
 		{"bdev_malloc_create", "-b", "Malloc0", strconv.Itoa(benchNSSize / mib), "512"},
 		{"bdev_aio_create", netBenchFile, "Aio0", "512"},
 		{"nvmf_create_subsystem", subnqn, "-a", "-s", "SPDK00000000000001", "-d", "SPDK bench"},
 		{"nvmf_subsystem_add_ns", "-n", "1", subnqn, "Malloc0"},
 		{"nvmf_subsystem_add_ns", "-n", "2", subnqn, "Aio0"},
-		{"nvmf_subsystem_add_listener", subnqn, "-t", "rdma", "-f", "ipv4", "-a", addr, "-s", strconv.Itoa(port)},
-	} {
+	}...)
+	for _, tr := range transports {
+		calls = append(calls, []string{"nvmf_subsystem_add_listener", subnqn, "-t", tr, "-f", "ipv4", "-a", addr, "-s", strconv.Itoa(port)})
+	}
+	for _, args := range calls {
 		s.rpc(t, args...)
 	}
-	t.Logf("SPDK in %s: %s, malloc and aio (%s) bdevs, on %s:%d", s.g, subnqn, netBenchFile, addr, port)
+	t.Logf("SPDK in %s: %s, malloc and aio (%s) bdevs, on %s:%d over %v", s.g, subnqn, netBenchFile, addr, port, transports)
 }
 
 // attachRBD adds a bdev_rbd on the image as nsid 3; detachRBD takes it away again.

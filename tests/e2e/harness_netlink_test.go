@@ -475,9 +475,10 @@ func (p *remoteTgt) holds(t *testing.T) tgtHolds {
 	return h
 }
 
-// remoteNvmet is the kernel's nvmet-rdma in a guest of the network lab: one subsystem that any
-// host may reach, on one port, with 8 KiB of in-capsule data as nvmeof-tgt's. Its namespaces
-// are block devices or files of that guest: memNvmetDisk makes memory-backed null_blk disks.
+// remoteNvmet is the kernel's nvmet in a guest of the network lab: one subsystem that any host
+// may reach, on an RDMA port (startRemoteNvmet) or on ports of other transports (addPort), each
+// with 8 KiB of in-capsule data as nvmeof-tgt's. Its namespaces are block devices or files of
+// that guest: memNvmetDisk makes memory-backed null_blk disks.
 type remoteNvmet struct {
 	g        *labGuest
 	nqn      string
@@ -485,7 +486,7 @@ type remoteNvmet struct {
 	stopped  bool
 }
 
-// stop takes the subsystem and the port down (the disks stay until the test's end).
+// stop takes the subsystem and its ports down (the disks stay until the test's end).
 func (k *remoteNvmet) stop(t *testing.T) {
 	t.Helper()
 	if k.stopped {
@@ -497,32 +498,55 @@ func (k *remoteNvmet) stop(t *testing.T) {
 	}
 }
 
-// startRemoteNvmet configures it in g, namespace i+1 on devs[i]; the test's end takes it down.
+// startRemoteNvmet configures it in g, namespace i+1 on devs[i], on an RDMA port; the test's
+// end takes it down.
 func startRemoteNvmet(t *testing.T, g *labGuest, nqn, addr string, port int, devs ...string) *remoteNvmet {
 	t.Helper()
-	g.mustRun(t, cmdTimeout, "modprobe", "nvmet-rdma")
+	k := startRemoteNvmetSubsystem(t, g, nqn, devs...)
+	k.addPort(t, "rdma", addr, port)
+	return k
+}
+
+// startRemoteNvmetSubsystem configures the subsystem alone, on no port yet.
+func startRemoteNvmetSubsystem(t *testing.T, g *labGuest, nqn string, devs ...string) *remoteNvmet {
+	t.Helper()
 	script := `set -e
-nqn=$1 addr=$2 port=$3; shift 3
+nqn=$1; shift
 s=/sys/kernel/config/nvmet/subsystems/$nqn
 mkdir "$s"; echo 1 >"$s/attr_allow_any_host"
 n=0
 for d in "$@"; do
   n=$((n + 1)); mkdir "$s/namespaces/$n"; echo "$d" >"$s/namespaces/$n/device_path"; echo 1 >"$s/namespaces/$n/enable"
-done
-p=/sys/kernel/config/nvmet/ports/1
-mkdir "$p"
-echo rdma >"$p/addr_trtype"; echo ipv4 >"$p/addr_adrfam"; echo "$addr" >"$p/addr_traddr"; echo "$port" >"$p/addr_trsvcid"
-echo 8192 >"$p/param_inline_data_size"
-ln -s "$s" "$p/subsystems/$nqn"`
+done`
+	// Every port that serves the subsystem goes with it.
 	teardown := `nqn=$1; s=/sys/kernel/config/nvmet/subsystems/$nqn
-rm -f /sys/kernel/config/nvmet/ports/1/subsystems/"$nqn"; rmdir /sys/kernel/config/nvmet/ports/1
+for p in /sys/kernel/config/nvmet/ports/*; do
+  [ -L "$p/subsystems/$nqn" ] || continue
+  rm -f "$p/subsystems/$nqn"; rmdir "$p"
+done
 for n in "$s"/namespaces/*; do echo 0 >"$n/enable"; rmdir "$n"; done
 rmdir "$s"`
 	k := &remoteNvmet{g: g, nqn: nqn, teardown: teardown}
 	t.Cleanup(func() { k.stop(t) })
-	g.sh(t, script, append([]string{nqn, addr, strconv.Itoa(port)}, devs...)...)
-	t.Logf("kernel nvmet in %s: %s on %s:%d, namespaces %v", g, nqn, addr, port, devs)
+	g.sh(t, script, append([]string{nqn}, devs...)...)
+	t.Logf("kernel nvmet in %s: %s, namespaces %v", g, nqn, devs)
 	return k
+}
+
+// addPort serves the subsystem on a new port of transport ("rdma", "tcp") at addr:port.
+func (k *remoteNvmet) addPort(t *testing.T, transport, addr string, port int) {
+	t.Helper()
+	k.g.mustRun(t, cmdTimeout, "modprobe", "nvmet-"+transport)
+	script := `set -e
+nqn=$1 trtype=$2 addr=$3 port=$4
+id=1; while [ -e /sys/kernel/config/nvmet/ports/$id ]; do id=$((id + 1)); done
+p=/sys/kernel/config/nvmet/ports/$id
+mkdir "$p"
+echo "$trtype" >"$p/addr_trtype"; echo ipv4 >"$p/addr_adrfam"; echo "$addr" >"$p/addr_traddr"; echo "$port" >"$p/addr_trsvcid"
+echo 8192 >"$p/param_inline_data_size"
+ln -s /sys/kernel/config/nvmet/subsystems/"$nqn" "$p/subsystems/$nqn"`
+	k.g.sh(t, script, k.nqn, transport, addr, strconv.Itoa(port))
+	t.Logf("kernel nvmet in %s: %s on %s %s:%d", k.g, k.nqn, transport, addr, port)
 }
 
 // memNvmetDisk makes a memory-backed null_blk disk of mib MiB named name in g (/dev/name),

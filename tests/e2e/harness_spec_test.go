@@ -17,9 +17,12 @@ import (
 type Spec struct {
 	Port       Port
 	Subsystems []Subsystem
+	// More are ports beside Port, serving the same subsystems (nvmeof-tgt only: the two-machine
+	// bench's TCP port).
+	More []Port
 }
 
-// Port is the one listening port of a spec.
+// Port is a listening port of a spec.
 type Port struct {
 	Transport string // "rdma"
 	Address   string

@@ -401,8 +401,9 @@ func tgtConfigYAML(spec Spec, loops map[string]string) string {
 	q := strconv.Quote
 	b.WriteString("# written by tests/e2e\n")
 	b.WriteString("ports:\n")
-	fmt.Fprintf(&b, "  - {transport: %s, address: %s, port: %d}\n",
-		q(spec.Port.Transport), q(spec.Port.Address), spec.Port.Service)
+	for _, p := range append([]Port{spec.Port}, spec.More...) {
+		fmt.Fprintf(&b, "  - {transport: %s, address: %s, port: %d}\n", q(p.Transport), q(p.Address), p.Service)
+	}
 	b.WriteString("subsystems:\n")
 	for _, ss := range spec.Subsystems {
 		fmt.Fprintf(&b, "  - nqn: %s\n", q(ss.NQN))

@@ -5,9 +5,10 @@
 #
 #   tests/lab/ab-2m.sh [REV]
 #
-# BENCH_JOBS, BENCH_REPS, BENCH_RUNTIME, BENCH_RAMP and BENCH_PROFILE as for make bench (the
-# A/B runs every memory, file and RBD job by default: a change that wins one job and loses
-# another is not taken). Build bin/nvmeof-tgt first (make build).
+# BENCH_JOBS, BENCH_REPS, BENCH_RUNTIME, BENCH_RAMP, BENCH_TRANSPORTS and BENCH_PROFILE as for
+# make bench (the A/B runs every memory, file and RBD job by default: a change that wins one job
+# and loses another is not taken; BENCH_TRANSPORTS=rdma for a REV from before the TCP port).
+# Build bin/nvmeof-tgt first (make build).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"

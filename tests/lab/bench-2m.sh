@@ -12,6 +12,14 @@ notes=()
 skip() { echo "bench: SKIPPED $1" >&2; notes+=("Skipped: $1"); }
 
 [[ -x bin/nvmeof-tgt ]] || { echo "bench: bin/nvmeof-tgt is missing (make build)" >&2; exit 1; }
+# Checked here, before the guests boot (TestNetBench reads it again).
+export BENCH_TRANSPORTS=${BENCH_TRANSPORTS:-rdma,tcp}
+for tr in ${BENCH_TRANSPORTS//,/ }; do
+  case $tr in
+    rdma | tcp) ;;
+    *) echo "bench: BENCH_TRANSPORTS=$BENCH_TRANSPORTS: want rdma and/or tcp, e.g. rdma,tcp" >&2; exit 2 ;;
+  esac
+done
 
 # SPDK: a built tree, or a source tree to build, or skipped with the reason.
 spdk_dir=${BENCH_SPDK_DIR:-${SPDK_DIR:-}}

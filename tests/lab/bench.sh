@@ -10,6 +10,10 @@
 #   one-node Ceph cluster started in the target guest, the same jobs on one RBD image through
 #   nvmeof-tgt-rbd, SPDK's bdev_rbd and fio's rbd engine run in the target guest. Each run's CPU
 #   per I/O comes from /proc/stat in the target guest. Report: bench/results/<date>-2m.*.
+#   BENCH_TRANSPORTS (default rdma,tcp) are the transports of the memory and file jobs, run one
+#   after the other: tcp runs them again over NVMe/TCP on the same link (ours' TCP port, the
+#   kernel's nvmet-tcp, SPDK's TCP transport; the host's nvme-tcp), reported beside the RDMA
+#   rows; BENCH_TRANSPORTS=rdma leaves TCP out, =tcp RDMA. The RBD jobs run over RDMA alone.
 #   SPDK: SPDK_DIR names a tree tests/bench/spdk-build.sh built; otherwise SPDK_SRC names an
 #   SPDK v24.05 source tree, which spdk-build.sh builds into SPDK_DIR (default
 #   /var/cache/nvmeof-tgt-lab/spdk) first; with neither, SPDK is skipped and the run says so.
