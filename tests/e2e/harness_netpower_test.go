@@ -75,6 +75,7 @@ type remoteCtrl struct {
 	subnqn string
 	name   string // nvmeN, in g
 	boot   string // g's boot it was made in
+	gone   bool   // disconnected: its name may be another controller's now
 }
 
 // connectFrom connects g's kernel initiator, as host h, to subnqn at addr; the test's end
@@ -97,7 +98,7 @@ done; true`, subnqn, h.NQN)
 	}
 	c := &remoteCtrl{g: g, h: h, subnqn: subnqn, name: names[0], boot: g.currentBoot()}
 	t.Cleanup(func() {
-		if g.isOff() || g.currentBoot() != c.boot {
+		if c.gone || g.isOff() || g.currentBoot() != c.boot {
 			return
 		}
 		_ = g.exec(cmdTimeout, "nvme", "disconnect", "-d", c.name)
@@ -110,6 +111,7 @@ done; true`, subnqn, h.NQN)
 func (c *remoteCtrl) disconnect(t *testing.T) {
 	t.Helper()
 	c.g.mustRun(t, cmdTimeout, "nvme", "disconnect", "-d", c.name)
+	c.gone = true
 }
 
 // blockDev waits for the disk of nsid in the controller's subsystem and returns its /dev path.

@@ -424,11 +424,18 @@ func TestNetHostVanishes(t *testing.T) {
 	qosShare(t, ga, qa.blockDev(t, 1), qb.blockDev(t, 1), dir)
 	qa.disconnect(t)
 	qb.disconnect(t)
+	// Everything of theirs gone, queue pairs too (a QP goes up to 5 s after its queue), before
+	// the baselines below.
 	if err := waitFor(30*time.Second, func() bool {
-		v, _ := metricSum(tgt.metrics(t), "nvmeof_tgt_queues")
-		return v == 0
+		m := tgt.metrics(t)
+		for _, n := range []string{"nvmeof_tgt_controllers", "nvmeof_tgt_queues", "nvmeof_tgt_rdma_queues_live", "nvmeof_tgt_rdma_buffers_in_use", "nvmeof_tgt_rdma_srq_held"} {
+			if v, ok := metricSum(m, n); ok && v != 0 {
+				return false
+			}
+		}
+		return true
 	}); err != nil {
-		t.Fatalf("the shared namespace's hosts disconnected, and the target still has queues after 30 s")
+		t.Fatalf("the shared namespace's hosts disconnected, and the target still holds their controllers, queues or queue pairs after 30 s")
 	}
 	metric := func(m map[string]float64, name string, labels ...string) float64 {
 		v, ok := metricSum(m, name, labels...)
