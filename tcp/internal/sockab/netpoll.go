@@ -149,13 +149,17 @@ func (c *npConn) serve() {
 	<-done
 }
 
+// readCmd reads the next command capsule's header and checks it: its PLEN.
+func (c *npConn) readCmd() (int, error) {
+	if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+		return 0, err
+	}
+	return checkCmd(nvme.TCPHeader(c.hdr[:]))
+}
+
 func (c *npConn) readLoop() error {
-	h := nvme.TCPHeader(c.hdr[:])
 	for {
-		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
-			return err
-		}
-		plen, err := checkCmd(h)
+		plen, err := c.readCmd()
 		if err != nil {
 			return err
 		}
@@ -168,7 +172,7 @@ func (c *npConn) readLoop() error {
 				return err
 			}
 		}
-		if r.withData, err = execute(c.disk, h, r.buf, r.rsp[:]); err != nil {
+		if r.withData, err = execute(c.disk, nvme.TCPHeader(c.hdr[:]), r.buf, r.rsp[:]); err != nil {
 			return err
 		}
 		c.mu.Lock()
@@ -246,13 +250,9 @@ func (c *npConn) writeLoop() {
 // commands received so far go out in one writev once the next command is
 // not all buffered (reading it might wait) or every request is taken.
 func (c *npConn) serveInline() error {
-	h := nvme.TCPHeader(c.hdr[:])
 	n := 0
 	for {
-		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
-			return err
-		}
-		plen, err := checkCmd(h)
+		plen, err := c.readCmd()
 		if err != nil {
 			return err
 		}
@@ -262,7 +262,7 @@ func (c *npConn) serveInline() error {
 				return err
 			}
 		}
-		if r.withData, err = execute(c.disk, h, r.buf, r.rsp[:]); err != nil {
+		if r.withData, err = execute(c.disk, nvme.TCPHeader(c.hdr[:]), r.buf, r.rsp[:]); err != nil {
 			return err
 		}
 		c.bufs = append(c.bufs, r.rsp[:])
