@@ -901,8 +901,11 @@ func (l *launcher) driverStatus(g *guest, qerr error) int {
 	l.printf("labnet: the lab ran %.0fs\n", time.Since(l.start).Seconds())
 	b, err := os.ReadFile(filepath.Join(g.ctl, "status"))
 	if err != nil {
+		// A guest whose kernel panics exits (panic=-1, -no-reboot): its console says why.
 		if !g.ready {
 			fmt.Fprintf(os.Stderr, "labnet: %s never got ready; its console:\n%s\n", g.Name, l.consoleTail(g, 60))
+		} else {
+			fmt.Fprintf(os.Stderr, "labnet: %s's console, its end:\n%s\n", g.Name, l.consoleTail(g, 80))
 		}
 		fmt.Fprintf(os.Stderr, "labnet: the driver stopped before SCRIPT finished (qemu: %v; console in %s)\n", qerr, l.consoleDir)
 		return 1
