@@ -77,9 +77,14 @@ type conn struct {
 	sending int
 	// freed wakes the reader waiting for a free request.
 	freed sync.Cond
-	// wq is the writer's work; wake wakes the writer.
-	wq   []*request
-	wake sync.Cond
+	// wq is the PDUs to send; wake wakes the writer. readerBusy: the
+	// reader is taking what it has read, and sends what is queued before
+	// its next read (flushBeforeRead), so queueing wakes no one.
+	// flushing: a batch is being sent (send), by the reader or the
+	// writer, one at a time; its sender sends what is queued meanwhile.
+	wq                   []*request
+	wake                 sync.Cond
+	readerBusy, flushing bool
 	// term is a C2HTermReq for the writer to send last; termLen its
 	// length, 0 for none.
 	term    [nvme.TCPTermReqHdrSize + nvme.TCPTermReqMaxData]byte
@@ -108,7 +113,7 @@ type conn struct {
 	held int
 	line line
 
-	// Writer only.
+	// The sender's (flushing set) only.
 	wqSpare []*request
 	bufs    [][]byte
 	nb      net.Buffers
@@ -136,7 +141,7 @@ func (c *conn) serve() {
 		c.maxActive = max(c.t.cfg.MaxQueueDepth, fabric.AdminQueueDepth)
 		c.reqs = make([]*request, 2*c.maxActive)
 		c.free = make([]uint16, 0, 2*c.maxActive)
-		c.br = bufio.NewReaderSize(c.nc, readBufSize)
+		c.br = bufio.NewReaderSize(sockReader{c}, readBufSize)
 		// The host names its queue only in Connect: any QID, and up to
 		// the port's deepest queue (fabric checks the admin queue's).
 		c.fq = c.l.tgt.NewQueue(c.l.port, c, fabric.QueueHint{QID: -1, Depth: c.maxActive, Remote: c.nc.RemoteAddr().String(), LocalIP: local})
@@ -249,6 +254,20 @@ func (c *conn) readLoop() error {
 	}
 }
 
+// sockReader is the reader's way to its socket: what is queued to send
+// goes first (flushBeforeRead).
+type sockReader struct{ c *conn }
+
+func (s sockReader) Read(p []byte) (int, error) {
+	c := s.c
+	if err := c.flushBeforeRead(); err != nil {
+		return 0, err
+	}
+	n, err := c.nc.Read(p)
+	c.readerBack()
+	return n, err
+}
+
 // termReceived logs the host's H2CTermReq (TCP §3.6.2.4); the connection
 // then closes without one of ours.
 func (c *conn) termReceived(h nvme.TCPHeader, l layout) error {
@@ -319,7 +338,14 @@ func (c *conn) takeRequest() (*request, error) {
 			c.reqs[c.made] = r
 			c.made++
 		default:
+			// The responses that would free a slot may be queued behind
+			// this read: the writer sends them.
+			c.readerBusy = false
+			if len(c.wq) > 0 && !c.flushing {
+				c.wake.Signal()
+			}
 			c.freed.Wait()
+			c.readerBusy = true
 			continue
 		}
 		r.state = rsNew
@@ -526,11 +552,12 @@ func (c *conn) QueueResponse(fr *fabric.Request) {
 	c.mu.Unlock()
 }
 
-// queue gives r to the writer; c.mu is held.
+// queue queues r's PDU to send, and wakes the writer when no one else
+// will send it soon; c.mu is held.
 func (c *conn) queue(r *request, what uint8) {
 	r.send = what
 	c.wq = append(c.wq, r)
-	if len(c.wq) == 1 {
+	if len(c.wq) == 1 && !c.readerBusy && !c.flushing {
 		c.wake.Signal()
 	}
 }

@@ -299,3 +299,58 @@ func TestBufferShare(t *testing.T) {
 		t.Errorf("%d bytes out of the pool, want at most a's share %d", got, 2*size)
 	}
 }
+
+// TestReaderSends: on a namespace whose commands complete as they are
+// taken (memory), every R2T and response goes out from the connection's
+// reader before its next read, with no hand-off to the writer, one at a
+// time (QD1) and in batches (QD32).
+func TestReaderSends(t *testing.T) {
+	r := newRig(t, Config{}, fabric.Options{})
+	_, io := r.controller(t, tcptest.Options{H2CDataSize: 8 << 10}, 0)
+	st := r.tr.Stats()
+	for _, tc := range []struct {
+		name      string
+		depth     int
+		size      int
+		write     bool
+		inCapsule bool
+	}{
+		{"read 4k qd1", 1, 4 << 10, false, false},
+		{"write 4k in capsule qd1", 1, 4 << 10, true, true},
+		{"write 16k by r2t qd1", 1, 16 << 10, true, false},
+		{"read 4k qd32", 32, 4 << 10, false, false},
+		{"write 16k by r2t qd32", 32, 16 << 10, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reader, writer := st.ReaderSends.Load(), st.WriterSends.Load()
+			bufs := make([][]byte, tc.depth)
+			const rounds = 8
+			for round := range rounds {
+				for i := range bufs {
+					if bufs[i] == nil {
+						bufs[i] = make([]byte, tc.size)
+					}
+					op := uint8(nvme.OpRead)
+					if tc.write {
+						op = nvme.OpWrite
+					}
+					cmd := tcptest.IO(op, uint16(i+1), 1, uint64(i*tc.size/512), uint32(tc.size/512))
+					if err := io.Submit(cmd, bufs[i], tc.write, tc.inCapsule); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for i := range bufs {
+					if rsp, err := io.Wait(uint16(i + 1)); err != nil || !rsp.Status().IsSuccess() {
+						t.Fatalf("round %d, command %d: %v %v", round, i, err, rsp.Status())
+					}
+				}
+			}
+			if n := st.WriterSends.Load() - writer; n != 0 {
+				t.Errorf("the writer sent %d times; want every PDU sent by the reader", n)
+			}
+			if n := st.ReaderSends.Load() - reader; n < rounds {
+				t.Errorf("the reader sent %d times for %d rounds of commands", n, rounds)
+			}
+		})
+	}
+}

@@ -170,6 +170,11 @@ type Stats struct {
 	// DataOnlyReads counts the reads answered by their C2HData alone, with
 	// the SUCCESS flag and no response capsule.
 	DataOnlyReads atomic.Uint64
+	// ReaderSends and WriterSends count the vectored writes of PDUs by a
+	// connection's reader (before its next read: the PDUs of what it just
+	// took, no hand-off) and by its writer (what completed while the
+	// reader waited on the socket).
+	ReaderSends, WriterSends atomic.Uint64
 	// BufferWaits counts commands that waited for data buffers (for
 	// the pool, or for room in their connection's share of it);
 	// BufferBytes is the pool's bytes out (held by commands).

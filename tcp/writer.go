@@ -13,14 +13,14 @@ import (
 // zeros pads a C2HData's header to the data alignment the host asked for.
 var zeros [128]byte
 
-// writeLoop sends what the connection queued: a batch at a time, every
-// PDU of the batch (headers, digests and data buffers in place) in one
-// vectored write. Responses are freed once written.
+// writeLoop sends what the connection queued while its reader is not at
+// hand to (flushBeforeRead): responses that complete while the reader
+// waits on the socket, and the C2HTermReq last.
 func (c *conn) writeLoop() {
 	defer close(c.writerDone)
 	for {
 		c.mu.Lock()
-		for len(c.wq) == 0 && !c.closing && c.termLen == 0 {
+		for !c.closing && (c.flushing || (len(c.wq) == 0 && c.termLen == 0)) {
 			c.wake.Wait()
 		}
 		if c.closing {
@@ -28,63 +28,113 @@ func (c *conn) writeLoop() {
 			c.mu.Unlock()
 			return
 		}
-		batch := c.wq
-		c.wq = c.wqSpare[:0]
-		term := c.termLen
+		batch, term := c.takeBatch()
 		c.mu.Unlock()
-
-		bufs, done := c.bufs[:0], c.done[:0]
-		dataOnly := 0
-		for i, r := range batch {
-			batch[i] = nil
-			switch r.send {
-			case sendRun:
-				c.toCore(r, nvme.StatusSuccess)
-			case sendR2T:
-				bufs = c.appendR2T(bufs, r)
-			case sendResp:
-				var only bool
-				bufs, only = c.appendResponse(bufs, r)
-				done = append(done, r)
-				if only {
-					dataOnly++
-				}
-			}
+		c.t.stats.WriterSends.Add(1)
+		if err := c.send(batch, term); err != nil {
+			c.writeFailed(err)
+			return
 		}
 		if term > 0 {
-			bufs = append(bufs, c.term[:term])
-		}
-		if dataOnly > 0 {
-			c.t.stats.DataOnlyReads.Add(uint64(dataOnly))
-		}
-		c.wqSpare = batch[:0]
-		c.bufs, c.done = bufs[:0], done[:0]
-		if len(bufs) > 0 {
-			c.setSendDeadline()
-			c.nb = bufs
-			_, err := c.nb.WriteTo(c.nc)
-			clear(bufs)
-			if err != nil {
-				c.writeFailed(err)
-				return
-			}
-		}
-		for _, r := range done {
-			c.t.pool.put(r)
-		}
-		c.mu.Lock()
-		for i, r := range done {
-			c.freeLocked(r)
-			done[i] = nil
-		}
-		if term > 0 {
+			c.mu.Lock()
 			c.writerGone = true
-		}
-		c.mu.Unlock()
-		if term > 0 {
+			c.mu.Unlock()
 			return
 		}
 	}
+}
+
+// flushBeforeRead sends what is queued before the reader goes back to the
+// socket: the responses and R2Ts of the PDUs it has just taken go out in
+// one vectored write from the reader itself, with no hand-off to the
+// writer. It leaves them to the writer when the writer is sending already.
+// Called by the reader, without c.mu; an error is the write's.
+func (c *conn) flushBeforeRead() error {
+	c.mu.Lock()
+	for len(c.wq) > 0 && !c.flushing && !c.closing && !c.writerGone && c.termLen == 0 {
+		batch, _ := c.takeBatch()
+		c.mu.Unlock()
+		c.t.stats.ReaderSends.Add(1)
+		if err := c.send(batch, 0); err != nil {
+			c.close("write failed: " + err.Error())
+			return err
+		}
+		c.mu.Lock()
+	}
+	c.readerBusy = false
+	c.mu.Unlock()
+	return nil
+}
+
+// readerBack marks the reader busy again after a socket read: what is
+// queued from now on waits for its next flushBeforeRead.
+func (c *conn) readerBack() {
+	c.mu.Lock()
+	c.readerBusy = true
+	c.mu.Unlock()
+}
+
+// takeBatch takes the queued work, and the C2HTermReq's length when that
+// is the writer's to send (0 for none), for the caller to send; c.mu is
+// held. Until send returns, no one else sends.
+func (c *conn) takeBatch() (batch []*request, term int) {
+	batch = c.wq
+	c.wq = c.wqSpare[:0]
+	c.flushing = true
+	return batch, c.termLen
+}
+
+// send sends a batch taken by takeBatch: every PDU of it (headers, digests
+// and data buffers in place) in one vectored write, then the C2HTermReq
+// when term > 0. Responses are freed once written. On an error the
+// requests left are the teardown's to free.
+func (c *conn) send(batch []*request, term int) error {
+	bufs, done := c.bufs[:0], c.done[:0]
+	dataOnly := 0
+	for i, r := range batch {
+		batch[i] = nil
+		switch r.send {
+		case sendRun:
+			c.toCore(r, nvme.StatusSuccess)
+		case sendR2T:
+			bufs = c.appendR2T(bufs, r)
+		case sendResp:
+			var only bool
+			bufs, only = c.appendResponse(bufs, r)
+			done = append(done, r)
+			if only {
+				dataOnly++
+			}
+		}
+	}
+	if term > 0 {
+		bufs = append(bufs, c.term[:term])
+	}
+	if dataOnly > 0 {
+		c.t.stats.DataOnlyReads.Add(uint64(dataOnly))
+	}
+	c.wqSpare = batch[:0]
+	c.bufs, c.done = bufs[:0], done[:0]
+	if len(bufs) > 0 {
+		c.setSendDeadline()
+		c.nb = bufs
+		_, err := c.nb.WriteTo(c.nc)
+		clear(bufs)
+		if err != nil {
+			return err
+		}
+	}
+	for _, r := range done {
+		c.t.pool.put(r)
+	}
+	c.mu.Lock()
+	for i, r := range done {
+		c.freeLocked(r)
+		done[i] = nil
+	}
+	c.flushing = false
+	c.mu.Unlock()
+	return nil
 }
 
 // writeFailed ends a connection whose writes fail: the reader, woken by

@@ -102,6 +102,7 @@ type collector struct {
 	tcpBufferWaits, tcpBufferBytes             *prometheus.Desc
 	tcpSendTimeouts, tcpDataTimeouts           *prometheus.Desc
 	tcpDataOnlyReads                           *prometheus.Desc
+	tcpSends                                   *prometheus.Desc
 }
 
 func newCollector(tgt *fabric.Target, rt func() *rdma.Transport, tt func() *tcp.Transport) *collector {
@@ -167,6 +168,7 @@ func newCollector(tgt *fabric.Target, rt func() *rdma.Transport, tt func() *tcp.
 		tcpBufferBytes:         d("tcp_buffer_bytes", "NVMe/TCP data buffer bytes held by commands."),
 		tcpSendTimeouts:        d("tcp_send_timeouts_total", "NVMe/TCP connections closed because their host took nothing sent for 30 s."),
 		tcpDataOnlyReads:       d("tcp_data_only_reads_total", "NVMe/TCP reads answered by their data alone (C2HData with the SUCCESS flag, no response capsule), for hosts that disabled SQ flow control."),
+		tcpSends:               d("tcp_sends_total", "NVMe/TCP vectored writes of PDUs, by who sent them: a connection's reader, before its next read (no hand-off), or its writer (what completed while the reader waited).", "by"),
 		tcpDataTimeouts:        d("tcp_data_timeouts_total", "NVMe/TCP connections closed because their host sent no data for its R2Ts for 30 s (holding their buffers)."),
 	}
 	c.version, c.goVersion, c.commit = buildLabels()
@@ -326,6 +328,8 @@ func (c *collector) collectTCP(ch chan<- prometheus.Metric, s *tcp.Stats) {
 	ct(c.tcpSendTimeouts, s.SendTimeouts.Load())
 	ct(c.tcpDataTimeouts, s.DataTimeouts.Load())
 	ct(c.tcpDataOnlyReads, s.DataOnlyReads.Load())
+	ct(c.tcpSends, s.ReaderSends.Load(), "reader")
+	ct(c.tcpSends, s.WriterSends.Load(), "writer")
 }
 
 // latencyHistogram turns fabric's per-bucket counts into Prometheus's
