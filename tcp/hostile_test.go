@@ -442,3 +442,31 @@ func TestR2TDataTimeout(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "buffers given back", func() bool { return r.tr.pool.out() == 0 })
 }
+
+// TestSlowData: H2CData whose data comes in pieces far apart, as over a
+// slow or lossy link: the writes complete with their data whole, and a
+// command that comes alone after each is taken at once. (It caught a
+// socket low-water mark for the rest of a PDU's data that was left set.)
+func TestSlowData(t *testing.T) {
+	r := newRig(t, Config{}, fabric.Options{})
+	for _, dg := range []bool{false, true} {
+		o := tcptest.Options{HeaderDigest: dg, DataDigest: dg, H2CDataSize: 64 << 10, DataPause: 20 * time.Millisecond, DataPiece: 9000}
+		_, c := r.controller(t, o, 0)
+		for i, size := range []int{64 << 10, 128 << 10, 20 << 10} {
+			data := make([]byte, size)
+			pattern(data, byte(i+3))
+			lba := uint64(i) * 512
+			if rsp, err := c.Do(tcptest.IO(nvme.OpWrite, 1, 1, lba, uint32(size/512)), data, true, false); err != nil || !rsp.Status().IsSuccess() {
+				t.Fatalf("digests %v: write %d bytes: %v %v", dg, size, err, rsp.Status())
+			}
+			got := make([]byte, 512)
+			if rsp, err := c.Do(tcptest.IO(nvme.OpRead, 2, 1, lba, 1), got, false, false); err != nil || !rsp.Status().IsSuccess() || !bytes.Equal(got, data[:512]) {
+				t.Fatalf("digests %v: a read alone after the slow write: %v %v, data equal %v", dg, err, rsp.Status(), bytes.Equal(got, data[:512]))
+			}
+			got = make([]byte, size)
+			if rsp, err := c.Do(tcptest.IO(nvme.OpRead, 3, 1, lba, uint32(size/512)), got, false, false); err != nil || !rsp.Status().IsSuccess() || !bytes.Equal(got, data) {
+				t.Fatalf("digests %v: read %d bytes back: %v %v, data equal %v", dg, size, err, rsp.Status(), bytes.Equal(got, data))
+			}
+		}
+	}
+}

@@ -70,6 +70,10 @@ type Options struct {
 	Trickle bool
 	// LocalAddr is the address to connect from ("127.0.0.2"); empty: any.
 	LocalAddr string
+	// DataPause sends each H2CData's data in writes of DataPiece bytes
+	// with this pause between, as a slow link delivers it.
+	DataPause time.Duration
+	DataPiece int
 }
 
 // ICResp is what the target answered.
@@ -455,7 +459,30 @@ func (c *Conn) SendH2CData(cid, ttag uint16, off uint32, data []byte, last bool)
 		bufs = append(bufs, c.ddg[:])
 	}
 	c.bufs = bufs[:0]
+	if c.o.DataPause > 0 && c.o.DataPiece > 0 {
+		return c.writeSlowly(bufs)
+	}
 	return c.writev(bufs)
+}
+
+// writeSlowly writes bufs in pieces of DataPiece bytes, DataPause apart.
+func (c *Conn) writeSlowly(bufs [][]byte) error {
+	var all []byte
+	for _, b := range bufs {
+		all = append(all, b...)
+	}
+	clear(bufs)
+	for len(all) > 0 {
+		k := min(len(all), c.o.DataPiece)
+		if err := c.Write(all[:k]); err != nil {
+			return err
+		}
+		all = all[k:]
+		if len(all) > 0 {
+			time.Sleep(c.o.DataPause)
+		}
+	}
+	return nil
 }
 
 // c2hData reads a C2HData into its command's buffer.
