@@ -40,7 +40,7 @@ LAB_PKGS := qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs rdma-cor
 # 85 packages, 55 MB to fetch, 220 MB installed, about a minute to install.
 CEPH_PKGS := ceph-mon ceph-osd ceph-mgr ceph-common librados-dev librbd-dev
 
-.PHONY: all build build-rbd deps build-deps lab-deps ceph-deps install unit e2e e2e-net test demo bench sockab blktests ceph-smoke fuzz fuzz-long vet clean
+.PHONY: all build build-rbd deps build-deps lab-deps ceph-deps install unit e2e e2e-net e2e-all test demo bench sockab blktests ceph-smoke fuzz fuzz-long vet clean
 
 all: build
 
@@ -153,8 +153,13 @@ e2e: lab-deps ceph-deps build
 e2e-net: lab-deps build
 	tests/lab/e2e-net.sh
 
+# Both lab suites at once (tests/lab/e2e-all.sh): the one-guest suite and the network lab's,
+# each in its own guests; their logs in tests/out-all/.
+e2e-all: lab-deps ceph-deps build
+	tests/lab/e2e-all.sh
+
 # The Ceph packages first: vet and unit then cover the rbd build as well.
-test: ceph-deps vet unit e2e e2e-net
+test: ceph-deps vet unit e2e-all
 
 demo: build lab-deps
 	tests/lab/demo.sh

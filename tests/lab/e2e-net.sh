@@ -32,12 +32,12 @@ repo=$1; shift
 cd "$repo" || exit 1
 export E2E_TARGET=nvmeof-tgt NVMEOF_TGT_BIN=$repo/bin/nvmeof-tgt NVMEOF_TGT_RBD_BIN=$repo/bin/nvmeof-tgt-rbd E2E_RESULTS=$repo/tests/out/net
 # Only the TestNet tests know this lab: a -test.run of the caller's must begin with ^TestNet too.
-./bin/e2e-net.test -test.v -test.timeout 30m -test.run '^TestNet' "$@" 2>&1 | tee "$E2E_RESULTS/e2e.log"
+./bin/e2e-net.test -test.v -test.timeout 40m -test.run '^TestNet' "$@" 2>&1 | tee "$E2E_RESULTS/e2e.log"
 INNER
 
 rc=0
 # shellcheck disable=SC2086 # LABNET_FLAGS is a list of flags
-./bin/labnet boot --labvm "$repo/tests/lab/labvm" --share "$repo" --timeout 35m --console-dir "$out" \
+./bin/labnet boot --labvm "$repo/tests/lab/labvm" --share "$repo" --timeout 45m --console-dir "$out" \
   --cpus "${NET_CPUS:-1}" --mem "${NET_MEM:-2048}" \
   --guest target --guest host --guest target2,off \
   --link a=target:host --link b=target:host --link c=target2:host --link d=target2:target \

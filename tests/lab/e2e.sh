@@ -4,8 +4,8 @@
 #   tests/lab/e2e.sh [TEST-BINARY-FLAGS...]      e.g. -test.run 'TestConnect|TestData'
 #
 # E2E_TARGET=nvmeof-tgt (default) tests bin/nvmeof-tgt, which `make` builds; E2E_TARGET=kernel
-# tests the kernel's nvmet instead. Reports go to tests/out/, emptied first (the guest's raw console
-# log too).
+# tests the kernel's nvmet instead. Reports go to tests/out/, emptied first but for the network
+# lab's tests/out/net (the guest's raw console log too).
 # LABVM_FLAGS adds flags to labvm (e.g. "--cpus 4 --mem 4096"; the default memory is 3072 MiB,
 # room for the Ceph cluster of the rbd tests beside the rest). E2E_TAGS are the build tags
 # (default e2e; make bench uses e2e,bench). BENCH_* variables are passed on to the guest, and
@@ -37,7 +37,9 @@ if [[ -e /usr/include/rbd/librbd.h ]]; then
 else
   echo "e2e.sh: librbd-dev is not installed (make ceph-deps): the rbd tests will fail" >&2
 fi
-rm -rf "$out" && mkdir -p "$out"
+# Emptied, but for the network lab's reports (tests/out/net), whose suite may be running beside
+# this one (e2e-all.sh).
+mkdir -p "$out" && find "$out" -mindepth 1 -maxdepth 1 ! -name net -exec rm -rf {} +
 
 inner=$(mktemp "${TMPDIR:-/tmp}/e2e-inner.XXXXXX")
 trap 'rm -f "$inner"' EXIT
