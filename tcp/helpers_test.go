@@ -30,6 +30,7 @@ type rig struct {
 	tr   *Transport
 	port *fabric.Port
 	addr string
+	sub  *fabric.Subsystem
 }
 
 func newRig(t testing.TB, cfg Config, o fabric.Options) *rig {
@@ -54,7 +55,7 @@ func newRig(t testing.TB, cfg Config, o fabric.Options) *rig {
 	if err := tgt.AddPort(tr, p); err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{tgt: tgt, tr: tr, port: p, addr: net.JoinHostPort("127.0.0.1", p.Service)}
+	r := &rig{tgt: tgt, tr: tr, port: p, addr: net.JoinHostPort("127.0.0.1", p.Service), sub: sub}
 	if tt, ok := t.(*testing.T); ok {
 		r.t = tt
 	}

@@ -3,6 +3,7 @@ package tcp
 import (
 	"bytes"
 	"encoding/binary"
+	"net"
 	"testing"
 	"time"
 
@@ -469,4 +470,34 @@ func TestSlowData(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHostStopsReading: a host that sends reads and takes none of their
+// data is disconnected after the send timeout, whoever was sending when
+// the socket filled up (the connection's reader, for a memory namespace),
+// the timeout is counted, and every buffer comes back.
+func TestHostStopsReading(t *testing.T) {
+	r := newRig(t, Config{SendTimeout: 400 * time.Millisecond}, fabric.Options{})
+	_, c := r.controller(t, tcptest.Options{}, 0)
+	if tc, ok := c.NetConn().(*net.TCPConn); ok {
+		tc.SetReadBuffer(4 << 10)
+	}
+	// 64 reads of 128 KiB, 8 MiB: more than the sockets hold.
+	for i := range 64 {
+		if err := c.Submit(tcptest.IO(nvme.OpRead, uint16(i+1), 1, 0, 256), make([]byte, 128<<10), false, false); err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+	}
+	// Not read from c meanwhile, which would take the data; nor after: what
+	// the target had sent comes through a 4 KiB window at the pace of TCP's
+	// zero-window probes.
+	eventually(t, 10*time.Second, "the target closes the connection", func() bool {
+		total, _ := r.tr.Connections("")
+		return total == 1 // the admin queue's
+	})
+	c.Close()
+	if got := r.tr.Stats().SendTimeouts.Load(); got != 1 {
+		t.Errorf("%d send timeouts counted, want 1", got)
+	}
+	eventually(t, 5*time.Second, "buffers given back", func() bool { return r.tr.pool.out() == 0 })
 }

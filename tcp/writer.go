@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"net"
 	"os"
+	"sync/atomic"
 
 	"github.com/nvmeof-tgt/nvmeof-tgt/fabric"
 	"github.com/nvmeof-tgt/nvmeof-tgt/nvme"
@@ -30,8 +31,7 @@ func (c *conn) writeLoop() {
 		}
 		batch, term := c.takeBatch()
 		c.mu.Unlock()
-		c.t.stats.WriterSends.Add(1)
-		if err := c.send(batch, term); err != nil {
+		if err := c.send(batch, term, &c.t.stats.WriterSends); err != nil {
 			c.writeFailed(err)
 			return
 		}
@@ -54,9 +54,9 @@ func (c *conn) flushBeforeRead() error {
 	for len(c.wq) > 0 && !c.flushing && !c.closing && !c.writerGone && c.termLen == 0 {
 		batch, _ := c.takeBatch()
 		c.mu.Unlock()
-		c.t.stats.ReaderSends.Add(1)
-		if err := c.send(batch, 0); err != nil {
-			c.close("write failed: " + err.Error())
+		if err := c.send(batch, 0, &c.t.stats.ReaderSends); err != nil {
+			// The reader returns the error and tears the connection down.
+			c.close(c.sendFailure(err))
 			return err
 		}
 		c.mu.Lock()
@@ -85,10 +85,10 @@ func (c *conn) takeBatch() (batch []*request, term int) {
 }
 
 // send sends a batch taken by takeBatch: every PDU of it (headers, digests
-// and data buffers in place) in one vectored write, then the C2HTermReq
-// when term > 0. Responses are freed once written. On an error the
-// requests left are the teardown's to free.
-func (c *conn) send(batch []*request, term int) error {
+// and data buffers in place) in one vectored write, counted in writes,
+// then the C2HTermReq when term > 0. Responses are freed once written. On
+// an error the requests left are the teardown's to free.
+func (c *conn) send(batch []*request, term int, writes *atomic.Uint64) error {
 	bufs, done := c.bufs[:0], c.done[:0]
 	dataOnly := 0
 	for i, r := range batch {
@@ -116,6 +116,7 @@ func (c *conn) send(batch []*request, term int) error {
 	c.wqSpare = batch[:0]
 	c.bufs, c.done = bufs[:0], done[:0]
 	if len(bufs) > 0 {
+		writes.Add(1)
 		c.setSendDeadline()
 		c.nb = bufs
 		_, err := c.nb.WriteTo(c.nc)
@@ -141,18 +142,25 @@ func (c *conn) send(batch []*request, term int) error {
 // the closed socket, tears it down; the requests left in the writer's
 // hands are the teardown's to free.
 func (c *conn) writeFailed(err error) {
-	reason := "write failed: " + err.Error()
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		c.t.stats.SendTimeouts.Add(1)
-		reason = "the host took nothing sent for " + c.t.cfg.SendTimeout.String()
-		c.log.Warn("host takes no more data: closing the connection", "timeout", c.t.cfg.SendTimeout)
-	} else if !errors.Is(err, net.ErrClosed) {
-		c.log.Debug("write failed", "err", err)
-	}
+	reason := c.sendFailure(err)
 	c.mu.Lock()
 	c.writerGone = true
 	c.mu.Unlock()
 	c.close(reason)
+}
+
+// sendFailure counts and logs a failed write, the writer's or the
+// reader's, and returns the reason to close the connection for.
+func (c *conn) sendFailure(err error) string {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.t.stats.SendTimeouts.Add(1)
+		c.log.Warn("host takes no more data: closing the connection", "timeout", c.t.cfg.SendTimeout)
+		return "the host took nothing sent for " + c.t.cfg.SendTimeout.String()
+	}
+	if !errors.Is(err, net.ErrClosed) {
+		c.log.Debug("write failed", "err", err)
+	}
+	return "write failed: " + err.Error()
 }
 
 // flags is the digest flags of the connection's PDUs, the data digest's
