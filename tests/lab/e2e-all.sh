@@ -35,7 +35,8 @@ echo "=== e2e-all: summary"
 for s in one net; do
   read -r rc took <"$logs/$s.status" || { rc=1 took=?; }
   echo "e2e-all: $s suite: exit $rc after ${took}s"
-  grep -E '^(--- FAIL|FAIL|panic:)|driver stopped|timed out' "$logs/$s.log" | sed "s/^/e2e-all: $s: /"
+  grep -E '^(--- FAIL|FAIL|panic:)|^labnet: (timed out|the driver stopped)|^labvm: (timed out|the guest stopped)' "$logs/$s.log" |
+    sed "s/^/e2e-all: $s: /"
   if [[ $rc -ne 0 && $status -eq 0 ]]; then status=$rc; fi
 done
 exit "$status"
