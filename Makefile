@@ -40,7 +40,7 @@ LAB_PKGS := qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs rdma-cor
 # 85 packages, 55 MB to fetch, 220 MB installed, about a minute to install.
 CEPH_PKGS := ceph-mon ceph-osd ceph-mgr ceph-common librados-dev librbd-dev
 
-.PHONY: all build build-rbd deps build-deps lab-deps ceph-deps install unit e2e e2e-net e2e-all test demo bench sockab blktests ceph-smoke fuzz fuzz-long vet clean
+.PHONY: all build build-rbd deps build-deps lab-deps ceph-deps install unit e2e e2e-net e2e-all lab-selftest test demo bench sockab blktests ceph-smoke fuzz fuzz-long vet clean
 
 all: build
 
@@ -158,8 +158,12 @@ e2e-net: lab-deps build
 e2e-all: lab-deps ceph-deps build
 	tests/lab/e2e-all.sh
 
+# The labs' own test: a guest that dies at boot is booted again, one that dies later is reported.
+lab-selftest: lab-deps
+	tests/lab/lab-selftest.sh
+
 # The Ceph packages first: vet and unit then cover the rbd build as well.
-test: ceph-deps vet unit e2e-all
+test: ceph-deps vet unit lab-selftest e2e-all
 
 demo: build lab-deps
 	tests/lab/demo.sh

@@ -35,7 +35,8 @@ echo "=== e2e-all: summary"
 for s in one net; do
   read -r rc took <"$logs/$s.status" || { rc=1 took=?; }
   echo "e2e-all: $s suite: exit $rc after ${took}s"
-  grep -E '^(--- FAIL|FAIL|panic:)|^labnet: (timed out|the driver stopped)|^labvm: (timed out|the guest stopped)' "$logs/$s.log" |
+  # A guest that died says why on its console: labvm and labnet print its end, marked.
+  grep -E '^(--- FAIL|FAIL|panic:)|^labnet: (timed out|the driver stopped|.* stopped by itself|.* never got ready|[^ ]+ console: )|^labvm: (timed out|the guest stopped|console: )' "$logs/$s.log" |
     sed "s/^/e2e-all: $s: /"
   if [[ $rc -ne 0 && $status -eq 0 ]]; then status=$rc; fi
 done
