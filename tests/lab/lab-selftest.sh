@@ -30,7 +30,7 @@ start() {
     if [[ $lab == labvm ]]; then
       NVMEOF_LAB_BREAK_BOOTS=$brk tests/lab/labvm --cpus 1 --mem 1024 --timeout 300 --share "$runs" "$s"
     else
-      NVMEOF_LAB_BREAK_BOOTS=$brk ./bin/labnet boot --labvm tests/lab/labvm --share "$runs" \
+      NVMEOF_LAB_BREAK_BOOTS=$brk ./bin/labnet boot --labvm tests/lab/labvm --share "$runs" --share "$repo" \
         --timeout 5m --console-dir "$out/$name-console" --cpus 1 --mem 1024 \
         --guest a --guest b --link x=a:b --driver b "$s"
     fi
@@ -46,7 +46,8 @@ start twice 1 2 labvm 'exit 7'
 # labvm: the guest dies after the script started (a power-off from inside): reported, not rerun.
 start late 1 0 labvm 'echo o >/proc/sysrq-trigger; sleep 60'
 # labnet: both guests' first boots die; the driver then reaches the agent, which powers itself
-# off once ready: reported, and not booted again.
+# off once ready: reported, and not booted again. The driver runs bin/labnet from the repo,
+# shared (--share above): the repo may be under /tmp, and the guest's /tmp is its own.
 start net 7 1 labnet "$repo/bin/labnet exec a true || exit 3
 # In the background: its answer never comes.
 $repo/bin/labnet exec a sh -c 'echo o >/proc/sysrq-trigger' >/dev/null 2>&1 &
