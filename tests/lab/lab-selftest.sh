@@ -77,7 +77,7 @@ check twice "the script never ran" test "$(runs_of twice)" = 0
 check late "not booted again" test "$(count late 'booting it again')" = 0
 check late "reported" grep -q 'the guest stopped before SCRIPT finished' "$out/late.log"
 check late "the script ran once" test "$(runs_of late)" = 1
-check net "each guest booted again once" test "$(count net 'booting it again')" = 2
+check net "each guest booted again once" test "$(count net '^labnet: [ab]: booting it again')" = 2
 check net "the dead boot's console shown" grep -q '^labnet: [ab] console: .*Kernel panic' "$out/net.log"
 check net "the agent's power-off reported" grep -q 'labnet: a stopped by itself' "$out/net.log"
 check net "the agent not booted again after that" test "$(count net 'labnet: a: booting it again')" = 1

@@ -67,7 +67,7 @@ mount -o noatime /dev/vda /scratch || fail "cannot mount the disk /dev/vda"
 export HOME=/root TERM=dumb LANG=C.UTF-8
 export PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 ulimit -l unlimited
-: >/labvm/ready # from here on this boot may have done something: labnet will not boot it again
+: >/labvm/ready || fail "cannot write /labvm/ready" # from here on: never booted again
 echo "labnet: $LAB_GUEST: guest ready: kernel $(uname -r), $(nproc) cpus, $(($(awk '/MemTotal/{print $2}' /proc/meminfo) / 1024)) MiB, up $(cut -d' ' -f1 /proc/uptime)s"
 
 if [ "$LAB_ROLE" = agent ]; then
