@@ -715,9 +715,16 @@ func (l *launcher) boot(g *guest) error {
 	g.cmd, g.done, g.bootAt = cmd, make(chan struct{}), time.Now()
 	g.ready, g.killed, g.running = false, false, true
 	boot, done := g.boots, g.done
-	go l.console(g, boot, pr)
+	read := make(chan struct{})
+	go func() { l.console(g, boot, pr); close(read) }()
 	go func() {
 		err := cmd.Wait()
+		// The pipe's reader has the guest's last words (a panic's), which the exit's handler
+		// shows; with the pipe an *os.File, Wait does not wait for them.
+		select {
+		case <-read:
+		case <-time.After(5 * time.Second):
+		}
 		close(done)
 		l.events <- event{g: g, boot: boot, kind: evExit, err: err}
 	}()
@@ -787,15 +794,20 @@ func (l *launcher) console(g *guest, boot int, r io.ReadCloser) {
 }
 
 // consoleTail is the end of the guest's console log, each line marked "labnet: GUEST console: "
-// so that a summary (e2e-all.sh) can pick it out of the test's output.
-func (l *launcher) consoleTail(g *guest, n int) string {
+// so that a summary (e2e-all.sh) can pick it out of the test's output; or, for a boot that died
+// and was booted again (not a failure), "labnet: GUEST boot console: ".
+func (l *launcher) consoleTail(g *guest, n int, recovered bool) string {
 	b, _ := os.ReadFile(filepath.Join(l.consoleDir, "console-"+g.Name+".log"))
 	lines := strings.Split(strings.TrimRight(escapes.ReplaceAllString(string(b), ""), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
 	for i, line := range lines {
-		lines[i] = "labnet: " + g.Name + " console: " + strings.TrimRight(line, "\r")
+		mark := " console: "
+		if recovered {
+			mark = " boot console: "
+		}
+		lines[i] = "labnet: " + g.Name + mark + strings.TrimRight(line, "\r")
 	}
 	return strings.Join(lines, "\n")
 }
@@ -847,7 +859,7 @@ func (l *launcher) run(timeout time.Duration) int {
 					// boot. A guest that dies once it is ready is reported, never booted again.
 					g.retried = true
 					fmt.Fprintf(os.Stderr, "labnet: %s died while booting (qemu: %v); its console:\n%s\nlabnet: %s: booting it again\n",
-						g.Name, ev.err, l.consoleTail(g, 60), g.Name)
+						g.Name, ev.err, l.consoleTail(g, 60, true), g.Name)
 					if err := l.boot(g); err == nil {
 						continue
 					} else {
@@ -862,7 +874,7 @@ func (l *launcher) run(timeout time.Duration) int {
 				}
 				st, _ := os.ReadFile(filepath.Join(g.ctl, "status"))
 				fmt.Fprintf(os.Stderr, "labnet: %s stopped by itself (qemu: %v, status %q); its console:\n%s\n",
-					g.Name, ev.err, strings.TrimSpace(string(st)), l.consoleTail(g, 40))
+					g.Name, ev.err, strings.TrimSpace(string(st)), l.consoleTail(g, 40, false))
 				if !g.upOnce {
 					return exitSetup
 				}
@@ -908,7 +920,9 @@ func (l *launcher) power(c netlab.Call) {
 	case c.Action == netlab.PowerKill:
 		err = l.kill(g)
 	case c.Action == netlab.PowerBoot:
-		g.retried = false
+		if !g.running {
+			g.retried = false // a new power-on (a refused one must not reset a retry under way)
+		}
 		err = l.boot(g)
 	case c.Action == netlab.CarrierOff || c.Action == netlab.CarrierOn:
 		err = l.setLink(g, c.Link, c.Action == netlab.CarrierOn)
@@ -946,9 +960,9 @@ func (l *launcher) driverStatus(g *guest, qerr error) int {
 	if err != nil {
 		// A guest whose kernel panics exits (panic=-1, -no-reboot): its console says why.
 		if !g.ready {
-			fmt.Fprintf(os.Stderr, "labnet: %s never got ready; its console:\n%s\n", g.Name, l.consoleTail(g, 60))
+			fmt.Fprintf(os.Stderr, "labnet: %s never got ready; its console:\n%s\n", g.Name, l.consoleTail(g, 60, false))
 		} else {
-			fmt.Fprintf(os.Stderr, "labnet: %s's console, its end:\n%s\n", g.Name, l.consoleTail(g, 80))
+			fmt.Fprintf(os.Stderr, "labnet: %s's console, its end:\n%s\n", g.Name, l.consoleTail(g, 80, false))
 		}
 		fmt.Fprintf(os.Stderr, "labnet: the driver stopped before SCRIPT finished (qemu: %v; console in %s)\n", qerr, l.consoleDir)
 		return 1
