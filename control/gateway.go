@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"reflect"
 	"slices"
@@ -95,8 +96,10 @@ type gateway struct {
 	// beatAddrs are the client addresses the last heartbeat wrote.
 	beatAddrs []string
 	beatErr   error
-	fenced    bool   // this gateway was blocklisted (or its ID taken)
-	logged    string // the state error last logged
+	beatFails int          // heartbeats failed in a row
+	log       *slog.Logger // the Manager's
+	fenced    bool         // this gateway was blocklisted (or its ID taken)
+	logged    string       // the state error last logged
 	// fenceLogged is why each dead gateway cannot be fenced, as last logged.
 	fenceLogged map[int]string
 	// degraded is what of the group's state this gateway could not apply
@@ -152,7 +155,7 @@ func (g *gateway) ctx() (context.Context, context.CancelFunc) {
 
 // newGateway reads the group's state and joins: its listeners recorded, a
 // first heartbeat. The caller then serves what compose gives.
-func newGateway(cfg *config.Config, o GroupOptions) (*gateway, error) {
+func newGateway(cfg *config.Config, o GroupOptions, log *slog.Logger) (*gateway, error) {
 	if o.Store == nil {
 		return nil, fmt.Errorf("%w (this binary has none: run the rbd build, nvmeof-tgt-rbd)", ErrNoGroup)
 	}
@@ -163,7 +166,7 @@ func newGateway(cfg *config.Config, o GroupOptions) (*gateway, error) {
 	rand.Read(inc)
 	g := &gateway{store: o.Store, cfg: cfg.GatewayGroup, opts: o, now: o.Now, incarnation: hex.EncodeToString(inc),
 		tracker: group.NewTracker(cfg.GatewayGroup.Lease), fenceLogged: map[int]string{}, failed: map[string]failure{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		beatNow: make(chan chan struct{})}
+		beatNow: make(chan chan struct{}), log: log}
 	if g.now == nil {
 		g.now = time.Now
 	}
@@ -316,6 +319,21 @@ func (g *gateway) heartbeat() {
 	g.beatErr = err
 	if err == nil {
 		g.beatAddrs = rec.Addrs
+	}
+	// Transitions only (under a partition every beat fails): when the lease stops being
+	// renewed, and when it is renewed again, with for how long it was not.
+	switch {
+	case err != nil && g.beatFails == 0 && !g.lastBeat.IsZero():
+		g.log.Warn("gateway group: heartbeat failed: the lease is not renewed", "group", g.cfg.Name,
+			"renewed_ago", now.Sub(g.lastBeat), "err", err)
+	case err == nil && g.beatFails > 0 && g.state != nil:
+		g.log.Info("gateway group: heartbeat renewed the lease again", "group", g.cfg.Name,
+			"failed_beats", g.beatFails, "renewed_ago", now.Sub(g.lastBeat))
+	}
+	if err != nil {
+		g.beatFails++
+	} else {
+		g.beatFails = 0
 	}
 	if owedDone {
 		g.prevOwed = nil
@@ -729,7 +747,7 @@ func (m *Manager) localOf(c *config.Config) *config.Config {
 
 // gatewayNew serves the group's state from an empty target.
 func (m *Manager) gatewayNew(cfg *config.Config, o GroupOptions) error {
-	g, err := newGateway(cfg, o)
+	g, err := newGateway(cfg, o, m.log)
 	if err != nil {
 		return err
 	}

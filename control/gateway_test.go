@@ -1,14 +1,17 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -995,5 +998,57 @@ func TestGatewayLeaseAddrsEveryPath(t *testing.T) {
 	}
 	if got := leased(c, 3); !slices.Contains(got, "10.0.0.3:0/500") {
 		t.Errorf("a gateway served a namespace at start-up whose client its lease does not record: %v", got)
+	}
+}
+
+// lockedBuf is a log sink that the gateway's goroutines and the test share.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// TestGatewayHeartbeatLog: a lease that stops being renewed is logged once, when the first
+// heartbeat fails, and again when one renews it, with how many failed; not once per beat (a
+// partition fails every beat). Only logs told when a partitioned gateway renewed its lease.
+func TestGatewayHeartbeatLog(t *testing.T) {
+	cl := group.NewCluster()
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	a := startGateway(t, cl, clock, 1, addrA)
+	var buf lockedBuf
+	g := a.m.gw
+	g.mu.Lock()
+	g.log = slog.New(slog.NewTextHandler(&buf, nil))
+	g.mu.Unlock()
+
+	a.store.beatFails.Store(true)
+	for range 3 {
+		g.heartbeat()
+	}
+	if n := strings.Count(buf.String(), "heartbeat failed"); n != 1 {
+		t.Fatalf("%d heartbeat failures logged for 3 or more failed beats, want 1:\n%s", n, buf.String())
+	}
+	a.store.beatFails.Store(false)
+	g.heartbeat()
+	out := buf.String()
+	if strings.Count(out, "heartbeat renewed the lease again") != 1 {
+		t.Fatalf("the renewal after failures is not logged once:\n%s", out)
+	}
+	m := regexp.MustCompile(`failed_beats=(\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no failed_beats in the renewal's line:\n%s", out)
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 3 {
+		t.Errorf("failed_beats=%d, want at least the 3 failed here", n)
+	}
+	g.heartbeat()
+	if strings.Count(buf.String(), "renewed the lease again") != 1 {
+		t.Errorf("a renewal after a renewal is logged too:\n%s", buf.String())
 	}
 }
