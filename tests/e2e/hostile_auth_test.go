@@ -104,9 +104,10 @@ func TestAuthFlood(t *testing.T) {
 	}
 	// Throughput: the computations run at the lowest priority but take a vCPU of two when
 	// nothing else wants it, and QD1 I/O hands off between vCPUs. Seen in the guest: 0.48 to
-	// 0.57 of quiet, against 0.01 with the computations on the poller.
-	if flood.iops < base.iops*0.35 {
-		t.Errorf("IOPS under the flood %.0f, less than 0.35 of %.0f quiet", flood.iops, base.iops)
+	// 0.57 of quiet alone, 0.18 with the network suite's guests beside it (make test), against
+	// 0.01 with the computations on the poller: 0.1 tells the two apart on a loaded machine.
+	if flood.iops < base.iops*0.1 {
+		t.Errorf("IOPS under the flood %.0f, less than 0.1 of %.0f quiet", flood.iops, base.iops)
 	}
 }
 
