@@ -1,7 +1,6 @@
 package control
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -1001,19 +1000,6 @@ func TestGatewayLeaseAddrsEveryPath(t *testing.T) {
 	}
 }
 
-// lockedBuf is a log sink that the gateway's goroutines and the test share.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // TestGatewayHeartbeatLog: a lease that stops being renewed is logged once, when the first
 // heartbeat fails, and again when one renews it, with how many failed; not once per beat (a
 // partition fails every beat). Only logs told when a partitioned gateway renewed its lease.
@@ -1021,7 +1007,7 @@ func TestGatewayHeartbeatLog(t *testing.T) {
 	cl := group.NewCluster()
 	clock := &fakeClock{now: time.Unix(1e9, 0)}
 	a := startGateway(t, cl, clock, 1, addrA)
-	var buf lockedBuf
+	var buf lockedBuffer
 	g := a.m.gw
 	g.mu.Lock()
 	g.log = slog.New(slog.NewTextHandler(&buf, nil))
