@@ -802,11 +802,11 @@ func (l *launcher) consoleTail(g *guest, n int, recovered bool) string {
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
+	mark := " console: "
+	if recovered {
+		mark = " boot console: "
+	}
 	for i, line := range lines {
-		mark := " console: "
-		if recovered {
-			mark = " boot console: "
-		}
 		lines[i] = "labnet: " + g.Name + mark + strings.TrimRight(line, "\r")
 	}
 	return strings.Join(lines, "\n")
@@ -860,11 +860,11 @@ func (l *launcher) run(timeout time.Duration) int {
 					g.retried = true
 					fmt.Fprintf(os.Stderr, "labnet: %s died while booting (qemu: %v); its console:\n%s\nlabnet: %s: booting it again\n",
 						g.Name, ev.err, l.consoleTail(g, 60, true), g.Name)
-					if err := l.boot(g); err == nil {
+					err := l.boot(g)
+					if err == nil {
 						continue
-					} else {
-						fmt.Fprintf(os.Stderr, "labnet: %s: %v\n", g.Name, err)
 					}
+					fmt.Fprintf(os.Stderr, "labnet: %s: %v\n", g.Name, err)
 				}
 				if g.driver {
 					return l.driverStatus(g, ev.err)
